@@ -1,0 +1,41 @@
+"""The project's own exception types.
+
+Anything a user can cause (bad DSN, wrong password, missing binary, perf not
+allowed...) is raised as a :class:`DiagError`; the CLI prints ``str(error)`` as
+one line and exits with ``error.exit_code``. Code below the CLI never calls
+``sys.exit``.
+"""
+
+from __future__ import annotations
+
+
+class DiagError(Exception):
+    """A failure the user can cause or fix; shown as one line, exit code 2."""
+
+    exit_code: int = 2
+
+
+class UsageError(DiagError):
+    """Bad command-line input (unknown scheme, bad option value)."""
+
+
+class ParseError(DiagError):
+    """Text from a server or tool could not be parsed (names the section/line)."""
+
+
+class ToolUnavailable(DiagError):
+    """An external program (perf, initdb, mariadbd...) is missing or not permitted."""
+
+
+class DbError(DiagError):
+    """A database error, mapped from the driver's exception in one place per engine.
+
+    ``code`` is the SQLSTATE (PostgreSQL) or the numeric error code as a string
+    (MySQL); ``kind`` is one of: "connect", "auth", "privilege", "serialization",
+    "deadlock", "lost", "timeout", "other".
+    """
+
+    def __init__(self, message: str, code: str = "", kind: str = "other") -> None:
+        super().__init__(message)
+        self.code = code
+        self.kind = kind
