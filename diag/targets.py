@@ -1,0 +1,157 @@
+"""Target parsing: ``[LABEL=]DSN`` into a :class:`Target`.
+
+Accepted forms::
+
+    postgresql://user:pw@host:5432/db      postgres://...   (?host=/socket/dir for a unix socket)
+    mysql://user:pw@host:3306/db           mariadb://...    (?unix_socket=/path/mysqld.sock)
+    embedded:postgres                      embedded:mysql   (a throwaway server started for the run)
+    fast=postgresql://...                  (a label that names the target everywhere)
+
+Passwords are kept on the Target for connecting but are never part of its
+``to_dict()``, its ``redacted()`` DSN or its repr.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field, replace
+from urllib.parse import parse_qs, unquote, urlsplit
+
+from diag.errors import UsageError
+
+ENGINES = ("postgres", "mysql")
+_SCHEMES = {
+    "postgresql": "postgres",
+    "postgres": "postgres",
+    "mysql": "mysql",
+    "mariadb": "mysql",
+}
+_DEFAULT_PORT = {"postgres": 5432, "mysql": 3306}
+_DEFAULT_USER = {"postgres": "postgres", "mysql": "root"}
+_DEFAULT_DB = {"postgres": "postgres", "mysql": ""}
+_LABEL_RE = re.compile(r"^([A-Za-z0-9_.@-]+)=(.+)$")
+
+
+@dataclass(frozen=True)
+class Target:
+    """One database server to run against.
+
+    ``engine`` is the protocol family ("postgres" or "mysql"; MariaDB is "mysql"
+    here and its product name is detected on connect). ``embedded`` targets have
+    no host until their throwaway server is started (see ``diag.servers``).
+    """
+
+    label: str
+    engine: str
+    host: str | None = None
+    port: int | None = None
+    socket: str | None = None
+    user: str = ""
+    password: str | None = field(default=None, repr=False)
+    database: str = ""
+    embedded: bool = False
+    label_given: bool = False
+
+    def redacted(self) -> str:
+        """The DSN with the password replaced by ``***`` (safe to print and store)."""
+        if self.embedded:
+            return f"embedded:{self.engine}"
+        scheme = "postgresql" if self.engine == "postgres" else "mysql"
+        auth = self.user + (":***" if self.password else "")
+        where = self.host or ""
+        if self.port:
+            where += f":{self.port}"
+        dsn = f"{scheme}://{auth}@{where}/{self.database}"
+        if self.socket:
+            key = "host" if self.engine == "postgres" else "unix_socket"
+            dsn += f"?{key}={self.socket}"
+        return dsn
+
+    def to_dict(self) -> dict[str, object]:
+        """JSON-safe description without the password."""
+        return {
+            "label": self.label,
+            "engine": self.engine,
+            "dsn": self.redacted(),
+            "host": self.host,
+            "port": self.port,
+            "socket": self.socket,
+            "user": self.user,
+            "database": self.database,
+            "embedded": self.embedded,
+        }
+
+    def is_local(self) -> bool:
+        """True when the server runs on this machine (host metrics and perf apply)."""
+        return self.embedded or bool(self.socket) or self.host in (None, "", "localhost", "127.0.0.1", "::1")
+
+    def with_endpoint(self, host: str, port: int, socket: str | None, user: str, database: str) -> "Target":
+        """A copy pointing at a started throwaway server (keeps a user-given label)."""
+        t = replace(self, host=host, port=port, socket=socket, user=user, database=database)
+        if not self.label_given:
+            t = replace(t, label=default_label(t))
+        return t
+
+
+def default_label(t: Target) -> str:
+    """engine@host:port (or engine@socket, or engine@embedded before start)."""
+    if t.embedded and not t.port:
+        return f"{t.engine}@embedded"
+    where = t.host or t.socket or "localhost"
+    return f"{t.engine}@{where}:{t.port}" if t.port else f"{t.engine}@{where}"
+
+
+def parse_target(text: str) -> Target:
+    """Parse ``[LABEL=]DSN``; raises UsageError with one clear line on bad input."""
+    text = text.strip()
+    label = ""
+    m = _LABEL_RE.match(text)
+    if m and "://" not in m.group(1) and ":" not in m.group(1):
+        label, text = m.group(1), m.group(2)
+    if text.startswith("embedded:"):
+        engine = text.split(":", 1)[1].strip().lower()
+        engine = {"postgresql": "postgres", "mariadb": "mysql"}.get(engine, engine)
+        if engine not in ENGINES:
+            raise UsageError(f"unknown embedded engine {engine!r}: use embedded:postgres or embedded:mysql")
+        t = Target(label=label, engine=engine, embedded=True, label_given=bool(label),
+                   user=_DEFAULT_USER[engine], database=_DEFAULT_DB[engine])
+        return replace(t, label=label or default_label(t))
+    if "://" not in text:
+        raise UsageError(
+            f"cannot read target {_scrub(text)!r}: expected postgresql://, mysql://, mariadb:// or embedded:ENGINE")
+    scheme = text.split("://", 1)[0].lower()
+    engine = _SCHEMES.get(scheme)
+    if engine is None:
+        raise UsageError(f"unknown scheme {scheme!r} in target: use postgresql://, postgres://, mysql://, "
+                         "mariadb:// or embedded:postgres|mysql")
+    try:
+        parts = urlsplit(text)
+        port = parts.port
+    except ValueError as e:
+        raise UsageError(f"bad target {_scrub(text)!r}: {e}") from None
+    query = {k: v[-1] for k, v in parse_qs(parts.query).items()}
+    host = unquote(parts.hostname or "") or None
+    socket = None
+    sock_key = "host" if engine == "postgres" else "unix_socket"
+    if query.get(sock_key, "").startswith("/"):
+        socket = query[sock_key]
+    elif host and host.startswith("/"):
+        socket, host = host, None
+    database = unquote(parts.path.lstrip("/")) or query.get("dbname", "") or _DEFAULT_DB[engine]
+    user = unquote(parts.username or "") or query.get("user", "") or _DEFAULT_USER[engine]
+    password = unquote(parts.password) if parts.password is not None else query.get("password")
+    if not host and not socket:
+        host = "127.0.0.1"
+    t = Target(label=label, engine=engine, host=host, port=port or _DEFAULT_PORT[engine], socket=socket,
+               user=user, password=password, database=database, label_given=bool(label))
+    return replace(t, label=label or default_label(t))
+
+
+def _scrub(text: str) -> str:
+    """Hide a password in a DSN-looking string for error messages."""
+    return re.sub(r"(://[^:/@]*:)[^@]*@", r"\1***@", text)
+
+
+def redact_argv(argv: list[str]) -> list[str]:
+    """The command line with any DSN password replaced by ``***``."""
+    return [_scrub(a) for a in argv]
