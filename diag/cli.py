@@ -1,0 +1,192 @@
+"""The ``dbdiag`` command: argument parsing and the one place that turns errors into exit codes.
+
+Every failure a user can cause reaches ``main`` as a DiagError and is printed as
+one line (``dbdiag: error: ...``) with its exit code; Ctrl-C prints where the
+partial bundle is and exits 130. No traceback for either.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import signal
+import sys
+import threading
+from pathlib import Path
+
+from diag import __version__
+from diag.errors import DiagError, UsageError
+
+
+def _csv_ints(text: str) -> tuple[int, ...]:
+    try:
+        vals = tuple(int(x) for x in text.split(",") if x.strip())
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a comma-separated list of integers, got {text!r}") from None
+    if not vals or any(v < 1 for v in vals):
+        raise argparse.ArgumentTypeError("client counts must be >= 1")
+    return vals
+
+
+def _positive(text: str) -> float:
+    try:
+        v = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number, got {text!r}") from None
+    if v <= 0:
+        raise argparse.ArgumentTypeError(f"expected a positive number, got {text!r}")
+    return v
+
+
+def _kv(items: list[str] | None) -> dict[str, str]:
+    out: dict[str, str] = {}
+    for it in items or []:
+        if "=" not in it:
+            raise UsageError(f"--set expects KEY=VALUE, got {it!r}")
+        k, v = it.split("=", 1)
+        out[k.strip()] = v.strip()
+    return out
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="dbdiag", description="Profile and diagnose PostgreSQL and MySQL/MariaDB "
+                                "under the same workloads; writes a run bundle and one HTML report.")
+    p.add_argument("--version", action="version", version=f"dbdiag {__version__}")
+    sub = p.add_subparsers(dest="command", metavar="COMMAND")
+
+    r = sub.add_parser("run", help="run workloads against targets while collecting; write a bundle and report")
+    r.add_argument("targets", nargs="*", metavar="TARGET",
+                   help="[LABEL=]DSN: postgresql://..., mysql://..., mariadb://..., embedded:postgres, "
+                        "embedded:mysql (default: embedded servers available here)")
+    r.add_argument("-w", "--workload", default="point-select",
+                   help="comma-separated: point-select, read-only, read-write, insert, tpcc, custom")
+    r.add_argument("-c", "--clients", type=_csv_ints, default=(1, 4), help="client counts to sweep, e.g. 1,2,4,8")
+    r.add_argument("-T", "--duration", type=_positive, default=10.0, help="seconds measured per step")
+    r.add_argument("--warmup", type=float, default=2.0, help="seconds per step before measuring")
+    r.add_argument("--protocol", choices=("simple", "prepared"), default="prepared")
+    r.add_argument("--isolation", choices=("read-committed", "repeatable-read", "serializable"),
+                   default="read-committed")
+    r.add_argument("--rate", type=_positive, default=None, help="open-loop target transactions/s (total)")
+    r.add_argument("--max-tries", type=int, default=10, help="tries per transaction on serialization/deadlock")
+    r.add_argument("--report-interval", type=_positive, default=1.0, help="seconds between progress lines")
+    r.add_argument("-s", "--scale", type=int, default=1, help="data size (workload-specific unit)")
+    r.add_argument("--fresh", action="store_true", help="reload data even if it matches")
+    r.add_argument("--script", default=None, help="file for the custom workload")
+    r.add_argument("--think", action="store_true", help="tpcc: keying and think times")
+    r.add_argument("-o", "--out", type=Path, default=None, help="bundle folder (default runs/<UTC time>-<name>)")
+    r.add_argument("--name", default="", help="name used in the default bundle folder")
+    r.add_argument("--no-collect", action="store_true", help="do not run collectors (driver only)")
+    r.add_argument("--no-profile", action="store_true", help="do not record perf profiles")
+    r.add_argument("--profile-seconds", type=_positive, default=3.0, help="perf window per step (middle of it)")
+    r.add_argument("--profile-client", action="store_true", help="sample the client processes with py-spy")
+    r.add_argument("--flush-capability", type=_positive, default=None,
+                   help="flushes/s the storage can do (skip measuring), e.g. 120 for a 7200 rpm disk")
+    r.add_argument("--set", action="append", metavar="KEY=VALUE", help="setting for embedded servers")
+
+    rep = sub.add_parser("report", help="re-render report.html from a run bundle")
+    rep.add_argument("bundle", type=Path)
+
+    srv = sub.add_parser("server", help="throwaway servers")
+    ssub = srv.add_subparsers(dest="server_command", metavar="ACTION")
+    st = ssub.add_parser("start", help="start a throwaway server, print its DSN, wait for Ctrl-C, remove it")
+    st.add_argument("engine", choices=("postgres", "postgresql", "mysql", "mariadb"))
+    st.add_argument("--set", action="append", metavar="KEY=VALUE", help="server setting, e.g. fsync=off")
+    st.add_argument("--port", type=int, default=None)
+    return p
+
+
+def _install_sigterm() -> None:
+    """Treat SIGTERM like Ctrl-C so servers are stopped and the bundle finished."""
+    if threading.current_thread() is threading.main_thread():
+        signal.signal(signal.SIGTERM, lambda *_: (_ for _ in ()).throw(KeyboardInterrupt()))
+
+
+def cmd_run(a: argparse.Namespace, argv: list[str]) -> int:
+    from diag.run import Run, RunOptions, default_targets
+    from workloads.driver import DriverOptions
+
+    drv = DriverOptions(clients=a.clients, duration_s=a.duration, warmup_s=max(0.0, a.warmup),
+                        protocol=a.protocol, isolation=a.isolation, rate=a.rate, max_tries=a.max_tries,
+                        report_interval_s=a.report_interval, scale=a.scale, fresh=a.fresh, script=a.script,
+                        think=a.think)
+    opts = RunOptions(targets=a.targets or default_targets(), workloads=[w.strip() for w in a.workload.split(",")
+                                                                          if w.strip()],
+                      driver=drv, out=a.out, name=a.name, argv=["dbdiag", *argv], collect=not a.no_collect,
+                      profile=not a.no_profile, profile_seconds=a.profile_seconds, profile_client=a.profile_client,
+                      flush_capability=a.flush_capability, server_settings=_kv(a.set))
+    run = Run(opts)
+    try:
+        path = run.execute()
+    except KeyboardInterrupt:
+        print(f"dbdiag: interrupted; partial bundle in {run.path}", file=sys.stderr)
+        return 130
+    except DiagError as e:
+        print(f"dbdiag: error: {e}", file=sys.stderr)
+        print(f"dbdiag: what was collected is in {run.path}", file=sys.stderr)
+        return e.exit_code
+    report = path / "report.html"
+    print(f"dbdiag: report: {report.resolve() if report.exists() else '(not rendered)'}")
+    return 0
+
+
+def cmd_report(a: argparse.Namespace) -> int:
+    from reports.render import render_bundle
+
+    print(f"dbdiag: report: {render_bundle(a.bundle).resolve()}")
+    return 0
+
+
+def cmd_server(a: argparse.Namespace) -> int:
+    from diag.servers import start_server
+
+    srv = start_server(a.engine, _kv(a.set), a.port)
+    try:
+        print(srv.dsn(), flush=True)
+        print(f"dbdiag: {srv.engine} server pid {srv.pid} in {srv.directory}; Ctrl-C stops and removes it",
+              file=sys.stderr, flush=True)
+        while srv.process is not None and srv.process.poll() is None:
+            try:
+                srv.process.wait(timeout=1.0)
+            except Exception:  # subprocess.TimeoutExpired: keep waiting for Ctrl-C
+                continue
+        print(f"dbdiag: error: the server exited by itself: {srv.log_tail()}", file=sys.stderr)
+        return 1
+    except KeyboardInterrupt:
+        print("dbdiag: stopping the server and removing its directory", file=sys.stderr)
+        return 0
+    finally:
+        srv.stop()
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    parser = build_parser()
+    a = parser.parse_args(argv)
+    if not a.command:
+        parser.print_help()
+        return 2
+    _install_sigterm()
+    try:
+        if a.command == "run":
+            return cmd_run(a, argv)
+        if a.command == "report":
+            return cmd_report(a)
+        if a.command == "server":
+            if not a.server_command:
+                parser.parse_args(["server", "--help"])
+            return cmd_server(a)
+    except DiagError as e:
+        print(f"dbdiag: error: {e}", file=sys.stderr)
+        return e.exit_code
+    except KeyboardInterrupt:
+        print("dbdiag: interrupted", file=sys.stderr)
+        return 130
+    except BrokenPipeError:
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 1
+    parser.print_help()
+    return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())

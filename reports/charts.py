@@ -1,0 +1,120 @@
+"""Inline SVG charts: self-contained, deterministic, no JavaScript, no network.
+
+Every label passes through markupsafe.escape because series names come from
+targets' labels and server strings.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+
+from markupsafe import Markup, escape
+
+PALETTE = ("#1f77b4", "#d62728", "#2ca02c", "#ff7f0e", "#9467bd", "#8c564b", "#e377c2", "#17becf")
+
+
+def nice_ticks(lo: float, hi: float, n: int = 5) -> list[float]:
+    """Round tick values covering [lo, hi]."""
+    if not math.isfinite(lo) or not math.isfinite(hi):
+        return [0.0]
+    if hi <= lo:
+        hi = lo + 1.0
+    raw = (hi - lo) / max(1, n)
+    mag = 10 ** math.floor(math.log10(raw))
+    step = next(m * mag for m in (1, 2, 2.5, 5, 10) if m * mag >= raw)
+    start = math.floor(lo / step) * step
+    ticks = []
+    v = start
+    while v <= hi + step * 0.5 and len(ticks) < 50:
+        ticks.append(round(v, 10))
+        v += step
+    return ticks
+
+
+def fmt(v: float) -> str:
+    """Short human number: 84213 -> 84.2k, 0.00123 -> 0.00123."""
+    a = abs(v)
+    if a >= 1e9:
+        return f"{v / 1e9:.3g}G"
+    if a >= 1e6:
+        return f"{v / 1e6:.3g}M"
+    if a >= 1e4:
+        return f"{v / 1e3:.3g}k"
+    if a == 0:
+        return "0"
+    return f"{v:.3g}"
+
+
+def line_chart(series: Sequence[tuple[str, Sequence[tuple[float, float | None]]]], *, x_label: str,
+               y_label: str, width: int = 720, height: int = 260, log_x: bool = False,
+               markers: bool = False, bands: Sequence[tuple[float, float, str]] = ()) -> Markup:
+    """A line chart; ``series`` is [(name, [(x, y|None), ...])]; None breaks the line.
+
+    ``bands`` are shaded x ranges (start, end, label), e.g. a profile window.
+    """
+    pts = [(x, y) for _, s in series for x, y in s if y is not None and math.isfinite(y)]
+    if not pts:
+        return Markup('<p class="empty">no data</p>')
+    tx = (lambda v: math.log2(v)) if log_x else (lambda v: v)
+    xs = [tx(x) for x, _ in pts]
+    ys = [y for _, y in pts]
+    x0, x1 = min(xs), max(xs)
+    if x1 == x0:
+        x1 = x0 + 1
+    yt = nice_ticks(min(0.0, min(ys)), max(ys) * 1.05 if max(ys) > 0 else 1.0)
+    y0, y1 = yt[0], yt[-1]
+    ml, mr, mt, mb = 64, 16, 12, 44
+    pw, ph = width - ml - mr, height - mt - mb
+
+    def px(x: float) -> float:
+        return ml + (tx(x) - x0) / (x1 - x0) * pw
+
+    def py(y: float) -> float:
+        return mt + ph - (y - y0) / ((y1 - y0) or 1) * ph
+
+    out = [f'<svg class="chart" xmlns="http://www.w3.org/2000/svg" viewBox="0 0 {width} {height + 18 * len(series)}"'
+           f' width="{width}" role="img" aria-label="{escape(y_label)} against {escape(x_label)}">']
+    for b0, b1, blabel in bands:
+        xa, xb = max(ml, px(b0)), min(ml + pw, px(b1))
+        if xb > xa:
+            out.append(f'<rect x="{xa:.1f}" y="{mt}" width="{xb - xa:.1f}" height="{ph}" fill="#fff3c4">'
+                       f'<title>{escape(blabel)}</title></rect>')
+    for t in yt:
+        y = py(t)
+        out.append(f'<line x1="{ml}" y1="{y:.1f}" x2="{ml + pw}" y2="{y:.1f}" stroke="#e5e5e5"/>'
+                   f'<text x="{ml - 6}" y="{y + 4:.1f}" text-anchor="end" font-size="11">{fmt(t)}</text>')
+    if log_x:
+        xticks = sorted({x for x, _ in pts})
+    else:
+        xticks = [v for v in nice_ticks(x0, x1, 6) if x0 <= v <= x1]
+    for t in xticks:
+        x = px(t)
+        out.append(f'<line x1="{x:.1f}" y1="{mt + ph}" x2="{x:.1f}" y2="{mt + ph + 4}" stroke="#444"/>'
+                   f'<text x="{x:.1f}" y="{mt + ph + 16}" text-anchor="middle" font-size="11">{fmt(t)}</text>')
+    out.append(f'<line x1="{ml}" y1="{mt + ph}" x2="{ml + pw}" y2="{mt + ph}" stroke="#444"/>'
+               f'<line x1="{ml}" y1="{mt}" x2="{ml}" y2="{mt + ph}" stroke="#444"/>')
+    out.append(f'<text x="{ml + pw / 2:.1f}" y="{mt + ph + 34}" text-anchor="middle" font-size="12">'
+               f'{escape(x_label)}</text>')
+    out.append(f'<text x="14" y="{mt + ph / 2:.1f}" text-anchor="middle" font-size="12" '
+               f'transform="rotate(-90 14 {mt + ph / 2:.1f})">{escape(y_label)}</text>')
+    for i, (name, s) in enumerate(series):
+        color = PALETTE[i % len(PALETTE)]
+        segs: list[list[str]] = [[]]
+        for x, y in s:
+            if y is None or not math.isfinite(y):
+                segs.append([])
+                continue
+            segs[-1].append(f"{px(x):.1f},{py(y):.1f}")
+        for seg in segs:
+            if len(seg) > 1:
+                out.append(f'<polyline fill="none" stroke="{color}" stroke-width="1.8" points="{" ".join(seg)}"/>')
+            if markers or len(seg) == 1:
+                for p in seg:
+                    cx, cy = p.split(",")
+                    out.append(f'<circle cx="{cx}" cy="{cy}" r="3" fill="{color}"/>')
+        ly = height + 4 + 18 * i
+        out.append(f'<rect x="{ml}" y="{ly}" width="12" height="12" fill="{color}"/>'
+                   f'<text x="{ml + 18}" y="{ly + 10}" font-size="12">{escape(name)}</text>')
+    out.append("</svg>")
+    return Markup("".join(out))

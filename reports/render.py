@@ -1,0 +1,118 @@
+"""Render ``report.html`` from a run bundle alone (never from live state).
+
+``render_bundle(path)`` derives findings (pure functions of the bundle), writes
+findings.json, and renders one self-contained HTML file with jinja2 (autoescape
+on: query texts, settings and server messages are untrusted). Rendering the same
+bundle twice gives the same bytes.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+from pathlib import Path
+from typing import Any
+
+import jinja2
+
+from diag.bundle import Bundle, BundleWriter, load_bundle
+from reports.charts import fmt, line_chart
+from reports.findings import derive_findings
+from reports.series import host_cpu_pct, process_group_series, window_sum
+
+TEMPLATES = Path(__file__).parent / "templates"
+
+
+def _env() -> jinja2.Environment:
+    env = jinja2.Environment(loader=jinja2.FileSystemLoader(str(TEMPLATES)),
+                             autoescape=jinja2.select_autoescape(default=True, default_for_string=True),
+                             undefined=jinja2.StrictUndefined, trim_blocks=True, lstrip_blocks=True)
+    env.filters["num"] = _num
+    env.filters["ts"] = _ts
+    env.filters["human"] = fmt
+    return env
+
+
+def _num(v: Any, digits: int = 1) -> str:
+    """Numbers with thousands separators and fixed rounding; '-' for missing."""
+    if v is None or v == "":
+        return "-"
+    if isinstance(v, (int, float)):
+        if isinstance(v, float) and abs(v) < 10 and digits < 2:
+            return f"{v:,.2f}"
+        return f"{v:,.{digits}f}" if isinstance(v, float) else f"{v:,}"
+    return str(v)
+
+
+def _ts(v: Any) -> str:
+    if not isinstance(v, (int, float)):
+        return "-"
+    return _dt.datetime.fromtimestamp(v, _dt.timezone.utc).strftime("%Y-%m-%d %H:%M:%S UTC")
+
+
+def step_resources(b: Bundle) -> list[dict[str, Any]]:
+    """Per result row: server and client CPU µs per transaction, context switches per transaction."""
+    host = b.series.get("host", [])
+    out = []
+    client = process_group_series(host, "client")
+    for r in b.results:
+        t0, t1, txn = r.get("t_start"), r.get("t_end"), r.get("transactions") or 0
+        row: dict[str, Any] = {"target": r.get("target"), "workload": r.get("workload"), "clients": r.get("clients")}
+        if t0 and t1 and txn:
+            srv = window_sum(process_group_series(host, "server", r.get("target")), t0, t1)
+            cli = window_sum(client, t0, t1)
+            if srv:
+                row["server_cpu_us_per_txn"] = (srv[0] + srv[1]) * 1e6 / txn
+                row["server_user_us_per_txn"] = srv[0] * 1e6 / txn
+                row["server_sys_us_per_txn"] = srv[1] * 1e6 / txn
+                row["server_ctx_per_txn"] = (srv[2] + srv[3]) / txn
+            if cli:
+                row["client_cpu_us_per_txn"] = (cli[0] + cli[1]) * 1e6 / txn
+            elif r.get("client_cpu_s") is not None:
+                row["client_cpu_us_per_txn"] = r["client_cpu_s"] * 1e6 / txn
+        out.append(row)
+    return out
+
+
+def build_view(b: Bundle, findings: list[dict[str, Any]]) -> dict[str, Any]:
+    """Everything the template shows, computed from the bundle."""
+    run = b.run
+    targets = run.get("targets", [])
+    charts: dict[str, Any] = {}
+    host = b.series.get("host", [])
+    t_origin = min([r["t"] for r in host[:1]] + [r.get("t_start", 1e20) for r in b.results] + [run.get("started",
+                                                                                                       1e20)])
+    if host:
+        charts["host_cpu"] = line_chart([("host CPU busy %", [(t - t_origin, v) for t, v in host_cpu_pct(host)])],
+                                        x_label="seconds since start", y_label="CPU busy (%)")
+    tps_series = []
+    for name, recs in sorted(b.series_for("workload--").items()):
+        label = name.split("--", 1)[1]
+        pts = [(r["t"] - t_origin, r["transactions"] / r["interval_s"]) for r in recs
+               if r.get("interval_s")]
+        tps_series.append((label, pts))
+    if tps_series:
+        charts["tps_time"] = line_chart(tps_series, x_label="seconds since start", y_label="transactions/s")
+    scaling: dict[str, list[tuple[float, float | None]]] = {}
+    for r in b.results:
+        key = f"{r.get('target')} {r.get('workload')}"
+        scaling.setdefault(key, []).append((r.get("clients", 0), r.get("tps")))
+    if scaling:
+        charts["scaling"] = line_chart([(k, sorted(v)) for k, v in sorted(scaling.items())], x_label="clients",
+                                       y_label="transactions/s", log_x=True, markers=True)
+    collectors = [{"name": k, **v} for k, v in sorted(run.get("collectors", {}).items())]
+    return {
+        "run": run, "partial": b.partial, "targets": targets, "results": b.results, "findings": findings,
+        "charts": charts, "collectors": collectors, "events": b.events[-200:], "resources": step_resources(b),
+        "title": f"dbdiag report: {', '.join(run.get('workloads', []))} on "
+                 f"{', '.join(t.get('label', '?') for t in targets)}",
+    }
+
+
+def render_bundle(path: Path) -> Path:
+    """Derive findings, write findings.json and report.html; returns the report path."""
+    b = load_bundle(Path(path))
+    findings = derive_findings(b)
+    w = BundleWriter(Path(path))
+    w.write_json("findings.json", {"findings": findings})
+    html = _env().get_template("report.html.j2").render(**build_view(b, findings))
+    return w.write_text("report.html", html)
