@@ -103,7 +103,11 @@ def _install_sigterm() -> None:
 
 def cmd_run(a: argparse.Namespace, argv: list[str]) -> int:
     from diag.run import Run, RunOptions, default_targets
+    from diag.targets import parse_target
     from workloads.driver import DriverOptions
+
+    for t in a.targets:
+        parse_target(t)  # bad DSNs fail before anything starts
 
     drv = DriverOptions(clients=a.clients, duration_s=a.duration, warmup_s=max(0.0, a.warmup),
                         protocol=a.protocol, isolation=a.isolation, rate=a.rate, max_tries=a.max_tries,
@@ -121,8 +125,7 @@ def cmd_run(a: argparse.Namespace, argv: list[str]) -> int:
         print(f"dbdiag: interrupted; partial bundle in {run.path}", file=sys.stderr)
         return 130
     except DiagError as e:
-        print(f"dbdiag: error: {e}", file=sys.stderr)
-        print(f"dbdiag: what was collected is in {run.path}", file=sys.stderr)
+        print(f"dbdiag: error: {e} (what was collected is in {run.path})", file=sys.stderr)
         return e.exit_code
     report = path / "report.html"
     print(f"dbdiag: report: {report.resolve() if report.exists() else '(not rendered)'}")
