@@ -8,6 +8,7 @@ partial bundle is and exits 130. No traceback for either.
 from __future__ import annotations
 
 import argparse
+import importlib
 import os
 import signal
 import sys
@@ -46,6 +47,22 @@ def _kv(items: list[str] | None) -> dict[str, str]:
         k, v = it.split("=", 1)
         out[k.strip()] = v.strip()
     return out
+
+
+# Modules that add subcommands: each defines ``add_parsers(sub)`` and ``dispatch(args) -> int | None``
+# (None: not mine). An explicit tuple, not a folder scan.
+COMMAND_MODULES = ("diag.flushcmds", "diag.comparecmd")
+
+
+def _command_modules() -> list[object]:
+    mods = []
+    for name in COMMAND_MODULES:
+        try:
+            mods.append(importlib.import_module(name))
+        except ModuleNotFoundError as e:
+            if e.name != name:
+                raise
+    return mods
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -92,6 +109,8 @@ def build_parser() -> argparse.ArgumentParser:
     st.add_argument("engine", choices=("postgres", "postgresql", "mysql", "mariadb"))
     st.add_argument("--set", action="append", metavar="KEY=VALUE", help="server setting, e.g. fsync=off")
     st.add_argument("--port", type=int, default=None)
+    for mod in _command_modules():
+        mod.add_parsers(sub)  # type: ignore[attr-defined]
     return p
 
 
@@ -178,6 +197,10 @@ def main(argv: list[str] | None = None) -> int:
             if not a.server_command:
                 parser.parse_args(["server", "--help"])
             return cmd_server(a)
+        for mod in _command_modules():
+            rc = mod.dispatch(a)  # type: ignore[attr-defined]
+            if rc is not None:
+                return int(rc)
     except DiagError as e:
         print(f"dbdiag: error: {e}", file=sys.stderr)
         return e.exit_code

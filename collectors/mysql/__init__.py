@@ -1,0 +1,13 @@
+"""MySQL / MariaDB collectors (MySQL 5.7, 8.0, 8.4; MariaDB 10.5 to 11.x).
+
+Version-specific SQL lives in ``sql/`` and is chosen by
+:func:`collectors.mysql.queries.pick_sql`.
+"""
+
+from collectors.mysql.settings import MySettingsCollector
+from collectors.mysql.status import MyStatusCollector
+from collectors.mysql.waits import MyWaitsCollector
+
+MYSQL_COLLECTORS = (MyStatusCollector, MyWaitsCollector, MySettingsCollector)
+
+__all__ = ["MYSQL_COLLECTORS", "MySettingsCollector", "MyStatusCollector", "MyWaitsCollector"]

@@ -1,0 +1,14 @@
+"""PostgreSQL collectors (13 to 18): cumulative statistics, wait-event sampling, settings snapshot.
+
+An explicit registry: the orchestrator instantiates each class in ``PG_COLLECTORS``
+for every PostgreSQL target. Version-specific SQL is in ``sql/`` and chosen by
+:func:`collectors.pg.queries.pick_sql`.
+"""
+
+from collectors.pg.settings import PgSettingsCollector
+from collectors.pg.stats import PgStatsCollector
+from collectors.pg.waits import PgWaitsCollector
+
+PG_COLLECTORS = (PgStatsCollector, PgWaitsCollector, PgSettingsCollector)
+
+__all__ = ["PG_COLLECTORS", "PgSettingsCollector", "PgStatsCollector", "PgWaitsCollector"]
