@@ -68,7 +68,8 @@ class BundleWriter:
         try:
             for sub in ("", "series", "artifacts"):
                 (self.path / sub).mkdir(parents=True, exist_ok=True)
-            probe = self.path / ".write-test"
+            # Per-process name: collector processes open the bundle at the same moment.
+            probe = self.path / f".write-test-{os.getpid()}"
             probe.write_text("ok")
             probe.unlink()
         except OSError as e:

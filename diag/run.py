@@ -166,9 +166,6 @@ class _Hooks:
 
     def step_started(self, info: Any) -> None:
         self.run.client_pids.set(list(info.client_pids))
-        self.run.bundle.event("step_started", f"{info.target} {info.workload} c={info.clients}",
-                              target=info.target, workload=info.workload, clients=info.clients,
-                              t_start=info.t_start, duration_s=info.duration_s)
         for hook in self.run.step_plugins:
             hook.step_started(info, self.rt)
 

@@ -1,0 +1,2 @@
+/* dbdiag */ SELECT NAME AS name, ENABLED AS enabled
+FROM performance_schema.setup_consumers

@@ -1,0 +1,8 @@
+/* dbdiag */ SHOW GLOBAL VARIABLES WHERE Variable_name IN (
+  'innodb_flush_log_at_trx_commit', 'innodb_flush_log_at_timeout', 'sync_binlog', 'log_bin', 'binlog_format',
+  'binlog_commit_wait_count', 'binlog_commit_wait_usec', 'innodb_doublewrite', 'innodb_flush_method',
+  'innodb_use_native_aio', 'innodb_buffer_pool_size', 'innodb_log_file_size', 'innodb_log_buffer_size',
+  'innodb_log_file_buffering', 'innodb_log_file_write_through', 'innodb_data_file_write_through',
+  'innodb_log_write_ahead_size', 'innodb_io_capacity', 'innodb_io_capacity_max', 'innodb_flush_neighbors',
+  'performance_schema', 'thread_handling', 'thread_pool_size', 'innodb_spin_wait_delay',
+  'max_connections', 'version', 'version_comment')

@@ -1,0 +1,1 @@
+/* dbdiag */ SHOW GLOBAL STATUS

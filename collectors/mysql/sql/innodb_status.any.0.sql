@@ -1,0 +1,1 @@
+/* dbdiag */ SHOW ENGINE INNODB STATUS
