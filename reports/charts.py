@@ -39,7 +39,7 @@ def fmt(v: float) -> str:
         return f"{v / 1e9:.3g}G"
     if a >= 1e6:
         return f"{v / 1e6:.3g}M"
-    if a >= 1e4:
+    if a >= 1e3:
         return f"{v / 1e3:.3g}k"
     if a == 0:
         return "0"

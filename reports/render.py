@@ -14,9 +14,10 @@ from typing import Any
 
 import jinja2
 
-from diag.bundle import Bundle, BundleWriter, load_bundle
+from diag.bundle import Bundle, BundleWriter, load_bundle, safe_name
 from reports.charts import fmt, line_chart
 from reports.findings import derive_findings
+from reports.sections import profiles, settings_diff, wait_profiles
 from reports.series import host_cpu_pct, process_group_series, window_sum
 
 TEMPLATES = Path(__file__).parent / "templates"
@@ -73,6 +74,16 @@ def step_resources(b: Bundle) -> list[dict[str, Any]]:
     return out
 
 
+def _dt_of(records: list[dict[str, Any]], t: float) -> float:
+    """Length (s) of the sampling interval that ends at ``t`` (1.0 when unknown)."""
+    prev = None
+    for r in records:
+        if r["t"] == t:
+            return max(1e-3, t - prev) if prev is not None else 1.0
+        prev = r["t"]
+    return 1.0
+
+
 def build_view(b: Bundle, findings: list[dict[str, Any]]) -> dict[str, Any]:
     """Everything the template shows, computed from the bundle."""
     run = b.run
@@ -84,14 +95,34 @@ def build_view(b: Bundle, findings: list[dict[str, Any]]) -> dict[str, Any]:
     if host:
         charts["host_cpu"] = line_chart([("host CPU busy %", [(t - t_origin, v) for t, v in host_cpu_pct(host)])],
                                         x_label="seconds since start", y_label="CPU busy (%)")
-    tps_series = []
+    label_of = {safe_name(str(t.get("label"))): str(t.get("label")) for t in targets}
+    bands = [(r["profile"]["window"][0] - t_origin, r["profile"]["window"][1] - t_origin, "perf profile window")
+             for r in b.results if (r.get("profile") or {}).get("window")]
+    tps_series, p95_series = [], []
     for name, recs in sorted(b.series_for("workload--").items()):
-        label = name.split("--", 1)[1]
-        pts = [(r["t"] - t_origin, r["transactions"] / r["interval_s"]) for r in recs
-               if r.get("interval_s")]
-        tps_series.append((label, pts))
+        label = label_of.get(name.split("--", 1)[1], name.split("--", 1)[1])
+        tps_series.append((label, [(r["t"] - t_origin, r["transactions"] / r["interval_s"]) for r in recs
+                                   if r.get("interval_s")]))
+        p95_series.append((label, [(r["t"] - t_origin, (r.get("latency_ms") or {}).get("p95")) for r in recs]))
     if tps_series:
-        charts["tps_time"] = line_chart(tps_series, x_label="seconds since start", y_label="transactions/s")
+        charts["tps_time"] = line_chart(tps_series, x_label="seconds since start", y_label="transactions/s",
+                                        bands=bands)
+        charts["p95_time"] = line_chart(p95_series, x_label="seconds since start", y_label="p95 latency (ms)",
+                                        bands=bands)
+    cpu_series = []
+    for t in targets:
+        lab = str(t.get("label"))
+        srv = process_group_series(host, "server", lab)
+        if any(v[0] + v[1] for _, v in srv):
+            cpu_series.append((f"{lab} server", [(ts - t_origin, 100.0 * (v[0] + v[1]) / _dt_of(host, ts))
+                                                 for ts, v in srv]))
+    cli = process_group_series(host, "client")
+    if any(v[0] + v[1] for _, v in cli):
+        cpu_series.append(("clients (driver)", [(ts - t_origin, 100.0 * (v[0] + v[1]) / _dt_of(host, ts))
+                                                for ts, v in cli]))
+    if cpu_series:
+        charts["proc_cpu"] = line_chart(cpu_series, x_label="seconds since start",
+                                        y_label="CPU (% of one core)", bands=bands)
     scaling: dict[str, list[tuple[float, float | None]]] = {}
     for r in b.results:
         key = f"{r.get('target')} {r.get('workload')}"
@@ -100,9 +131,18 @@ def build_view(b: Bundle, findings: list[dict[str, Any]]) -> dict[str, Any]:
         charts["scaling"] = line_chart([(k, sorted(v)) for k, v in sorted(scaling.items())], x_label="clients",
                                        y_label="transactions/s", log_x=True, markers=True)
     collectors = [{"name": k, **v} for k, v in sorted(run.get("collectors", {}).items())]
+    durability: list[Any] = []
+    try:
+        from reports.durability_view import durability_rows
+
+        durability = list(durability_rows(b))
+    except ImportError:
+        pass
     return {
         "run": run, "partial": b.partial, "targets": targets, "results": b.results, "findings": findings,
         "charts": charts, "collectors": collectors, "events": b.events[-200:], "resources": step_resources(b),
+        "waits": wait_profiles(b), "profiles": profiles(b), "settings_diff": settings_diff(b),
+        "durability": durability,
         "title": f"dbdiag report: {', '.join(run.get('workloads', []))} on "
                  f"{', '.join(t.get('label', '?') for t in targets)}",
     }

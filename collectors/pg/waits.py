@@ -1,0 +1,173 @@
+"""Wait-event sampling of the workload's PostgreSQL sessions (ASH-like), 10 times a second or more.
+
+Each tick reads pg_stat_activity once: client backends in the target's
+database, leaving out our own sessions (this one, and the other collectors' by
+their application_name). A backend that is ``active`` counts under its
+``wait_event_type:wait_event``, or ``CPU`` when it waits for nothing (running,
+or in a wait PostgreSQL does not instrument). A backend ``idle in transaction``
+counts under its wait event too, which is ``Client:ClientRead``: the server
+waits for the client while holding the transaction's locks. Plain ``idle``
+backends (between transactions) are counted apart in ``idle``.
+
+One record a second aggregates the ticks::
+
+    {"samples": 37, "ticks": 10, "waits": {"CPU": 20, "Lock:transactionid": 9, "Client:ClientRead": 8},
+     "idle": 3, "hidden": 0, "window_s": 1.0}
+
+``samples`` counts (backend, tick) pairs in the ``waits``; the share of sampled
+backend time spent in an event is ``waits[event] / samples``. ``hidden``
+counts sessions of other roles whose state this role may not see (needs
+pg_read_all_stats, part of pg_monitor).
+"""
+
+from __future__ import annotations
+
+import time
+from collections import Counter
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+from collectors.base import Collector, Metric, Probe
+from collectors.pg.common import (MONITOR_HINT, OWN_APPLICATION_NAMES, Parts, open_session, privileges,
+                                  probe_hint, unsupported_reason)
+from collectors.pg.queries import pick_sql
+from diag.db import Session
+from diag.errors import DbError
+
+DEFAULT_HZ = 10.0
+WINDOW_S = 1.0
+TICK_TIMEOUT_MS = 500
+ACTIVE_STATES = ("active", "fastpath function call")
+IN_TRANSACTION_STATES = ("idle in transaction", "idle in transaction (aborted)")
+HIDDEN_NOTE = "wait events of other roles' sessions: needs pg_monitor or pg_read_all_stats"
+
+
+def wait_key(state: str, wait_event_type: str | None, wait_event: str | None) -> str | None:
+    """The profile key of one sampled backend, or None when it is not in a transaction (idle, disabled)."""
+    if state in ACTIVE_STATES:
+        return f"{wait_event_type}:{wait_event}" if wait_event_type else "CPU"
+    if state in IN_TRANSACTION_STATES:
+        # always Client:ClientRead in practice; the fallback keeps the sample visible
+        return f"{wait_event_type}:{wait_event}" if wait_event_type else "Client:ClientRead"
+    return None
+
+
+class WaitWindow:
+    """Counts of one aggregation window; ``add`` takes the grouped rows of one tick."""
+
+    def __init__(self) -> None:
+        self.t0 = time.monotonic()
+        self.ticks = 0
+        self.samples = 0
+        self.idle = 0
+        self.hidden = 0
+        self.waits: Counter[str] = Counter()
+
+    def add(self, rows: Iterable[Mapping[str, Any]]) -> None:
+        self.ticks += 1
+        for r in rows:
+            n = int(r["n"])
+            state = r["state"]
+            if state == "hidden":
+                self.hidden += n
+                continue
+            key = wait_key(str(state), r["wait_event_type"], r["wait_event"])
+            if key is None:
+                if state == "idle":
+                    self.idle += n
+                continue
+            self.waits[key] += n
+            self.samples += n
+
+    def record(self) -> dict[str, Any]:
+        return {"samples": self.samples, "ticks": self.ticks, "waits": dict(self.waits), "idle": self.idle,
+                "hidden": self.hidden, "window_s": round(time.monotonic() - self.t0, 3)}
+
+
+def profile(records: Iterable[Mapping[str, Any]]) -> dict[str, float]:
+    """Share of sampled backend time per wait event over several records (0..1; {} with no samples)."""
+    total = 0
+    waits: Counter[str] = Counter()
+    for r in records:
+        total += int(r.get("samples", 0))
+        waits.update(r.get("waits", {}))
+    return {k: v / total for k, v in waits.most_common()} if total else {}
+
+
+class PgWaitsCollector(Collector):
+    """ASH-like wait profile of the workload's client backends (pg_stat_activity at >= 10 Hz)."""
+
+    name = "pg_waits"
+    interval_s = 1.0 / DEFAULT_HZ
+    engines = ("postgres",)
+    metrics = (
+        Metric("samples", "backend samples", "gauge", "(backend, tick) pairs in a transaction this window"),
+        Metric("ticks", "count", "gauge", "pg_stat_activity reads this window"),
+        Metric("waits.<type:event>", "backend samples", "gauge",
+               "samples per wait event; CPU = active with no wait event; share = count / samples"),
+        Metric("idle", "backend samples", "gauge", "samples of workload backends idle between transactions"),
+        Metric("hidden", "backend samples", "gauge", "samples of sessions this role may not look into"),
+        Metric("window_s", "s", "gauge", "length of the aggregation window"),
+    )
+
+    def __init__(self, ctx: Any) -> None:
+        super().__init__(ctx)
+        hz = float(ctx.options.get("pg_waits_hz", DEFAULT_HZ))
+        self.interval_s = 1.0 / max(hz, DEFAULT_HZ)
+        self.all_databases = bool(ctx.options.get("pg_waits_all_databases", False))
+        self.exclude = [*OWN_APPLICATION_NAMES, *ctx.options.get("pg_waits_exclude_apps", ())]
+        self.session: Session | None = None
+        self.parts = Parts()
+        self._sql = ""
+        self._window = WaitWindow()
+
+    def _params(self) -> dict[str, Any]:
+        return {"exclude": self.exclude, "all_databases": self.all_databases}
+
+    def probe(self) -> Probe:
+        try:
+            with open_session(self.ctx.target, self.name, TICK_TIMEOUT_MS) as s:
+                too_old = unsupported_reason(s.version_num)
+                if too_old:
+                    return Probe(False, too_old, "use PostgreSQL 13 or newer")
+                s.query(pick_sql("activity", s.version_num), self._params())
+                priv = privileges(s)
+        except DbError as e:
+            return Probe(False, str(e), probe_hint(e))
+        if not priv.pg_read_all_stats:
+            return Probe(True, hint=MONITOR_HINT, missing=(HIDDEN_NOTE,))
+        return Probe(True)
+
+    def start(self) -> None:
+        self.session = open_session(self.ctx.target, self.name, TICK_TIMEOUT_MS)
+        self._sql = pick_sql("activity", self.session.version_num)
+        self._window = WaitWindow()
+
+    def _tick(self) -> None:
+        assert self.session is not None, "start() first"
+        rows = self.parts.query("pg_stat_activity", self.session, self._sql, self._params())
+        if rows is not None:
+            self._window.add(rows)
+
+    def _flush(self) -> dict[str, Any]:
+        rec = self._window.record()
+        news = self.parts.take_news()
+        if news:
+            rec["off"] = news
+        self._window = WaitWindow()
+        return rec
+
+    def sample(self) -> dict[str, Any] | None:
+        self._tick()
+        if time.monotonic() - self._window.t0 >= WINDOW_S - self.interval_s / 2:
+            return self._flush()
+        return None
+
+    def stop(self) -> list[dict[str, Any]] | None:
+        if self.session is None:
+            return None
+        try:
+            return [self._flush()] if self._window.ticks else None
+        finally:
+            self.session.close()
+            self.session = None

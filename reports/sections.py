@@ -1,0 +1,90 @@
+"""Report sections computed from the bundle: wait profiles, symbol profiles, settings diff."""
+
+from __future__ import annotations
+
+import contextlib
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+from diag.bundle import Bundle, safe_name
+
+WAIT_SERIES = ("pg_waits", "my_waits")
+TOP_WAITS = 12
+TOP_SYMBOLS = 15
+
+
+def step_waits(b: Bundle, row: dict[str, Any]) -> dict[str, Any] | None:
+    """Share of sampled backend time per wait state during one step (ASH-like samples)."""
+    label = safe_name(str(row.get("target")))
+    t0, t1 = row.get("t_start"), row.get("t_end")
+    if not t0 or not t1:
+        return None
+    counts: Counter[str] = Counter()
+    samples = 0
+    for name in WAIT_SERIES:
+        for r in b.series.get(f"{name}--{label}", []):
+            if t0 < r.get("t", 0) <= t1 + 0.5:
+                samples += int(r.get("samples") or 0)
+                counts.update({k: int(v) for k, v in (r.get("waits") or {}).items()})
+    if samples <= 0:
+        return None
+    rows = [{"state": k, "samples": v, "share": v / samples} for k, v in counts.most_common(TOP_WAITS)]
+    return {"target": row.get("target"), "workload": row.get("workload"), "clients": row.get("clients"),
+            "samples": samples, "rows": rows}
+
+
+def wait_profiles(b: Bundle) -> list[dict[str, Any]]:
+    return [w for w in (step_waits(b, r) for r in b.results) if w]
+
+
+def step_profile(b: Bundle, row: dict[str, Any], with_flame: bool = True) -> dict[str, Any] | None:
+    """Top self symbols per process kind and a flame graph for one step's perf window."""
+    prof = row.get("profile") or {}
+    rel = prof.get("folded")
+    if not rel:
+        return {"target": row.get("target"), "workload": row.get("workload"), "clients": row.get("clients"),
+                "error": prof["error"]} if prof.get("error") else None
+    from collectors.profile import load_folded, top_symbols, unresolved_share
+
+    path = Path(b.path) / rel
+    if not path.exists():
+        return None
+    folded = load_folded(path)
+    kinds: dict[str, list[Any]] = {}
+    for s in top_symbols(folded, by_kind=True, n=TOP_SYMBOLS):
+        kinds.setdefault(s.kind, []).append(s)
+    kind_samples = Counter()
+    for stack, n in folded.items():
+        kind_samples[stack.split(";", 1)[0]] += n
+    flame = ""
+    if with_flame and folded:
+        with contextlib.suppress(ImportError):
+            from reports.flamegraph import flamegraph_svg
+
+            flame = flamegraph_svg(folded, title=f"{row.get('target')} {row.get('workload')} "
+                                                 f"{row.get('clients')} clients")
+    return {"target": row.get("target"), "workload": row.get("workload"), "clients": row.get("clients"),
+            "samples": sum(folded.values()), "freq_hz": prof.get("freq_hz"), "window": prof.get("window"),
+            "unresolved_share": unresolved_share(folded) if folded else 0.0, "hint": prof.get("symbol_hint", ""),
+            "kinds": [{"kind": k, "samples": kind_samples[k], "rows": v} for k, v in kinds.items()],
+            "flame": flame, "file": rel}
+
+
+def profiles(b: Bundle) -> list[dict[str, Any]]:
+    return [p for p in (step_profile(b, r) for r in b.results) if p]
+
+
+def settings_diff(b: Bundle) -> list[dict[str, Any]]:
+    """Key settings side by side for targets of the same engine, differing rows first."""
+    targets = b.run.get("targets", [])
+    out = []
+    for engine in ("postgres", "mysql"):
+        ts = [t for t in targets if t.get("engine") == engine and t.get("settings")]
+        if len(ts) < 2:
+            continue
+        names = sorted({k for t in ts for k in t["settings"]})
+        rows = [{"name": n, "values": [t["settings"].get(n, "-") for t in ts]} for n in names]
+        rows.sort(key=lambda r: (len(set(r["values"])) == 1, r["name"]))
+        out.append({"engine": engine, "labels": [t.get("label") for t in ts], "rows": rows})
+    return out
