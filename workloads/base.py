@@ -1,0 +1,70 @@
+"""What a workload is: a name, the dataset it needs, and a per-client transaction.
+
+Shaped after locust's ``User``: the class declares its schema and data once
+(:meth:`Workload.dataset`), and :meth:`Workload.client` builds, inside each client
+process and on that client's own connection, a :class:`Runner` whose ``txn()``
+runs one whole transaction and returns how many statements it sent. Statements
+are prepared there, once; ``txn`` does nothing but draw its random values and
+call them.
+"""
+
+from __future__ import annotations
+
+import random
+from collections import Counter
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from workloads.client import Client
+from workloads.load import Dataset
+
+
+@dataclass(frozen=True)
+class ClientCtx:
+    """Who this client is within its step."""
+
+    index: int  # 0-based
+    clients: int
+    scale: float
+    think: bool = False
+    seed: int = 0
+
+    def rng(self) -> random.Random:
+        return random.Random(self.seed * 1_000_003 + self.index)
+
+
+@dataclass
+class Runner:
+    """One client's transaction and optional per-workload counters.
+
+    ``txn()`` returns the number of statements sent. ``extra`` counts named
+    outcomes (TPC-C new orders, intended rollbacks) that the driver reports per
+    interval. ``pause_ns()``, when set and ``--think`` is on, gives the keying plus
+    think time to wait before the next transaction (not part of its latency).
+    """
+
+    txn: Callable[[], int]
+    extra: Counter[str] = field(default_factory=Counter)
+    pause_ns: Callable[[], int] | None = None
+
+
+class Workload:
+    """Base class; subclasses set ``name`` and implement ``dataset`` and ``client``."""
+
+    name = ""
+    description = ""
+    needs_script = False
+
+    def dataset(self, scale: float) -> Dataset | None:
+        """The tables this workload reads and writes at ``scale`` (None: it brings none)."""
+        return None
+
+    def client(self, c: Client, ctx: ClientCtx) -> Runner:
+        raise NotImplementedError
+
+    def check(self, c: Client) -> None:
+        """Prepare everything once before the run so mistakes surface early (custom scripts)."""
+
+    def result_extra(self, totals: Counter[str], transactions: int, duration_s: float) -> dict[str, float]:
+        """Workload-specific result fields (TPC-C NOPM/TPM)."""
+        return {}

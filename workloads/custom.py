@@ -1,0 +1,240 @@
+r"""``custom``: a pgbench-like script file; one execution of the file is one transaction.
+
+Format::
+
+    -- comment
+    \set aid random(1, 100000 * 10)
+    \set delta random(-5000, 5000)
+    BEGIN;
+    UPDATE dbdiag.accounts SET balance = balance + :delta WHERE id = :aid;
+    SELECT balance FROM dbdiag.accounts WHERE id = :aid;
+    COMMIT;
+
+``\set NAME EXPR``: EXPR uses integers, ``:var`` (or bare ``var``) references to
+earlier ``\set`` names, ``+ - * / %`` (``/`` divides integers as pgbench does),
+parentheses and the functions ``random(lo, hi)`` (inclusive, uniform), ``abs``,
+``least``, ``greatest``. An SQL statement may span lines and ends with ``;`` at
+the end of a line; ``:name`` in it becomes a bind parameter (``::type`` casts are
+left alone). ``BEGIN``/``START TRANSACTION``/``COMMIT``/``END``/``ROLLBACK`` go
+through the simple protocol; other statements are prepared with
+``--protocol prepared``. Problems in the file are reported as ``FILE:LINE: what``
+before any connection is made; SQL the server rejects is reported the same way
+when the statements are prepared, before the first step.
+"""
+
+from __future__ import annotations
+
+import ast
+import re
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from diag.errors import DbError, UsageError
+from workloads.base import ClientCtx, Runner, Workload
+from workloads.client import Client
+from workloads.sql import Stmt
+
+_VAR = re.compile(r"(?<![:\w]):([A-Za-z_][A-Za-z0-9_]*)")
+_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+CONTROL = {"BEGIN", "START", "COMMIT", "END", "ROLLBACK"}
+PREPARABLE = {"SELECT", "INSERT", "UPDATE", "DELETE", "WITH", "VALUES", "REPLACE"}
+Env = dict[str, int]
+
+
+@dataclass(frozen=True)
+class SetCmd:
+    line: int
+    name: str
+    fn: Callable[[Env, Any], int]
+
+
+@dataclass(frozen=True)
+class SqlCmd:
+    line: int
+    stmt: Stmt
+    params: tuple[str, ...]
+    text: str
+
+    @property
+    def control(self) -> bool:
+        return self.stmt.verb in CONTROL
+
+
+def parse_script(path: str) -> list[SetCmd | SqlCmd]:
+    """Parse a script file; UsageError ``FILE:LINE: problem`` on any mistake."""
+    p = Path(path)
+    try:
+        text = p.read_text(encoding="utf-8")
+    except OSError as e:
+        raise UsageError(f"cannot read script {path}: {e.strerror or e}") from None
+    except UnicodeDecodeError:
+        raise UsageError(f"{path}: not UTF-8 text") from None
+    return parse_text(text, str(path))
+
+
+def parse_text(text: str, name: str = "<script>") -> list[SetCmd | SqlCmd]:
+    cmds: list[SetCmd | SqlCmd] = []
+    defined: set[str] = set()
+    buf: list[str] = []
+    buf_line = 0
+
+    def fail(line: int, what: str) -> UsageError:
+        return UsageError(f"{name}:{line}: {what}")
+
+    for no, raw in enumerate(text.splitlines(), 1):
+        line = raw.strip()
+        if not buf and (not line or line.startswith("--")):
+            continue
+        if not buf and line.startswith("\\"):
+            parts = line[1:].split(None, 2)
+            meta = parts[0].lower() if parts else ""
+            if meta != "set":
+                raise fail(no, f"unknown meta-command \\{meta} (only \\set is supported)")
+            if len(parts) < 3 or not _NAME.match(parts[1]):
+                raise fail(no, "expected \\set NAME EXPRESSION")
+            fn = _compile(parts[2], defined, lambda what, n=no: fail(n, what))
+            cmds.append(SetCmd(no, parts[1], fn))
+            defined.add(parts[1])
+            continue
+        if not buf:
+            buf_line = no
+        code = raw.split("--", 1)[0] if "'" not in raw else raw
+        buf.append(code)
+        if code.rstrip().endswith(";"):
+            cmds.append(_sql_cmd("\n".join(buf).strip().rstrip(";").strip(), buf_line, defined, fail))
+            buf = []
+    if buf:
+        raise fail(buf_line, "SQL statement not terminated by ';'")
+    if not any(isinstance(c, SqlCmd) for c in cmds):
+        raise UsageError(f"{name}: no SQL statement in the script")
+    return cmds
+
+
+def _sql_cmd(sql: str, line: int, defined: set[str], fail: Callable[[int, str], UsageError]) -> SqlCmd:
+    if not sql:
+        raise fail(line, "empty SQL statement")
+    if ";" in sql.replace("';'", ""):
+        raise fail(line, "one statement per ';' (found a ';' inside the statement)")
+    if "?" in _VAR.sub("", sql):
+        raise fail(line, "use :name variables, not '?' placeholders")
+    names: list[str] = []
+    for m in _VAR.finditer(sql):
+        if m.group(1) not in defined:
+            raise fail(line, f"variable :{m.group(1)} is not set before this statement")
+        names.append(m.group(1))
+    parts = tuple(_VAR.split(sql)[0::2])
+    return SqlCmd(line, Stmt(parts), tuple(names), sql)
+
+
+_BINOPS: dict[type, Callable[[int, int], int]] = {
+    ast.Add: lambda a, b: a + b, ast.Sub: lambda a, b: a - b, ast.Mult: lambda a, b: a * b,
+    ast.Div: lambda a, b: int(a / b) if b else _zero(), ast.FloorDiv: lambda a, b: a // b if b else _zero(),
+    ast.Mod: lambda a, b: a % b if b else _zero(),
+}
+
+
+def _zero() -> int:
+    raise DbError("division by zero in a \\set expression", code="script", kind="other")
+
+
+def _compile(expr: str, defined: set[str], fail: Callable[[str], UsageError]) -> Callable[[Env, Any], int]:
+    src = _VAR.sub(lambda m: m.group(1), expr.strip())
+    try:
+        tree = ast.parse(src, mode="eval").body
+    except SyntaxError:
+        raise fail(f"cannot parse expression {expr.strip()!r}") from None
+
+    def build(n: ast.AST) -> Callable[[Env, Any], int]:
+        if isinstance(n, ast.Constant) and isinstance(n.value, int) and not isinstance(n.value, bool):
+            v = n.value
+            return lambda env, rnd: v
+        if isinstance(n, ast.Name):
+            if n.id not in defined:
+                raise fail(f"variable :{n.id} is not set before this line")
+            name = n.id
+            return lambda env, rnd: env[name]
+        if isinstance(n, ast.UnaryOp) and isinstance(n.op, (ast.USub, ast.UAdd)):
+            f = build(n.operand)
+            return (lambda env, rnd: -f(env, rnd)) if isinstance(n.op, ast.USub) else f
+        if isinstance(n, ast.BinOp) and type(n.op) in _BINOPS:
+            op, a, b = _BINOPS[type(n.op)], build(n.left), build(n.right)
+            return lambda env, rnd: op(a(env, rnd), b(env, rnd))
+        if isinstance(n, ast.Call) and isinstance(n.func, ast.Name) and not n.keywords:
+            args = [build(a) for a in n.args]
+            fname = n.func.id.lower()
+            if fname in ("random", "random_uniform"):
+                if len(args) != 2:
+                    raise fail("random(lo, hi) takes two arguments")
+                lo, hi = args
+                return lambda env, rnd: _uniform(lo(env, rnd), hi(env, rnd), rnd)
+            if fname == "abs" and len(args) == 1:
+                a0 = args[0]
+                return lambda env, rnd: abs(a0(env, rnd))
+            if fname in ("least", "greatest") and args:
+                pick = min if fname == "least" else max
+                return lambda env, rnd: pick(a(env, rnd) for a in args)
+            raise fail(f"unknown function {n.func.id}() (use random, abs, least, greatest)")
+        raise fail(f"unsupported expression {expr.strip()!r}")
+
+    return build(tree)
+
+
+def _uniform(lo: int, hi: int, rnd: Any) -> int:
+    if hi < lo:
+        raise DbError(f"random({lo}, {hi}): the upper bound is below the lower one", code="script", kind="other")
+    return lo + int(rnd() * (hi - lo + 1))
+
+
+class Custom(Workload):
+    name = "custom"
+    description = "a pgbench-like script (--script FILE); one execution of the file is one transaction"
+    needs_script = True
+
+    def __init__(self, path: str) -> None:
+        self.path = path
+        self.cmds = parse_script(path) if path else []
+
+    def check(self, c: Client) -> None:
+        """Prepare every statement once so SQL the server rejects is reported as FILE:LINE."""
+        for cmd in self.cmds:
+            if isinstance(cmd, SqlCmd) and not cmd.control and cmd.stmt.verb in PREPARABLE:
+                try:
+                    c.prepare(cmd.stmt)
+                except DbError as e:
+                    raise UsageError(f"{self.path}:{cmd.line}: {e}") from None
+
+    def client(self, c: Client, ctx: ClientCtx) -> Runner:
+        rnd = ctx.rng().random
+        steps: list[tuple[int, Any, Any]] = []  # (0 set | 1 sql | 2 control, callable, names/var)
+        for cmd in self.cmds:
+            if isinstance(cmd, SetCmd):
+                steps.append((0, cmd.fn, cmd.name))
+            elif cmd.control:
+                steps.append((2, c.execute, cmd.text))
+            elif cmd.stmt.verb in PREPARABLE:
+                steps.append((1, c.prepare(cmd.stmt).rows, cmd.params))
+            else:  # utility statements (SET, LOCK...) cannot be prepared everywhere: send them as text
+                plain = c.execute
+                steps.append((2, plain, _literal_text(cmd) if cmd.params else cmd.text))
+        nsql = sum(1 for s in steps if s[0])
+
+        def txn() -> int:
+            env: Env = {}
+            for kind, fn, arg in steps:
+                if kind == 1:
+                    fn([env[n] for n in arg])
+                elif kind == 0:
+                    env[arg] = fn(env, rnd)
+                else:
+                    fn(arg if isinstance(arg, str) else arg(env))
+            return nsql
+        return Runner(txn)
+
+
+def _literal_text(cmd: SqlCmd) -> Callable[[Env], str]:
+    tmpl = cmd.stmt.template()
+    names = cmd.params
+    return lambda env: tmpl % tuple(str(int(env[n])) for n in names)
+

@@ -1,0 +1,289 @@
+"""The client process: one connection, one query loop, figures sent once per interval.
+
+The closed loop holds only the transaction call, one ``perf_counter_ns``, a list
+append and one integer comparison; everything else (folding latencies into a
+histogram, CPU times, talking to the parent, checking the stop flag) happens at
+"ticks", at most every 100 ms and at each report-interval boundary. Failures
+leave the fast path through the ``except`` branch: serialization failures and
+deadlocks are retried up to ``max_tries``; other errors are counted by code with
+a few sample messages; a lost connection ends this client with an error record.
+
+Messages to the parent (a pipe per client)::
+
+    ("ready", pid)                    connected and prepared
+    ("fatal", code, message)          could not start (or a bug): this client is out
+    ("iv", k, txns, queries, errors, retries, {µs: n}, cpu_s, extra)
+    ("lost", code, message)           connection lost mid-run; "done" follows
+    ("done", cpu_s, {code: [messages]})
+"""
+
+from __future__ import annotations
+
+import os
+import random
+import signal
+import time
+from collections import Counter
+from dataclasses import dataclass
+from typing import Any
+
+from diag.db import DriverInfo
+from diag.errors import DbError
+from diag.targets import Target
+from workloads.base import ClientCtx, Runner, Workload
+from workloads.client import Client, open_client
+from workloads.hist import fold
+
+TICK_NS = 100_000_000
+LOST_KINDS = ("lost", "connect")
+# MariaDB 11.6+ with innodb_snapshot_isolation: "Record has changed since last read".
+RETRY_CODES = ("1020",)
+SAMPLES_PER_CODE = 3
+
+
+@dataclass(frozen=True)
+class ClientSpec:
+    """Everything a client process needs (inherited through fork, never pickled)."""
+
+    target: Target
+    product: str
+    driver: DriverInfo
+    workload: Workload
+    clients: int
+    scale: float
+    protocol: str
+    isolation: str
+    max_tries: int
+    rate: float | None
+    think: bool
+    seed: int
+
+
+def error_key(e: DbError) -> str:
+    """SQLSTATE or MySQL error number; the kind when the driver gave no code."""
+    return e.code or e.kind or "other"
+
+
+def retryable(e: DbError) -> bool:
+    return e.kind in ("serialization", "deadlock") or e.code in RETRY_CODES
+
+
+class _End(Exception):
+    """This client stops: connection lost or told to stop."""
+
+
+class ClientLoop:
+    def __init__(self, spec: ClientSpec, client: Client, runner: Runner, pipe: Any, stop: Any,
+                 measure_ns: int, end_ns: int, interval_ns: int, start_ns: int) -> None:
+        self.spec, self.client, self.runner, self.pipe, self.stop = spec, client, runner, pipe, stop
+        self.measure_ns, self.end_ns, self.interval_ns = measure_ns, end_ns, interval_ns
+        self.errors: Counter[str] = Counter()
+        self.samples: dict[str, list[str]] = {}
+        self.retries = 0
+        self.flushed = False
+        if start_ns >= measure_ns:
+            self.k, self.boundary = 0, measure_ns + interval_ns
+            self.cpu0 = self.cpu_mark = self._cpu()
+        else:
+            self.k, self.boundary = -1, measure_ns
+            self.cpu0 = self.cpu_mark = 0.0
+
+    @staticmethod
+    def _cpu() -> float:
+        t = os.times()
+        return t.user + t.system
+
+    # -- failures (off the fast path) --------------------------------------------------
+
+    def record(self, e: DbError) -> None:
+        key = error_key(e)
+        self.errors[key] += 1
+        s = self.samples.setdefault(key, [])
+        msg = str(e)
+        if len(s) < SAMPLES_PER_CODE and msg not in s:
+            s.append(msg)
+
+    def failed(self, e: DbError) -> int | None:
+        """Roll back, retry when allowed; queries of the successful retry, or None."""
+        tries = 1
+        txn = self.runner.txn
+        while True:
+            if e.kind not in LOST_KINDS:
+                try:
+                    self.client.after_error()
+                except DbError as e2:
+                    if e2.kind in LOST_KINDS:
+                        e = e2
+            if e.kind in LOST_KINDS:
+                self.record(e)
+                self.pipe.send(("lost", error_key(e), str(e)))
+                raise _End
+            if tries < self.spec.max_tries and retryable(e):
+                tries += 1
+                self.retries += 1
+                try:
+                    return txn()
+                except DbError as e3:
+                    e = e3
+                    continue
+            self.record(e)
+            return None
+
+    # -- ticks ----------------------------------------------------------------------
+
+    def tick(self, t1: int, lat: list[int], nq: int) -> int:
+        """Flush at interval boundaries; the next tick time, or 0 to stop."""
+        self.flushed = False
+        if t1 >= self.end_ns or self.stop.value:
+            self.flush(lat, nq)
+            return 0
+        if t1 >= self.boundary:
+            self.flush(lat, nq)
+            self.k = (t1 - self.measure_ns) // self.interval_ns
+            self.boundary = self.measure_ns + (self.k + 1) * self.interval_ns
+        return min(t1 + TICK_NS, self.boundary, self.end_ns)
+
+    def flush(self, lat: list[int], nq: int) -> None:
+        self.flushed = True
+        if self.k < 0:  # warmup: nothing counts
+            self.errors.clear()
+            self.retries = 0
+            self.runner.extra.clear()
+            self.cpu0 = self.cpu_mark = self._cpu()
+            lat.clear()
+            return
+        cpu = self._cpu()
+        self.pipe.send(("iv", self.k, len(lat), nq, dict(self.errors), self.retries, fold(lat),
+                        cpu - self.cpu_mark, dict(self.runner.extra)))
+        self.cpu_mark = cpu
+        self.errors.clear()
+        self.retries = 0
+        self.runner.extra.clear()
+        lat.clear()
+
+    # -- loops ----------------------------------------------------------------------
+
+    def closed(self) -> None:
+        """As fast as the server answers: latency from the previous transaction's end."""
+        pcn = time.perf_counter_ns
+        txn = self.runner.txn
+        lat: list[int] = []
+        ap = lat.append
+        nq = 0
+        t0 = pcn()
+        next_tick = min(t0 + TICK_NS, self.boundary, self.end_ns)
+        while True:
+            try:
+                nq += txn()
+                t1 = pcn()
+                ap(t1 - t0)
+            except DbError as e:
+                try:
+                    q = self.failed(e)
+                except _End:
+                    self.flush(lat, nq)
+                    return
+                t1 = pcn()
+                if q is not None:
+                    nq += q
+                    ap(t1 - t0)
+            if t1 >= next_tick:
+                next_tick = self.tick(t1, lat, nq)
+                if self.flushed:
+                    nq = 0
+                if not next_tick:
+                    return
+                t1 = pcn()  # time spent in the tick is not the next transaction's
+            t0 = t1
+
+    def paced(self, start_ns: int) -> None:
+        """Open loop (``--rate``: Poisson arrivals, latency from the scheduled start, so a
+        stalled server shows up as latency, not as fewer samples) or think time (TPC-C
+        ``--think``: latency from the actual start)."""
+        pcn = time.perf_counter_ns
+        txn = self.runner.txn
+        lat: list[int] = []
+        ap = lat.append
+        nq = 0
+        rate = (self.spec.rate or 0) / max(self.spec.clients, 1)
+        rng = random.Random(self.spec.seed * 7919 + os.getpid())
+        pause = self.runner.pause_ns if self.spec.think else None
+
+        def gap() -> int:
+            if pause is not None:
+                return pause()
+            return int(rng.expovariate(rate) * 1e9)
+
+        sched = max(start_ns, pcn()) + gap()
+        next_tick = min(pcn() + TICK_NS, self.boundary, self.end_ns)
+        while True:
+            now = pcn()
+            if now >= next_tick:
+                next_tick = self.tick(now, lat, nq)
+                if self.flushed:
+                    nq = 0
+                if not next_tick:
+                    return
+                continue
+            if sched > now:
+                time.sleep((min(sched, next_tick) - now) / 1e9)
+                continue
+            t0 = sched if pause is None else now
+            try:
+                nq += txn()
+                t1 = pcn()
+                ap(t1 - t0)
+            except DbError as e:
+                try:
+                    q = self.failed(e)
+                except _End:
+                    self.flush(lat, nq)
+                    return
+                t1 = pcn()
+                if q is not None:
+                    nq += q
+                    ap(t1 - t0)
+            sched = (sched if pause is None else t1) + gap()
+
+
+def client_main(index: int, spec: ClientSpec, pipe: Any, stop: Any) -> None:
+    """Entry point of one forked client process."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C goes to the parent, which tells us to stop
+    client: Client | None = None
+    try:
+        try:
+            client = open_client(spec.target, spec.protocol, spec.isolation, spec.product, spec.driver)
+            ctx = ClientCtx(index, spec.clients, spec.scale, spec.think, spec.seed)
+            runner = spec.workload.client(client, ctx)
+        except DbError as e:
+            pipe.send(("fatal", error_key(e), str(e)))
+            return
+        pipe.send(("ready", os.getpid()))
+        msg = pipe.recv()
+        if msg[0] != "go":
+            return
+        _, start_ns, measure_ns, end_ns, interval_ns = msg
+        delay = start_ns - time.perf_counter_ns()
+        if delay > 0:
+            time.sleep(delay / 1e9)
+        loop = ClientLoop(spec, client, runner, pipe, stop, measure_ns, end_ns, interval_ns, start_ns)
+        if spec.rate or (spec.think and runner.pause_ns is not None):
+            loop.paced(start_ns)
+        else:
+            loop.closed()
+        cpu = loop._cpu() - loop.cpu0 if loop.k >= 0 else 0.0
+        pipe.send(("done", cpu, loop.samples))
+    except (EOFError, BrokenPipeError, OSError):
+        pass  # the parent is gone: nothing left to report to
+    except Exception as e:  # a bug in a workload: report it as this client's end, not a silent hang
+        try:
+            pipe.send(("fatal", "internal", f"{type(e).__name__}: {e}"))
+        except OSError:
+            pass
+    finally:
+        if client is not None:
+            client.close()
+        try:
+            pipe.close()
+        except OSError:
+            pass

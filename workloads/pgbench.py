@@ -1,0 +1,88 @@
+"""``read-write``: pgbench's built-in TPC-B-like transaction on pgbench-shaped tables.
+
+``--scale`` as ``pgbench -s``: branches = scale, tellers = 10 x scale, accounts =
+100,000 x scale. A fractional scale (tests) keeps one branch and ten tellers and
+scales only the accounts.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+from workloads.base import ClientCtx, Runner, Workload
+from workloads.client import Client
+from workloads.load import Dataset, Table
+
+
+def sizes(scale: float) -> tuple[int, int, int]:
+    """(branches, tellers, accounts)."""
+    branches = max(int(scale), 1)
+    return branches, 10 * branches, max(int(round(100_000 * scale)), 1)
+
+
+def pgbench_dataset(scale: float) -> Dataset:
+    nb, nt, na = sizes(scale)
+
+    def branches() -> Iterator[tuple[int, int, None]]:
+        return ((i, 0, None) for i in range(1, nb + 1))
+
+    def tellers() -> Iterator[tuple[int, int, int, None]]:
+        return ((i, (i - 1) // 10 + 1, 0, None) for i in range(1, nt + 1))
+
+    per_branch = max(na // nb, 1)
+
+    def accounts() -> Iterator[tuple[int, int, int, str]]:
+        return ((i, min((i - 1) // per_branch + 1, nb), 0, "") for i in range(1, na + 1))
+
+    def account_chunks(engine: str) -> Iterator[tuple[int, str]]:
+        step = 20000 if engine == "postgres" else 50000
+        for lo in range(1, na + 1, step):
+            hi = min(lo + step, na + 1)
+            if engine == "postgres":
+                yield hi - lo, "".join([f"{i}\t{min((i - 1) // per_branch + 1, nb)}\t0\t\n" for i in range(lo, hi)])
+            else:
+                yield hi - lo, ",".join([f"({i},{min((i - 1) // per_branch + 1, nb)},0,'')" for i in range(lo, hi)])
+
+    return Dataset("pgbench", 1, scale, [
+        Table("pgbench_branches", "bid integer NOT NULL, bbalance integer, filler char(88)", "bid", (), branches, nb),
+        Table("pgbench_tellers", "tid integer NOT NULL, bid integer, tbalance integer, filler char(84)", "tid", (),
+              tellers, nt),
+        Table("pgbench_accounts", "aid integer NOT NULL, bid integer, abalance integer, filler char(84)", "aid", (),
+              accounts, na, account_chunks),
+        Table("pgbench_history", "tid integer, bid integer, aid integer, delta integer, mtime {ts}, "
+              "filler char(22)", "", (), None, 0),
+    ])
+
+
+class ReadWrite(Workload):
+    name = "read-write"
+    description = "pgbench TPC-B-like: update account, select balance, update teller and branch, insert history"
+
+    def dataset(self, scale: float) -> Dataset:
+        return pgbench_dataset(scale)
+
+    def client(self, c: Client, ctx: ClientCtx) -> Runner:
+        nb, nt, na = sizes(ctx.scale)
+        upd_a = c.prepare("UPDATE dbdiag.pgbench_accounts SET abalance = abalance + ? WHERE aid = ?").rows
+        sel_a = c.prepare("SELECT abalance FROM dbdiag.pgbench_accounts WHERE aid = ?").rows
+        upd_t = c.prepare("UPDATE dbdiag.pgbench_tellers SET tbalance = tbalance + ? WHERE tid = ?").rows
+        upd_b = c.prepare("UPDATE dbdiag.pgbench_branches SET bbalance = bbalance + ? WHERE bid = ?").rows
+        ins_h = c.prepare("INSERT INTO dbdiag.pgbench_history (tid, bid, aid, delta, mtime) "
+                          "VALUES (?, ?, ?, ?, CURRENT_TIMESTAMP)").rows
+        begin, commit = c.begin, c.commit
+        rnd = ctx.rng().random
+
+        def txn() -> int:
+            aid = int(rnd() * na) + 1
+            bid = int(rnd() * nb) + 1
+            tid = int(rnd() * nt) + 1
+            delta = int(rnd() * 10001) - 5000
+            begin()
+            upd_a((delta, aid))
+            sel_a((aid,))
+            upd_t((delta, tid))
+            upd_b((delta, bid))
+            ins_h((tid, bid, aid, delta))
+            commit()
+            return 7
+        return Runner(txn)

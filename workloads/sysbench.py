@@ -1,0 +1,114 @@
+"""``point-select`` and ``read-only``: sysbench's sbtest table and transactions.
+
+Table as sysbench's ``oltp_common.lua`` creates it (``id`` primary key, ``k``
+with index ``k_1``, ``c char(120)``, ``pad char(60)``); ``--scale`` is 100,000
+rows per unit. Keys are drawn uniformly (sysbench ``--rand-type=uniform``, as
+pgbench -S), so the comparison in BENCHMARKS.md uses that option.
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Iterator
+
+from workloads.base import ClientCtx, Runner, Workload
+from workloads.client import Client
+from workloads.load import Dataset, Table
+
+ROWS_PER_SCALE = 100_000
+RANGE_SIZE = 100
+POINT_SELECTS = 10
+_POOL = 1009  # distinct c/pad strings: enough variety, no per-row random string cost
+
+
+def sbtest_rows(scale: float) -> int:
+    return max(int(round(ROWS_PER_SCALE * scale)), RANGE_SIZE + 1)
+
+
+def _digits(rng: random.Random, groups: int) -> str:
+    return "-".join("".join(rng.choice("0123456789") for _ in range(11)) for _ in range(groups))
+
+
+def sbtest_dataset(scale: float) -> Dataset:
+    n = sbtest_rows(scale)
+
+    def pools() -> tuple[random.Random, list[str], list[str]]:
+        rng = random.Random(1)
+        return rng, [_digits(rng, 10) for _ in range(_POOL)], [_digits(rng, 5) for _ in range(_POOL)]
+
+    def rows() -> Iterator[tuple[int, int, str, str]]:
+        rng, cs, pads = pools()
+        rnd = rng.random
+        for i in range(1, n + 1):
+            yield (i, int(rnd() * n) + 1, cs[i % _POOL], pads[(i * 7) % _POOL])
+
+    def chunks(engine: str) -> Iterator[tuple[int, str]]:
+        # Same rows as rows(), formatted without a per-value call: the c/pad tail of each row is
+        # pre-built, so a row costs one f-string.
+        rng, cs, pads = pools()
+        rnd = rng.random
+        if engine == "postgres":
+            tails = [f"\t{cs[j]}\t{pads[(j * 7) % _POOL]}\n" for j in range(_POOL)]
+            step = 20000
+            for lo in range(1, n + 1, step):
+                hi = min(lo + step, n + 1)
+                yield hi - lo, "".join([f"{i}\t{int(rnd() * n) + 1}{tails[i % _POOL]}" for i in range(lo, hi)])
+        else:
+            tails = [f",'{cs[j]}','{pads[(j * 7) % _POOL]}')" for j in range(_POOL)]
+            step = 5000
+            for lo in range(1, n + 1, step):
+                hi = min(lo + step, n + 1)
+                yield hi - lo, ",".join([f"({i},{int(rnd() * n) + 1}{tails[i % _POOL]}" for i in range(lo, hi)])
+
+    t = Table("sbtest1", "id integer NOT NULL, k integer NOT NULL DEFAULT 0, c char(120) NOT NULL DEFAULT '', "
+              "pad char(60) NOT NULL DEFAULT ''", "id", (("k_1", "k"),), rows, n, chunks)
+    return Dataset("sbtest", 1, scale, [t])
+
+
+class PointSelect(Workload):
+    name = "point-select"
+    description = "one primary-key lookup per transaction (sysbench oltp_point_select, pgbench -S)"
+
+    def dataset(self, scale: float) -> Dataset:
+        return sbtest_dataset(scale)
+
+    def client(self, c: Client, ctx: ClientCtx) -> Runner:
+        q = c.prepare("SELECT c FROM dbdiag.sbtest1 WHERE id = ?").rows
+        n = sbtest_rows(ctx.scale)
+        rnd = ctx.rng().random
+
+        def txn() -> int:
+            q((int(rnd() * n) + 1,))
+            return 1
+        return Runner(txn)
+
+
+class ReadOnly(Workload):
+    name = "read-only"
+    description = "sysbench oltp_read_only: 10 point selects, simple/sum/order/distinct ranges, one transaction"
+
+    def dataset(self, scale: float) -> Dataset:
+        return sbtest_dataset(scale)
+
+    def client(self, c: Client, ctx: ClientCtx) -> Runner:
+        point = c.prepare("SELECT c FROM dbdiag.sbtest1 WHERE id = ?").rows
+        simple = c.prepare("SELECT c FROM dbdiag.sbtest1 WHERE id BETWEEN ? AND ?").rows
+        total = c.prepare("SELECT SUM(k) FROM dbdiag.sbtest1 WHERE id BETWEEN ? AND ?").rows
+        order = c.prepare("SELECT c FROM dbdiag.sbtest1 WHERE id BETWEEN ? AND ? ORDER BY c").rows
+        distinct = c.prepare("SELECT DISTINCT c FROM dbdiag.sbtest1 WHERE id BETWEEN ? AND ? ORDER BY c").rows
+        begin, commit = c.begin, c.commit
+        n = sbtest_rows(ctx.scale)
+        span = n - RANGE_SIZE + 1
+        rnd = ctx.rng().random
+        loop = range(POINT_SELECTS)
+
+        def txn() -> int:
+            begin()
+            for _ in loop:
+                point((int(rnd() * n) + 1,))
+            for q in (simple, total, order, distinct):
+                lo = int(rnd() * span) + 1
+                q((lo, lo + RANGE_SIZE - 1))
+            commit()
+            return POINT_SELECTS + 6
+        return Runner(txn)

@@ -1,0 +1,487 @@
+"""``tpcc``: a TPC-C-like mix on the nine TPC-C tables (not an audited TPC-C).
+
+Mix: New-Order 45, Payment 43, Order-Status 4, Delivery 4, Stock-Level 4 (%).
+About 1% of New-Orders name an unused item and roll back, as the specification
+asks. ``--scale`` = warehouses; each client has a home warehouse (client i ->
+warehouse i mod W + 1). No keying or think time unless ``--think`` (then the
+specification's keying times and negative-exponential think times apply, and
+each client does about one transaction per 10-30 s).
+
+Reported: NOPM (committed New-Orders per minute: the engine-independent figure,
+as HammerDB reports it) and TPM (committed transactions of all kinds per minute).
+Rows of a transaction are locked in a fixed order (items sorted) so deadlocks are
+rare; the ones that happen are retried by the driver.
+
+A fractional ``--scale`` (tests only) keeps one warehouse and shrinks items,
+customers and orders by that factor; its NOPM is not comparable.
+"""
+
+from __future__ import annotations
+
+import random
+import string
+from collections import Counter
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+from workloads.base import ClientCtx, Runner, Workload
+from workloads.client import Client, text
+from workloads.load import Dataset, Table
+
+DISTRICTS = 10
+SYLLABLES = ("BAR", "OUGHT", "ABLE", "PRI", "PRES", "ESE", "ANTI", "CALLY", "ATION", "EING")
+LOAD_TS = "2026-01-01 00:00:00"
+# Keying and mean think times (s) per transaction type, TPC-C 5.2.5.
+KEYING = {"new_order": 18, "payment": 3, "order_status": 2, "delivery": 2, "stock_level": 2}
+THINK = {"new_order": 12, "payment": 12, "order_status": 10, "delivery": 5, "stock_level": 5}
+C_LAST, C_ID, C_OL = 157, 259, 7911  # NURand run-time constants (fixed: data and run agree)
+
+
+@dataclass(frozen=True)
+class Sizes:
+    warehouses: int
+    items: int
+    customers: int  # per district
+    new_from: int   # first o_id that is still a new order
+
+    @classmethod
+    def of(cls, scale: float) -> "Sizes":
+        if scale >= 1:
+            return cls(int(scale), 100_000, 3000, 2101)
+        f = max(scale, 0.01)
+        cust = max(int(3000 * f), 30)
+        return cls(1, max(int(100_000 * f), 1000), cust, cust - cust * 900 // 3000 + 1)
+
+
+def last_name(n: int) -> str:
+    return SYLLABLES[n // 100] + SYLLABLES[(n // 10) % 10] + SYLLABLES[n % 10]
+
+
+def nurand(rnd: random.Random, a: int, x: int, y: int, c: int) -> int:
+    return (((rnd.randint(0, a) | rnd.randint(x, y)) + c) % (y - x + 1)) + x
+
+
+def _astr(rng: random.Random, lo: int, hi: int) -> str:
+    return "".join(rng.choice(string.ascii_letters) for _ in range(rng.randint(lo, hi)))
+
+
+def _nstr(rng: random.Random, n: int) -> str:
+    return "".join(rng.choice(string.digits) for _ in range(n))
+
+
+def _data_pool(rng: random.Random, lo: int, hi: int, size: int = 211) -> list[str]:
+    """Random strings, 10% with ORIGINAL in them (item and stock data)."""
+    out = []
+    for i in range(size):
+        s = _astr(rng, lo, hi)
+        if i % 10 == 0:
+            p = rng.randint(0, len(s) - 8)
+            s = s[:p] + "ORIGINAL" + s[p + 8:]
+        out.append(s)
+    return out
+
+
+def _ol_counts(w: int, d: int, n: int) -> list[int]:
+    r = random.Random(w * 1000 + d)
+    return [r.randint(5, 15) for _ in range(n)]
+
+
+def tpcc_dataset(scale: float) -> Dataset:
+    z = Sizes.of(scale)
+    W, N = z.warehouses, z.customers
+
+    def warehouse() -> Iterator[tuple]:
+        r = random.Random(1)
+        for w in range(1, W + 1):
+            yield (w, _astr(r, 6, 10), _astr(r, 10, 20), _astr(r, 10, 20), _astr(r, 10, 20), _astr(r, 2, 2),
+                   _nstr(r, 4) + "11111", round(r.uniform(0, 0.2), 4), "300000.00")
+
+    def district() -> Iterator[tuple]:
+        r = random.Random(2)
+        for w in range(1, W + 1):
+            for d in range(1, DISTRICTS + 1):
+                yield (d, w, _astr(r, 6, 10), _astr(r, 10, 20), _astr(r, 10, 20), _astr(r, 10, 20), _astr(r, 2, 2),
+                       _nstr(r, 4) + "11111", round(r.uniform(0, 0.2), 4), "30000.00", N + 1)
+
+    def customer() -> Iterator[tuple]:
+        r = random.Random(3)
+        pool = [_astr(r, 300, 500) for _ in range(97)]
+        words = [_astr(r, 10, 20) for _ in range(101)]
+        firsts = [_astr(r, 8, 16) for _ in range(101)]
+        k = 0
+        for w in range(1, W + 1):
+            for d in range(1, DISTRICTS + 1):
+                for c in range(1, N + 1):
+                    k += 1
+                    last = last_name(c - 1 if c <= 1000 else nurand(r, 255, 0, 999, C_LAST))
+                    yield (c, d, w, firsts[k % 101], "OE", last, words[k % 101], words[(k + 1) % 101],
+                           words[(k + 2) % 101], "ST", _nstr(r, 4) + "11111", _nstr(r, 16), LOAD_TS,
+                           "BC" if r.random() < 0.1 else "GC", "50000.00", round(r.uniform(0, 0.5), 4), "-10.00",
+                           "10.00", 1, 0, pool[k % 97])
+
+    def history() -> Iterator[tuple]:
+        for w in range(1, W + 1):
+            for d in range(1, DISTRICTS + 1):
+                for c in range(1, N + 1):
+                    yield (c, d, w, d, w, LOAD_TS, "10.00", "history-at-load")
+
+    def orders() -> Iterator[tuple]:
+        r = random.Random(4)
+        for w in range(1, W + 1):
+            for d in range(1, DISTRICTS + 1):
+                perm = list(range(1, N + 1))
+                r.shuffle(perm)
+                counts = _ol_counts(w, d, N)
+                for o in range(1, N + 1):
+                    yield (o, d, w, perm[o - 1], LOAD_TS, r.randint(1, 10) if o < z.new_from else None,
+                           counts[o - 1], 1)
+
+    def new_order() -> Iterator[tuple]:
+        for w in range(1, W + 1):
+            for d in range(1, DISTRICTS + 1):
+                for o in range(z.new_from, N + 1):
+                    yield (o, d, w)
+
+    def order_line() -> Iterator[tuple]:
+        r = random.Random(5)
+        dist = [_astr(r, 24, 24) for _ in range(53)]
+        rnd, items = r.random, z.items
+        for w in range(1, W + 1):
+            for d in range(1, DISTRICTS + 1):
+                counts = _ol_counts(w, d, N)
+                for o in range(1, N + 1):
+                    old = o < z.new_from
+                    for n in range(1, counts[o - 1] + 1):
+                        yield (o, d, w, n, int(rnd() * items) + 1, w, LOAD_TS if old else None, 5,
+                               "0.00" if old else f"{rnd() * 9999.98 + 0.01:.2f}", dist[(o + n) % 53])
+
+    def item() -> Iterator[tuple]:
+        r = random.Random(6)
+        names = [_astr(r, 14, 24) for _ in range(103)]
+        data = _data_pool(r, 26, 50)
+        rnd = r.random
+        for i in range(1, z.items + 1):
+            yield (i, int(rnd() * 10000) + 1, names[i % 103], f"{rnd() * 99 + 1:.2f}", data[i % 211])
+
+    def stock() -> Iterator[tuple]:
+        r = random.Random(7)
+        dist = [_astr(r, 24, 24) for _ in range(59)]
+        data = _data_pool(r, 26, 50)
+        rnd = r.random
+        for w in range(1, W + 1):
+            for i in range(1, z.items + 1):
+                yield (i, w, int(rnd() * 91) + 10, *[dist[(i + k) % 59] for k in range(DISTRICTS)], 0, 0, 0,
+                       data[(i * 3) % 211])
+
+    addr = "{p}_street_1 varchar(20), {p}_street_2 varchar(20), {p}_city varchar(20), {p}_state char(2), {p}_zip char(9)"
+    ol_total = sum(sum(_ol_counts(w, d, N)) for w in range(1, W + 1) for d in range(1, DISTRICTS + 1))
+    tables = [
+        Table("warehouse", "w_id integer NOT NULL, w_name varchar(10), " + addr.format(p="w") +
+              ", w_tax decimal(4,4), w_ytd decimal(12,2)", "w_id", (), warehouse, W),
+        Table("district", "d_id integer NOT NULL, d_w_id integer NOT NULL, d_name varchar(10), " +
+              addr.format(p="d") + ", d_tax decimal(4,4), d_ytd decimal(12,2), d_next_o_id integer",
+              "d_w_id, d_id", (), district, W * DISTRICTS),
+        Table("customer", "c_id integer NOT NULL, c_d_id integer NOT NULL, c_w_id integer NOT NULL, "
+              "c_first varchar(16), c_middle char(2), c_last varchar(16), " + addr.format(p="c") +
+              ", c_phone char(16), c_since {ts}, c_credit char(2), c_credit_lim decimal(12,2), "
+              "c_discount decimal(4,4), c_balance decimal(12,2), c_ytd_payment decimal(12,2), "
+              "c_payment_cnt integer, c_delivery_cnt integer, c_data varchar(500)",
+              "c_w_id, c_d_id, c_id", (("idx_customer_name", "c_w_id, c_d_id, c_last, c_first"),),
+              customer, W * DISTRICTS * N),
+        Table("history", "h_c_id integer, h_c_d_id integer, h_c_w_id integer, h_d_id integer, h_w_id integer, "
+              "h_date {ts}, h_amount decimal(6,2), h_data varchar(24)", "", (), history, W * DISTRICTS * N),
+        Table("orders", "o_id integer NOT NULL, o_d_id integer NOT NULL, o_w_id integer NOT NULL, o_c_id integer, "
+              "o_entry_d {ts}, o_carrier_id integer, o_ol_cnt integer, o_all_local integer",
+              "o_w_id, o_d_id, o_id", (("idx_orders_customer", "o_w_id, o_d_id, o_c_id, o_id"),),
+              orders, W * DISTRICTS * N),
+        Table("new_order", "no_o_id integer NOT NULL, no_d_id integer NOT NULL, no_w_id integer NOT NULL",
+              "no_w_id, no_d_id, no_o_id", (), new_order, W * DISTRICTS * (N - z.new_from + 1)),
+        Table("order_line", "ol_o_id integer NOT NULL, ol_d_id integer NOT NULL, ol_w_id integer NOT NULL, "
+              "ol_number integer NOT NULL, ol_i_id integer, ol_supply_w_id integer, ol_delivery_d {ts}, "
+              "ol_quantity integer, ol_amount decimal(6,2), ol_dist_info char(24)",
+              "ol_w_id, ol_d_id, ol_o_id, ol_number", (), order_line, ol_total),
+        Table("item", "i_id integer NOT NULL, i_im_id integer, i_name varchar(24), i_price decimal(5,2), "
+              "i_data varchar(50)", "i_id", (), item, z.items),
+        Table("stock", "s_i_id integer NOT NULL, s_w_id integer NOT NULL, s_quantity integer, " +
+              ", ".join(f"s_dist_{d:02d} char(24)" for d in range(1, DISTRICTS + 1)) +
+              ", s_ytd integer, s_order_cnt integer, s_remote_cnt integer, s_data varchar(50)",
+              "s_w_id, s_i_id", (), stock, W * z.items),
+    ]
+    return Dataset("tpcc", 1, scale, tables)
+
+
+class Tpcc(Workload):
+    name = "tpcc"
+    description = "TPC-C-like mix (New-Order 45, Payment 43, Order-Status 4, Delivery 4, Stock-Level 4); NOPM, TPM"
+
+    def dataset(self, scale: float) -> Dataset:
+        return tpcc_dataset(scale)
+
+    def client(self, c: Client, ctx: ClientCtx) -> Runner:
+        return _TpccClient(c, ctx).runner
+
+    def result_extra(self, totals: Counter[str], transactions: int, duration_s: float) -> dict[str, float]:
+        committed = transactions - totals.get("rollback", 0)
+        return {"nopm": round(totals.get("new_order", 0) / duration_s * 60, 1),
+                "tpm": round(committed / duration_s * 60, 1)}
+
+
+class _TpccClient:
+    """The five transactions for one client (home warehouse fixed)."""
+
+    def __init__(self, c: Client, ctx: ClientCtx) -> None:
+        self.c = c
+        self.z = z = Sizes.of(ctx.scale)
+        self.w = ctx.index % z.warehouses + 1
+        self.r = ctx.rng()
+        self.rnd = self.r.random
+        self.next_type = ""
+        self.prev_think = 0.0
+        p = c.prepare
+        S = "dbdiag."
+        # New-Order
+        self.no_cust = p(f"SELECT c_discount, c_last, c_credit, w_tax FROM {S}customer, {S}warehouse "
+                         "WHERE w_id = ? AND c_w_id = w_id AND c_d_id = ? AND c_id = ?").rows
+        self.no_dist = p(f"SELECT d_next_o_id, d_tax FROM {S}district WHERE d_w_id = ? AND d_id = ? FOR UPDATE").rows
+        self.no_dist_upd = p(f"UPDATE {S}district SET d_next_o_id = ? WHERE d_w_id = ? AND d_id = ?").rows
+        self.no_ins_o = p(f"INSERT INTO {S}orders (o_id, o_d_id, o_w_id, o_c_id, o_entry_d, o_carrier_id, o_ol_cnt, "
+                          "o_all_local) VALUES (?, ?, ?, ?, CURRENT_TIMESTAMP, NULL, ?, ?)").rows
+        self.no_ins_no = p(f"INSERT INTO {S}new_order (no_o_id, no_d_id, no_w_id) VALUES (?, ?, ?)").rows
+        self.no_item = p(f"SELECT i_price, i_name, i_data FROM {S}item WHERE i_id = ?").rows
+        self.no_stock = [p(f"SELECT s_quantity, s_data, s_dist_{d:02d} FROM {S}stock WHERE s_i_id = ? AND s_w_id = ? "
+                           "FOR UPDATE").rows for d in range(1, DISTRICTS + 1)]
+        self.no_stock_upd = p(f"UPDATE {S}stock SET s_quantity = ?, s_ytd = s_ytd + ?, s_order_cnt = s_order_cnt + 1, "
+                              "s_remote_cnt = s_remote_cnt + ? WHERE s_i_id = ? AND s_w_id = ?").rows
+        self.no_ins_ol = p(f"INSERT INTO {S}order_line (ol_o_id, ol_d_id, ol_w_id, ol_number, ol_i_id, "
+                           "ol_supply_w_id, ol_delivery_d, ol_quantity, ol_amount, ol_dist_info) "
+                           "VALUES (?, ?, ?, ?, ?, ?, NULL, ?, ?, ?)").rows
+        # Payment
+        self.pay_w_upd = p(f"UPDATE {S}warehouse SET w_ytd = w_ytd + ? WHERE w_id = ?").rows
+        self.pay_w = p(f"SELECT w_name, w_street_1, w_street_2, w_city, w_state, w_zip FROM {S}warehouse "
+                       "WHERE w_id = ?").rows
+        self.pay_d_upd = p(f"UPDATE {S}district SET d_ytd = d_ytd + ? WHERE d_w_id = ? AND d_id = ?").rows
+        self.pay_d = p(f"SELECT d_name, d_street_1, d_street_2, d_city, d_state, d_zip FROM {S}district "
+                       "WHERE d_w_id = ? AND d_id = ?").rows
+        self.by_name = p(f"SELECT c_id FROM {S}customer WHERE c_w_id = ? AND c_d_id = ? AND c_last = ? "
+                         "ORDER BY c_first").rows
+        self.pay_c = p(f"SELECT c_first, c_middle, c_last, c_street_1, c_street_2, c_city, c_state, c_zip, c_phone, "
+                       f"c_since, c_credit, c_credit_lim, c_discount, c_balance FROM {S}customer "
+                       "WHERE c_w_id = ? AND c_d_id = ? AND c_id = ? FOR UPDATE").rows
+        self.pay_c_data = p(f"SELECT c_data FROM {S}customer WHERE c_w_id = ? AND c_d_id = ? AND c_id = ?").rows
+        self.pay_c_upd = p(f"UPDATE {S}customer SET c_balance = c_balance - ?, c_ytd_payment = c_ytd_payment + ?, "
+                           "c_payment_cnt = c_payment_cnt + 1 WHERE c_w_id = ? AND c_d_id = ? AND c_id = ?").rows
+        self.pay_c_upd_bc = p(f"UPDATE {S}customer SET c_balance = c_balance - ?, c_ytd_payment = c_ytd_payment + ?, "
+                              "c_payment_cnt = c_payment_cnt + 1, c_data = ? "
+                              "WHERE c_w_id = ? AND c_d_id = ? AND c_id = ?").rows
+        self.pay_h = p(f"INSERT INTO {S}history (h_c_id, h_c_d_id, h_c_w_id, h_d_id, h_w_id, h_date, h_amount, "
+                       "h_data) VALUES (?, ?, ?, ?, ?, CURRENT_TIMESTAMP, ?, ?)").rows
+        # Order-Status
+        self.os_c = p(f"SELECT c_balance, c_first, c_middle, c_last FROM {S}customer "
+                      "WHERE c_w_id = ? AND c_d_id = ? AND c_id = ?").rows
+        self.os_o = p(f"SELECT o_id, o_carrier_id, o_entry_d FROM {S}orders WHERE o_w_id = ? AND o_d_id = ? "
+                      "AND o_c_id = ? ORDER BY o_id DESC LIMIT 1").rows
+        self.os_ol = p(f"SELECT ol_i_id, ol_supply_w_id, ol_quantity, ol_amount, ol_delivery_d FROM {S}order_line "
+                       "WHERE ol_w_id = ? AND ol_d_id = ? AND ol_o_id = ?").rows
+        # Delivery
+        self.dl_no = p(f"SELECT no_o_id FROM {S}new_order WHERE no_w_id = ? AND no_d_id = ? "
+                       "ORDER BY no_o_id LIMIT 1 FOR UPDATE").rows
+        self.dl_no_del = p(f"DELETE FROM {S}new_order WHERE no_w_id = ? AND no_d_id = ? AND no_o_id = ?").rows
+        self.dl_o = p(f"SELECT o_c_id FROM {S}orders WHERE o_w_id = ? AND o_d_id = ? AND o_id = ?").rows
+        self.dl_o_upd = p(f"UPDATE {S}orders SET o_carrier_id = ? WHERE o_w_id = ? AND o_d_id = ? AND o_id = ?").rows
+        self.dl_ol_upd = p(f"UPDATE {S}order_line SET ol_delivery_d = CURRENT_TIMESTAMP "
+                           "WHERE ol_w_id = ? AND ol_d_id = ? AND ol_o_id = ?").rows
+        self.dl_ol_sum = p(f"SELECT SUM(ol_amount) FROM {S}order_line WHERE ol_w_id = ? AND ol_d_id = ? "
+                           "AND ol_o_id = ?").rows
+        self.dl_c_upd = p(f"UPDATE {S}customer SET c_balance = c_balance + ?, c_delivery_cnt = c_delivery_cnt + 1 "
+                          "WHERE c_w_id = ? AND c_d_id = ? AND c_id = ?").rows
+        # Stock-Level
+        self.sl_d = p(f"SELECT d_next_o_id FROM {S}district WHERE d_w_id = ? AND d_id = ?").rows
+        self.sl_count = p(f"SELECT COUNT(DISTINCT s_i_id) FROM {S}order_line, {S}stock WHERE ol_w_id = ? "
+                          "AND ol_d_id = ? AND ol_o_id < ? AND ol_o_id >= ? AND s_w_id = ? AND s_i_id = ol_i_id "
+                          "AND s_quantity < ?").rows
+        self.runner = Runner(self.txn, Counter(), self.pause_ns if ctx.think else None)
+        self.dispatch = {"new_order": self.new_order, "payment": self.payment, "order_status": self.order_status,
+                         "delivery": self.delivery, "stock_level": self.stock_level}
+
+    # -- choosing ----------------------------------------------------------------
+
+    def choose(self) -> str:
+        x = self.rnd() * 100
+        if x < 45:
+            return "new_order"
+        if x < 88:
+            return "payment"
+        if x < 92:
+            return "order_status"
+        if x < 96:
+            return "delivery"
+        return "stock_level"
+
+    def pause_ns(self) -> int:
+        """Think time after the last transaction plus keying time of the next one."""
+        self.next_type = self.choose()
+        secs = self.prev_think + KEYING[self.next_type]
+        self.prev_think = min(self.r.expovariate(1 / THINK[self.next_type]), 10 * THINK[self.next_type])
+        return int(secs * 1e9)
+
+    def txn(self) -> int:
+        kind = self.next_type or self.choose()
+        self.next_type = ""
+        return self.dispatch[kind]()
+
+    def _customer(self, d: int) -> int:
+        return nurand(self.r, 1023, 1, self.z.customers, C_ID)
+
+    def _remote_w(self) -> int:
+        if self.z.warehouses == 1:
+            return self.w
+        w = self.r.randint(1, self.z.warehouses - 1)
+        return w + 1 if w >= self.w else w
+
+    # -- transactions (each returns the statements it sent) ------------------------
+
+    def new_order(self) -> int:
+        r, w, z = self.r, self.w, self.z
+        d = r.randint(1, DISTRICTS)
+        cid = self._customer(d)
+        n_items = r.randint(5, 15)
+        rollback = r.random() < 0.01
+        lines = []
+        for i in range(n_items):
+            iid = nurand(r, 8191, 1, z.items, C_OL)
+            supply = self._remote_w() if r.random() < 0.01 else w
+            lines.append((iid, supply, r.randint(1, 10)))
+        if rollback:
+            lines[-1] = (z.items + 1, w, lines[-1][2])  # unused item id: the transaction must roll back
+        lines.sort()  # lock stock rows in one order across clients
+        all_local = int(all(s == w for _, s, _ in lines))
+        c = self.c
+        c.begin()
+        self.no_cust((w, d, cid))
+        dist = self.no_dist((w, d))
+        o_id = int(dist[0][0])
+        self.no_dist_upd((o_id + 1, w, d))
+        self.no_ins_o((o_id, d, w, cid, len(lines), all_local))
+        self.no_ins_no((o_id, d, w))
+        q = 6
+        stock_sel = self.no_stock[d - 1]
+        for n, (iid, supply, qty) in enumerate(lines, 1):
+            item = self.no_item((iid,))
+            q += 1
+            if not item:
+                c.rollback()
+                self.runner.extra["rollback"] += 1
+                return q + 1
+            price = float(item[0][0])
+            st = stock_sel((iid, supply))
+            s_qty = int(st[0][0])
+            new_qty = s_qty - qty if s_qty >= qty + 10 else s_qty - qty + 91
+            self.no_stock_upd((new_qty, qty, int(supply != w), iid, supply))
+            self.no_ins_ol((o_id, d, w, n, iid, supply, qty, round(qty * price, 2), text(st[0][2])))
+            q += 3
+        c.commit()
+        self.runner.extra["new_order"] += 1
+        return q + 1
+
+    def payment(self) -> int:
+        r, w = self.r, self.w
+        d = r.randint(1, DISTRICTS)
+        if r.random() < 0.85 or self.z.warehouses == 1:
+            cw, cd = w, d
+        else:
+            cw, cd = self._remote_w(), r.randint(1, DISTRICTS)
+        amount = round(r.uniform(1, 5000), 2)
+        c = self.c
+        c.begin()
+        self.pay_w_upd((amount, w))
+        wh = self.pay_w((w,))
+        self.pay_d_upd((amount, w, d))
+        di = self.pay_d((w, d))
+        q = 5
+        cid = 0
+        if r.random() < 0.6:
+            ids = self.by_name((cw, cd, last_name(nurand(r, 255, 0, 999, C_LAST))))
+            q += 1
+            if ids:
+                cid = int(ids[(len(ids) - 1) // 2][0])
+        if not cid:
+            cid = self._customer(cd)
+        cust = self.pay_c((cw, cd, cid))
+        q += 1
+        if cust and text(cust[0][10]) == "BC":
+            old = text(self.pay_c_data((cw, cd, cid))[0][0])
+            new = f"{cid} {cd} {cw} {d} {w} {amount:.2f} | {old}"[:500]
+            self.pay_c_upd_bc((amount, amount, new, cw, cd, cid))
+            q += 2
+        else:
+            self.pay_c_upd((amount, amount, cw, cd, cid))
+            q += 1
+        h_data = (text(wh[0][0]) + "    " + text(di[0][0]))[:24]
+        self.pay_h((cid, cd, cw, d, w, amount, h_data))
+        c.commit()
+        return q + 2
+
+    def order_status(self) -> int:
+        r, w = self.r, self.w
+        d = r.randint(1, DISTRICTS)
+        c = self.c
+        c.begin()
+        q = 1
+        cid = 0
+        if r.random() < 0.6:
+            ids = self.by_name((w, d, last_name(nurand(r, 255, 0, 999, C_LAST))))
+            q += 1
+            if ids:
+                cid = int(ids[(len(ids) - 1) // 2][0])
+        if not cid:
+            cid = self._customer(d)
+        self.os_c((w, d, cid))
+        o = self.os_o((w, d, cid))
+        q += 2
+        if o:
+            self.os_ol((w, d, int(o[0][0])))
+            q += 1
+        c.commit()
+        return q + 1
+
+    def delivery(self) -> int:
+        w = self.w
+        carrier = self.r.randint(1, 10)
+        c = self.c
+        c.begin()
+        q = 1
+        for d in range(1, DISTRICTS + 1):
+            no = self.dl_no((w, d))
+            q += 1
+            if not no:
+                continue  # nothing to deliver in this district
+            o_id = int(no[0][0])
+            self.dl_no_del((w, d, o_id))
+            cid = int(self.dl_o((w, d, o_id))[0][0])
+            self.dl_o_upd((carrier, w, d, o_id))
+            self.dl_ol_upd((w, d, o_id))
+            total = self.dl_ol_sum((w, d, o_id))[0][0]
+            self.dl_c_upd((float(total or 0), w, d, cid))
+            q += 6
+        c.commit()
+        return q + 1
+
+    def stock_level(self) -> int:
+        r, w = self.r, self.w
+        d = r.randint(1, DISTRICTS)
+        threshold = r.randint(10, 20)
+        c = self.c
+        c.begin()
+        nxt = int(self.sl_d((w, d))[0][0])
+        self.sl_count((w, d, nxt, nxt - 20, w, threshold))
+        c.commit()
+        return 4
+
+
+def consistency_errors(rows_district: list[tuple[int, int, int]], max_o: dict[tuple[int, int], int]) -> list[str]:
+    """TPC-C 3.3.2.2: each district's d_next_o_id - 1 equals max(o_id) of its orders."""
+    out = []
+    for w, d, nxt in rows_district:
+        if nxt - 1 != max_o.get((w, d), 0):
+            out.append(f"warehouse {w} district {d}: d_next_o_id - 1 = {nxt - 1}, max(o_id) = {max_o.get((w, d))}")
+    return out
