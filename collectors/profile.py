@@ -751,6 +751,12 @@ def top_symbols(folded: Mapping[str, int], by_kind: bool = True, n: int | None =
 
     Kinds come in order of their samples (most first), rows by samples then
     name. Within a kind, the untruncated percentages add up to 100.
+
+    Reading it: ``cpu-clock`` samples are timer interrupts, held back while the
+    kernel has interrupts off, so kernel leaves such as ``finish_task_switch``
+    and ``_raw_spin_unlock_irqrestore`` stand for the context switch or
+    network softirq work just before them (and per-task recording adds its own
+    context-switch cost there, see :func:`record_profile`).
     """
     per_kind: dict[str, Counter[str]] = defaultdict(Counter)
     for stack, count in folded.items():

@@ -2,45 +2,40 @@
 
 Each rule is a function ``rule(bundle) -> list[Finding]`` listed in ``RULES`` (an
 explicit registry). A rule fires only on its evidence; thresholds are module
-constants with the reason next to them.
+constants with the reason next to them (see the modules of :mod:`reports.rules`,
+and :mod:`reports.rules.base` for what ``impact`` measures).
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from diag.bundle import Bundle
+from reports.rules import checkpoints, client, cpu, durability, waits
+from reports.rules.base import SEVERITIES, Finding
 
-SEVERITIES = ("critical", "warning", "info")
-
-
-@dataclass(frozen=True)
-class Finding:
-    """One diagnosis: what, how sure, on what numbers, what to do, how much it matters."""
-
-    category: str
-    severity: str
-    target: str
-    title: str
-    evidence: dict[str, Any]
-    advice: str
-    impact: float
-    workload: str | None = None
-    clients: int | None = None
-    extra: dict[str, Any] = field(default_factory=dict)
-
-    def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
-
+__all__ = ["RULES", "SEVERITIES", "Finding", "Rule", "derive_findings"]
 
 Rule = Callable[[Bundle], list[Finding]]
-RULES: tuple[Rule, ...] = ()
+RULES: tuple[Rule, ...] = (
+    durability.durability_unsafe,
+    durability.durability_implausible,
+    waits.commit_flush_bound,
+    waits.lock_contention,
+    waits.latch_contention,
+    waits.io_read_bound,
+    cpu.cpu_parse_plan,
+    cpu.cpu_bound,
+    client.client_bound,
+    checkpoints.checkpoint_pressure,
+    cpu.context_switch_storm,
+    cpu.host_contention,
+)
 
 
 def derive_findings(b: Bundle) -> list[dict[str, Any]]:
-    """All findings of all rules, highest impact first (ties: severity, then title)."""
+    """All findings of all rules, highest impact first (ties: severity, then target and title)."""
     found: list[Finding] = []
     for rule in RULES:
         found.extend(rule(b))

@@ -40,6 +40,12 @@ _VAR = re.compile(r"(?<![:\w]):([A-Za-z_][A-Za-z0-9_]*)")
 _NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 CONTROL = {"BEGIN", "START", "COMMIT", "END", "ROLLBACK"}
 PREPARABLE = {"SELECT", "INSERT", "UPDATE", "DELETE", "WITH", "VALUES", "REPLACE"}
+# Anything else is almost surely a typo; checked before any connection is made.
+KNOWN = CONTROL | PREPARABLE | {"SET", "LOCK", "CALL", "DO", "SAVEPOINT", "RELEASE", "TRUNCATE", "ANALYZE", "VACUUM",
+                                "EXPLAIN", "SHOW", "CREATE", "DROP", "ALTER", "MERGE", "COPY", "TABLE", "SELECT",
+                                "HANDLER", "CHECKPOINT", "DISCARD", "RESET", "NOTIFY", "LISTEN", "OPTIMIZE",
+                                "PREPARE", "EXECUTE", "DEALLOCATE", "FLUSH", "KILL", "DECLARE", "FETCH", "CLOSE",
+                                "MOVE", "REFRESH", "CLUSTER", "REINDEX", "COMMENT", "GRANT", "REVOKE", "XA"}
 Env = dict[str, int]
 
 
@@ -119,6 +125,9 @@ def _sql_cmd(sql: str, line: int, defined: set[str], fail: Callable[[int, str], 
         raise fail(line, "one statement per ';' (found a ';' inside the statement)")
     if "?" in _VAR.sub("", sql):
         raise fail(line, "use :name variables, not '?' placeholders")
+    verb = sql.split(None, 1)[0].upper().strip("(")
+    if verb not in KNOWN:
+        raise fail(line, f"{verb!r} does not start an SQL statement I know (a typo?)")
     names: list[str] = []
     for m in _VAR.finditer(sql):
         if m.group(1) not in defined:

@@ -1,0 +1,1 @@
+"""Benchmarks against pgbench and sysbench (see BENCHMARKS.md)."""

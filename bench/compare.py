@@ -1,0 +1,265 @@
+"""Measure dbdiag's driver against pgbench and sysbench on the same throwaway servers.
+
+    python3 -m bench.compare [--rounds 3] [--duration 10] [--out bench/last-run.json]
+
+What it runs (every command is printed and saved with its numbers):
+
+1. PostgreSQL (throwaway server from diag.servers, default settings):
+   - load time: ``pgbench -i -s 10 -q`` vs our point-select scale 10 and read-write scale 10 (fresh loads);
+   - ``pgbench -S -M prepared -c N -j N -T D`` vs our point-select (sbtest, scale 1) and vs our custom
+     script with pgbench's exact SELECT on pgbench's tables (scale 1), N = 2 x cores and N = 1,
+     alternated round by round so drift in a shared machine hits both sides alike;
+   - client CPU per transaction: pgbench's user+sys (getrusage of the child) vs our client processes'.
+2. MariaDB (throwaway), when sysbench is installed: ``sysbench oltp_point_select --rand-type=uniform``
+   (100,000 rows) vs our point-select scale 1, same N; sysbench prepare (1M rows) vs our load at scale 10.
+3. Driver loops (``--drivers``): the same point-select loop through each installed driver API.
+
+The ratio reported per (N, tool) is the median of per-round ratios ours/theirs.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import resource
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from diag import servers  # noqa: E402
+from diag.bundle import BundleWriter  # noqa: E402
+from diag.db import Session  # noqa: E402
+from workloads import load as wload  # noqa: E402
+from workloads.driver import DriverOptions, run_sweep  # noqa: E402
+from workloads.pgbench import pgbench_dataset  # noqa: E402
+from workloads.sysbench import sbtest_dataset  # noqa: E402
+
+PGBENCH_S_SCRIPT = "\\set aid random(1, 100000 * 1)\nSELECT abalance FROM pgbench_accounts WHERE aid = :aid;\n"
+
+
+def _child_cpu() -> float:
+    r = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return r.ru_utime + r.ru_stime
+
+
+def run_tool(cmd: list[str], timeout: float) -> tuple[str, float, float]:
+    """(output, wall seconds, child CPU seconds) of an external benchmark tool."""
+    c0, t0 = _child_cpu(), time.monotonic()
+    out = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
+    wall, cpu = time.monotonic() - t0, _child_cpu() - c0
+    if out.returncode != 0:
+        raise RuntimeError(f"{' '.join(cmd)} failed: {out.stderr.strip()[-500:]}")
+    return out.stdout + out.stderr, wall, cpu
+
+
+def ours(target: Any, workload: str, clients: int, duration: float, scale: float = 1, script: str | None = None,
+         protocol: str = "prepared") -> dict:
+    opts = DriverOptions(clients=(clients,), duration_s=duration, warmup_s=1.0, scale=scale,  # type: ignore[arg-type]
+                         script=script, protocol=protocol)
+    with tempfile.TemporaryDirectory(prefix="dbdiag-bench-") as d:
+        return run_sweep(target, [workload], opts, BundleWriter(Path(d)), progress=None)[0]
+
+
+def pg_section(args: argparse.Namespace, report: dict) -> None:
+    srv = servers.start_postgres()
+    try:
+        t = srv.target()
+        base = ["-h", "127.0.0.1", "-p", str(srv.port), "-U", "postgres"]
+        pgbench = shutil.which("pgbench") or "/usr/bin/pgbench"
+        # -- load times ---------------------------------------------------------------
+        loads: list[dict] = []
+        for r in range(args.load_rounds):
+            _, wall, _ = run_tool([pgbench, *base, "-i", "-s", "10", "-q", "postgres"], 600)
+            row = {"round": r + 1, "pgbench -i -s 10": round(wall, 2)}
+            with Session(t, statement_timeout_ms=0) as s:
+                wload.ensure_schema(s)
+                row["point-select scale 10"] = round(wload.load(s, sbtest_dataset(10), None), 2)
+                row["read-write scale 10"] = round(wload.load(s, pgbench_dataset(10), None), 2)
+                wload.drop(s, sbtest_dataset(10))
+                wload.drop(s, pgbench_dataset(10))
+            loads.append(row)
+            print("load", row, flush=True)
+        report["pg_load"] = {"command": f"{pgbench} -h 127.0.0.1 -p PORT -U postgres -i -s 10 -q postgres",
+                             "rounds": loads}
+        # -- TPS ----------------------------------------------------------------------
+        run_tool([pgbench, *base, "-i", "-s", "1", "-q", "postgres"], 600)
+        with Session(t, statement_timeout_ms=0) as s:
+            wload.ensure_schema(s)
+            if not wload.is_loaded(s, sbtest_dataset(1)):
+                wload.load(s, sbtest_dataset(1), None)
+        script = Path(tempfile.mkdtemp(prefix="dbdiag-bench-")) / "pgbench-S.sql"
+        script.write_text(PGBENCH_S_SCRIPT)
+        ncpu = os.cpu_count() or 1
+        rows: list[dict] = []
+        # Warm both sides' caches once, unmeasured.
+        run_tool([pgbench, *base, "-S", "-M", "prepared", "-c", "2", "-j", "2", "-T", "3", "postgres"], 60)
+        ours(t, "point-select", 2, 2)
+        for n in (2 * ncpu, 1):
+            for r in range(args.rounds):
+                cmd = [pgbench, *base, "-S", "-M", "prepared", "-c", str(n), "-j", str(n), "-T",
+                       str(int(args.duration)), "postgres"]
+                out, _, cpu = run_tool(cmd, args.duration + 60)
+                tps = float(re.search(r"tps = ([\d.]+) \(without", out).group(1))  # type: ignore[union-attr]
+                txns = int(re.search(r"actually processed: (\d+)", out).group(1))  # type: ignore[union-attr]
+                ps = ours(t, "point-select", n, args.duration)
+                cs = ours(t, "custom", n, args.duration, script=str(script))
+                row = {"clients": n, "round": r + 1, "pgbench_tps": round(tps, 1),
+                       "pgbench_us_per_txn": round(cpu / txns * 1e6, 2),
+                       "ours_point_select_tps": ps["tps"],
+                       "ours_point_select_us_per_txn": round(ps["client_cpu_s"] / max(ps["transactions"], 1) * 1e6, 2),
+                       "ours_pgbench_script_tps": cs["tps"],
+                       "ours_pgbench_script_us_per_txn": round(cs["client_cpu_s"] / max(cs["transactions"], 1) * 1e6,
+                                                               2),
+                       "driver": ps["driver"]}
+                row["ratio_point_select"] = round(row["ours_point_select_tps"] / tps, 3)
+                row["ratio_pgbench_script"] = round(row["ours_pgbench_script_tps"] / tps, 3)
+                rows.append(row)
+                print("pg", row, flush=True)
+        report["pg_tps"] = {"command": "pgbench -h 127.0.0.1 -p PORT -U postgres -S -M prepared -c N -j N -T "
+                                       f"{int(args.duration)} postgres", "rounds": rows,
+                            "server": "throwaway PostgreSQL (diag.servers.start_postgres, default settings)"}
+        if args.drivers:
+            report["pg_drivers"] = driver_loops(t, args)
+    finally:
+        srv.stop()
+
+
+def my_section(args: argparse.Namespace, report: dict) -> None:
+    sysbench = shutil.which("sysbench")
+    if not sysbench:
+        report["mariadb"] = "sysbench not installed (apt-get install -y sysbench): skipped"
+        return
+    srv = servers.start_mysql()
+    try:
+        t = srv.target()
+        with Session(t, statement_timeout_ms=0) as s:
+            s.execute("CREATE DATABASE IF NOT EXISTS sbtest")
+            product = s.product
+        sb = [sysbench, "oltp_point_select", "--db-driver=mysql", "--mysql-host=127.0.0.1",
+              f"--mysql-port={srv.port}", "--mysql-user=root", "--mysql-db=sbtest", "--tables=1"]
+        loads = []
+        for r in range(args.load_rounds):
+            with Session(t, statement_timeout_ms=0) as s:
+                s.execute("DROP TABLE IF EXISTS sbtest.sbtest1")
+            _, wall, _ = run_tool([*sb, "--table-size=1000000", "prepare"], 900)
+            with Session(t, statement_timeout_ms=0) as s:
+                wload.ensure_schema(s)
+                ours_s = wload.load(s, sbtest_dataset(10), None)
+                ours_rw = wload.load(s, pgbench_dataset(10), None)
+                wload.drop(s, sbtest_dataset(10))
+                wload.drop(s, pgbench_dataset(10))
+                s.execute("DROP TABLE IF EXISTS sbtest.sbtest1")
+            row = {"round": r + 1, "sysbench prepare 1M rows": round(wall, 2),
+                   "point-select scale 10": round(ours_s, 2), "read-write scale 10": round(ours_rw, 2)}
+            loads.append(row)
+            print("load", row, flush=True)
+        report["my_load"] = {"command": " ".join(sb).replace(str(srv.port), "PORT") +
+                             " --table-size=1000000 prepare", "rounds": loads}
+        run_tool([*sb, "--table-size=100000", "prepare"], 600)
+        with Session(t, statement_timeout_ms=0) as s:
+            wload.ensure_schema(s)
+            if not wload.is_loaded(s, sbtest_dataset(1)):
+                wload.load(s, sbtest_dataset(1), None)
+        ncpu = os.cpu_count() or 1
+        run_tool([*sb, "--table-size=100000", "--rand-type=uniform", "--threads=2", "--time=3", "run"], 60)
+        ours(t, "point-select", 2, 2)
+        rows = []
+        for n in (2 * ncpu, 1):
+            for r in range(args.rounds):
+                cmd = [*sb, "--table-size=100000", "--rand-type=uniform", f"--threads={n}",
+                       f"--time={int(args.duration)}", "--report-interval=0", "run"]
+                out, _, cpu = run_tool(cmd, args.duration + 60)
+                m = re.search(r"transactions:\s+(\d+)\s+\(([\d.]+) per sec", out)
+                assert m, out
+                txns, tps = int(m.group(1)), float(m.group(2))
+                ps = ours(t, "point-select", n, args.duration)
+                row = {"clients": n, "round": r + 1, "sysbench_tps": tps, "sysbench_us_per_txn":
+                       round(cpu / txns * 1e6, 2), "ours_point_select_tps": ps["tps"],
+                       "ours_point_select_us_per_txn": round(ps["client_cpu_s"] / max(ps["transactions"], 1) * 1e6, 2),
+                       "driver": ps["driver"]}
+                row["ratio_point_select"] = round(ps["tps"] / tps, 3)
+                rows.append(row)
+                print("my", row, flush=True)
+        report["my_tps"] = {"command": " ".join(sb).replace(str(srv.port), "PORT") +
+                            f" --table-size=100000 --rand-type=uniform --threads=N --time={int(args.duration)} run",
+                            "rounds": rows, "server": f"throwaway {product} (diag.servers.start_mysql, defaults)"}
+        if args.drivers:
+            report["my_drivers"] = driver_loops(t, args)
+    finally:
+        srv.stop()
+
+
+def driver_loops(target: Any, args: argparse.Namespace) -> list[dict]:
+    """Point-select through each driver API, N = 2 x cores processes, variants alternated per round."""
+    from bench.drivers import VARIANTS, measure
+
+    n = 2 * (os.cpu_count() or 1)
+    runs: dict[str, list[dict]] = {}
+    for r in range(args.rounds):
+        for name in VARIANTS[target.engine]:
+            try:
+                res = measure(target, name, n, min(args.duration, 5))
+            except Exception as e:  # a driver not installed: say so in the table
+                res = {"variant": name, "error": f"{type(e).__name__}: {e}"}
+            print("driver", r + 1, res, flush=True)
+            runs.setdefault(name, []).append(res)
+    out = []
+    for name, rs in runs.items():
+        ok = [x for x in rs if "tps" in x]
+        if not ok:
+            out.append(rs[0])
+            continue
+        out.append({"variant": name, "clients": n, "tps_median": statistics.median(x["tps"] for x in ok),
+                    "us_per_txn_median": statistics.median(x["client_us_per_txn"] for x in ok),
+                    "rounds": [(x["tps"], x["client_us_per_txn"]) for x in ok]})
+    return out
+
+
+def summarize(report: dict) -> str:
+    lines = []
+    for key, tool, cols in (("pg_tps", "pgbench", ("ratio_point_select", "ratio_pgbench_script")),
+                            ("my_tps", "sysbench", ("ratio_point_select",))):
+        sec = report.get(key)
+        if not isinstance(sec, dict):
+            continue
+        for n in sorted({r["clients"] for r in sec["rounds"]}, reverse=True):
+            rs = [r for r in sec["rounds"] if r["clients"] == n]
+            for col in cols:
+                lines.append(f"{key} clients={n} {col}: median {statistics.median(r[col] for r in rs):.3f} "
+                             f"(rounds {', '.join(str(r[col]) for r in rs)})")
+    return "\n".join(lines)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--load-rounds", type=int, default=1)
+    ap.add_argument("--duration", type=float, default=10.0)
+    ap.add_argument("--only", choices=("pg", "mariadb"), default=None)
+    ap.add_argument("--drivers", action="store_true", help="also time each driver API's bare loop")
+    ap.add_argument("--out", default="bench/last-run.json")
+    args = ap.parse_args()
+    report: dict[str, Any] = {"started": time.strftime("%Y-%m-%d %H:%M:%S"), "cpus": os.cpu_count(),
+                              "duration_s": args.duration, "rounds": args.rounds}
+    try:
+        if args.only in (None, "pg"):
+            pg_section(args, report)
+        if args.only in (None, "mariadb"):
+            my_section(args, report)
+    finally:
+        Path(args.out).parent.mkdir(parents=True, exist_ok=True)
+        Path(args.out).write_text(json.dumps(report, indent=1))
+    print(summarize(report))
+
+
+if __name__ == "__main__":
+    main()

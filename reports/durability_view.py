@@ -1,0 +1,401 @@
+"""Per result step: the durability numbers (C, c, S, D, F) and both verdicts, from a run bundle alone.
+
+Pure functions of :class:`diag.bundle.Bundle` (no I/O), so a re-rendered report
+gives the same verdicts. Used by the report, the findings rules and
+``dbdiag durability``.
+
+Where each number comes from:
+
+* C, committed write transactions/s: the result row's ``write_tps`` when the
+  driver gives it, else its ``tps`` times the workload's share of write
+  transactions (:data:`WRITE_SHARE`). Read-only transactions need no flush, so
+  steps of read-only workloads get no verdict.
+* c: the row's ``clients``.
+* S, flush calls/s by the server: series ``flush--<label>``
+  (:mod:`collectors.flush`) over the step's window: the larger of the
+  filesystem's file-sync count (fsync, fdatasync and O_SYNC/O_DSYNC writes) and
+  fsync + fdatasync system calls (each may miss calls the other sees; the
+  larger is a lower bound of both together). sync_file_range is left out: it
+  starts writeback and never flushes a device cache. Without that series, the
+  engine's own counter stands in (pg_stats ``wal.wal_sync``; my_status
+  ``Innodb_os_log_fsyncs`` or, on MariaDB 10.8+, ``Innodb_data_fsyncs``), said
+  so in ``S_source``.
+* D, device flushes/s: ``device.<name>.flushes`` of the same series, summed over
+  the disks under the data directory. Device-wide: other processes' flushes
+  add to it.
+* F, flush capability: run.json ``options.flush_capability`` when the user gave
+  it, used as is. Else the fsync test stored in run.json ``flush_capability``
+  for the target's device (format: :func:`flush_capability_entry`), raised to S
+  of the target's 1-client step when that is higher: one client flushes one
+  commit at a time, so the server itself showed the disk completing S flushes/s
+  through the same stack the fsync test measures. A short fsync test on a busy
+  machine can land in a slow moment (seen here: 325/s from the test, 930
+  flushes/s by the server a minute later), which alone would call an honest
+  server implausible. Flushes that never reach the disk are the device check's
+  business, not F's.
+
+Window arithmetic: counters are turned into reset-safe cumulative sums
+(:func:`collectors.rates.counter_delta`) and read at the step's ``t_start`` and
+``t_end`` by linear interpolation between the records around them. Under a
+steady load the error is a fraction of one collector interval at each end
+(1 s in a run, 0.25 s in the durability probe), i.e. at most interval /
+duration of the rate.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from collectors.fsync_test import FsyncTestResult, best_flush_capability
+from collectors.rates import counter_delta
+from diag.bundle import Bundle, safe_name
+from diag.errors import DiagError
+from reports.durability import PlausibilityVerdict, SettingsVerdict, plausibility_verdict, settings_verdict
+
+# Share of a workload's transactions that write (and so must be flushed at commit).
+# insert: single-row autocommit inserts; read-write: every transaction updates.
+# tpcc: the mix is 45% New-Order, 43% Payment, 4% Delivery (writes) and 4%
+# Order-Status, 4% Stock-Level (read-only), so 92% write, less the 1% of New-Orders
+# that roll back by design: 0.9 keeps C from ever being overstated. Unknown or
+# read-only workloads get no C: guessing would make the flush checks meaningless.
+WRITE_SHARE: dict[str, float] = {"insert": 1.0, "read-write": 1.0, "tpcc": 0.9}
+
+# The window read from a series must cover at least this share of the step, or S/D are not given.
+MIN_COVERAGE = 0.5
+
+SYSCALL_KEYS = ("syscalls.fsync", "syscalls.fdatasync")
+FS_KEY = "fs.sync_file"
+# Methods whose flushes are O_SYNC/O_DSYNC writes: no fsync/fdatasync call shows them.
+O_SYNC_METHODS = {"postgres": ("wal_sync_method", ("open_datasync", "open_sync")),
+                  "mysql": ("innodb_flush_method", ("o_dsync",))}
+
+
+# --------------------------------------------------------------------------- counters over a window
+
+
+def cumulative(records: Sequence[dict[str, Any]], keys: Sequence[str]) -> list[tuple[float, float]]:
+    """``(t, running total)`` of the sum of ``keys``, reset-safe; records missing any key are skipped."""
+    pts: list[tuple[float, float]] = []
+    prev: list[float] | None = None
+    total = 0.0
+    for r in sorted((r for r in records if isinstance(r.get("t"), (int, float))), key=lambda r: r["t"]):
+        vals = [r.get(k) for k in keys]
+        if any(not isinstance(v, (int, float)) for v in vals):
+            continue
+        cur = [float(v) for v in vals]  # type: ignore[arg-type]
+        if prev is not None:
+            total += sum(counter_delta(p, c) or 0.0 for p, c in zip(prev, cur))
+        prev = cur
+        pts.append((float(r["t"]), total))
+    return pts
+
+
+def _at(pts: Sequence[tuple[float, float]], t: float) -> float:
+    """Value at ``t`` by linear interpolation (``t`` within the points' span)."""
+    for (t0, v0), (t1, v1) in zip(pts, pts[1:]):
+        if t0 <= t <= t1:
+            return v0 if t1 == t0 else v0 + (v1 - v0) * (t - t0) / (t1 - t0)
+    return pts[-1][1] if t >= pts[-1][0] else pts[0][1]
+
+
+def window_rate(records: Sequence[dict[str, Any]], keys: Sequence[str], t_start: float, t_end: float
+                ) -> float | None:
+    """Per-second rate of the sum of counters ``keys`` between ``t_start`` and ``t_end`` (Unix s).
+
+    The window is clipped to the records' span; None when fewer than two records
+    have all keys or the clipped window covers less than :data:`MIN_COVERAGE` of
+    the step.
+    """
+    if not t_end > t_start:
+        return None
+    pts = cumulative(records, keys)
+    if len(pts) < 2:
+        return None
+    a, b = max(t_start, pts[0][0]), min(t_end, pts[-1][0])
+    if b <= a or (b - a) < MIN_COVERAGE * (t_end - t_start):
+        return None
+    return (_at(pts, b) - _at(pts, a)) / (b - a)
+
+
+# --------------------------------------------------------------------------- run.json parts
+
+
+def flush_capability_entry(result: FsyncTestResult) -> dict[str, Any]:
+    """One device's entry in run.json ``flush_capability.devices``.
+
+    run.json ``flush_capability`` = ``{"devices": {DEVICE: entry}, "targets": {LABEL:
+    {"device": DEVICE or None, "directory": PATH, "error": TEXT}}}``, where entry =
+    ``{"ops_per_s": F or None, "method": "fdatasync, one 8 kB write", "fsync_test":
+    FsyncTestResult.to_dict()}``. A target whose test could not run has ``device``
+    None and ``error`` saying why.
+    """
+    try:
+        ops: float | None = best_flush_capability(result)
+    except DiagError:
+        ops = None
+    return {"ops_per_s": ops, "method": "fdatasync, one 8 kB write", "fsync_test": result.to_dict()}
+
+
+@dataclass(frozen=True)
+class FlushCapability:
+    """F for one target: ops/s (None when unknown), where it came from, the fsync test when measured."""
+
+    ops_per_s: float | None
+    source: str
+    fsync_test: FsyncTestResult | None = None
+
+
+def flush_capability(run: dict[str, Any], label: str) -> FlushCapability:
+    """F of target ``label``: the user's ``--flush-capability`` first, else its device's fsync test."""
+    user = (run.get("options") or {}).get("flush_capability")
+    if isinstance(user, (int, float)) and user > 0:
+        return FlushCapability(float(user), f"given by the user (--flush-capability {user:g})")
+    fc = run.get("flush_capability") or {}
+    tgt = (fc.get("targets") or {}).get(label) or {}
+    dev = tgt.get("device")
+    if not dev:
+        why = tgt.get("error") or "no fsync test stored for this target"
+        return FlushCapability(None, f"not measured: {why}")
+    entry = (fc.get("devices") or {}).get(dev) or {}
+    try:
+        res = FsyncTestResult.from_dict(entry["fsync_test"]) if entry.get("fsync_test") else None
+    except (KeyError, TypeError, ValueError):
+        res = None
+    ops = entry.get("ops_per_s")
+    if not isinstance(ops, (int, float)) or ops <= 0:
+        return FlushCapability(None, f"the fsync test on {dev} gave no fdatasync rate", res)
+    where = f" in {res.directory}" if res is not None else ""
+    return FlushCapability(float(ops), f"fsync test on {dev}{where}: {entry.get('method', 'fdatasync')}", res)
+
+
+def target_info(run: dict[str, Any], label: str) -> dict[str, Any]:
+    """The run.json ``targets`` entry of ``label`` (empty dict when absent)."""
+    for t in run.get("targets") or []:
+        if isinstance(t, dict) and t.get("label") == label:
+            return t
+    return {}
+
+
+def target_settings_verdict(info: dict[str, Any]) -> SettingsVerdict:
+    """The settings verdict of a run.json target entry (its key settings and version)."""
+    settings = {k: str(v) for k, v in (info.get("settings") or {}).items()}
+    if info.get("version") and "version" not in settings:
+        settings["version"] = str(info["version"])  # MariaDB rules depend on it
+    return settings_verdict(_engine(str(info.get("engine") or "")), settings)
+
+
+# --------------------------------------------------------------------------- per step
+
+
+@dataclass(frozen=True)
+class StepDurability:
+    """Durability numbers and verdicts of one result step.
+
+    Rates are per second over the step's measured window; ``*_per_commit`` divide
+    by C. ``engine_flushes`` is the engine's own flush counter over the same
+    window (``engine_source`` names it), shown beside S, never mixed into it.
+    """
+
+    target: str
+    engine: str
+    workload: str
+    clients: int
+    t_start: float
+    t_end: float
+    C: float | None
+    C_source: str
+    S: float | None
+    S_source: str
+    D: float | None
+    D_source: str
+    F: float | None
+    F_source: str
+    F_test: float | None
+    engine_flushes: float | None
+    engine_source: str
+    syscalls: dict[str, float | None]
+    local_block_device: bool
+    write_cache: str | None
+    settings: SettingsVerdict
+    plausibility: PlausibilityVerdict | None
+    notes: tuple[str, ...] = field(default=())
+
+    @property
+    def S_per_commit(self) -> float | None:
+        return self.S / self.C if self.S is not None and self.C else None
+
+    @property
+    def D_per_commit(self) -> float | None:
+        return self.D / self.C if self.D is not None and self.C else None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "target": self.target, "engine": self.engine, "workload": self.workload, "clients": self.clients,
+            "t_start": self.t_start, "t_end": self.t_end, "C": self.C, "C_source": self.C_source,
+            "S": self.S, "S_source": self.S_source, "D": self.D, "D_source": self.D_source,
+            "F": self.F, "F_source": self.F_source, "F_test": self.F_test, "engine_flushes": self.engine_flushes,
+            "engine_source": self.engine_source, "syscalls": dict(self.syscalls),
+            "S_per_commit": self.S_per_commit, "D_per_commit": self.D_per_commit,
+            "local_block_device": self.local_block_device, "write_cache": self.write_cache,
+            "settings": self.settings.to_dict(),
+            "plausibility": self.plausibility.to_dict() if self.plausibility else None,
+            "notes": list(self.notes),
+        }
+
+
+def commit_rate(row: dict[str, Any]) -> tuple[float | None, str]:
+    """C of a result row and how it was derived; None for read-only or unknown workloads."""
+    w = str(row.get("workload") or "")
+    if isinstance(row.get("write_tps"), (int, float)):
+        return float(row["write_tps"]), "write transactions/s measured by the driver"
+    tps = row.get("tps")
+    if not isinstance(tps, (int, float)):
+        return None, "the step has no transaction rate"
+    share = WRITE_SHARE.get(w)
+    if share is None:
+        return None, f"workload {w!r} is not known to write at every commit"
+    if share == 1.0:
+        return float(tps), f"transactions/s ({w}: every transaction writes)"
+    return float(tps) * share, f"transactions/s x {share:g} ({w}: share of write transactions)"
+
+
+def _engine(name: str) -> str:
+    """"postgres" or "mysql" from an engine or product name (result rows carry the product)."""
+    return "mysql" if name.lower() in ("mysql", "mariadb") else "postgres"
+
+
+def _series(b: Bundle, name: str, label: str) -> list[dict[str, Any]]:
+    return b.series.get(safe_name(f"{name}--{label}"), [])
+
+
+def _numeric_keys(records: Sequence[dict[str, Any]], prefix: str, suffix: str) -> list[str]:
+    keys: set[str] = set()
+    for r in records:
+        keys.update(k for k, v in r.items() if k.startswith(prefix) and k.endswith(suffix)
+                    and isinstance(v, (int, float)))
+    return sorted(keys)
+
+
+def engine_flush_rate(b: Bundle, label: str, engine: str, t0: float, t1: float) -> tuple[float | None, str]:
+    """The engine's own WAL / redo flush counter over a window, and its name."""
+    if engine == "postgres":
+        recs = _series(b, "pg_stats", label)
+        rate = window_rate(recs, ["wal.wal_sync"], t0, t1)
+        return rate, "pg_stat_wal.wal_sync" if rate is not None else ""
+    recs = _series(b, "my_status", label)
+    for key, name in (("status.Innodb_os_log_fsyncs", "Innodb_os_log_fsyncs"),
+                      ("metrics.os_log_fsyncs", "INNODB_METRICS os_log_fsyncs"),
+                      ("status.Innodb_data_fsyncs", "Innodb_data_fsyncs (redo log and data files)")):
+        rate = window_rate(recs, [key], t0, t1)
+        if rate is not None:
+            return rate, name
+    return None, ""
+
+
+def step_durability(b: Bundle, row: dict[str, Any], one_client_S: float | None = None) -> StepDurability | None:
+    """Numbers and verdicts of one result row; None when the row is not a write step with a window.
+
+    ``one_client_S``: S of the same target's 1-client step, which raises a measured
+    (never a user-given) F when higher (see the module docstring).
+    """
+    label = str(row.get("target") or row.get("label") or "")
+    t0, t1 = row.get("t_start"), row.get("t_end")
+    if not label or not isinstance(t0, (int, float)) or not isinstance(t1, (int, float)) or t1 <= t0:
+        return None
+    C, C_src = commit_rate(row)
+    if C is None:
+        return None
+    info = target_info(b.run, label)
+    engine = _engine(str(info.get("engine") or row.get("engine") or ""))
+    sv = target_settings_verdict(info)
+    storage = info.get("storage") or {}
+    local = bool(info.get("local")) and storage.get("name") is not None
+    write_cache = storage.get("write_cache")
+    notes: list[str] = []
+    c = int(row.get("clients") or 1)
+
+    flush = _series(b, "flush", label)
+    syscalls = {k.split(".", 1)[1]: window_rate(flush, [k], t0, t1)
+                for k in ("syscalls.fsync", "syscalls.fdatasync", "syscalls.sync_file_range")}
+    fs_rate = window_rate(flush, [FS_KEY], t0, t1)
+    sc_rate = window_rate(flush, list(SYSCALL_KEYS), t0, t1)
+    S: float | None = None
+    S_src = ""
+    if fs_rate is not None or sc_rate is not None:
+        if fs_rate is not None and (sc_rate is None or fs_rate >= sc_rate):
+            S, S_src = fs_rate, "perf: filesystem file syncs (fsync, fdatasync, O_SYNC/O_DSYNC writes)"
+        else:
+            S, S_src = sc_rate, "perf: fsync + fdatasync system calls"
+    eng_rate, eng_src = engine_flush_rate(b, label, engine, t0, t1)
+    if S is None and eng_rate is not None:
+        S, S_src = eng_rate, f"engine counter {eng_src} (no flush tracing; counts only what the server reports)"
+    setting, methods = O_SYNC_METHODS.get(engine, ("", ()))
+    method = str((info.get("settings") or {}).get(setting, "")).lower()
+    if S is not None and fs_rate is None and method in methods:
+        notes.append(f"{setting}={method}: commits are flushed by O_SYNC/O_DSYNC writes, which "
+                     f"{'the engine counter' if S_src.startswith('engine') else 'system-call counts'} do not "
+                     "show, so S is not used.")
+        S, S_src = None, "not counted: O_SYNC/O_DSYNC writes are not counted here"
+    if S is None and not S_src:
+        S_src = "not measured (no flush tracing and no engine flush counter)"
+
+    dev_keys = _numeric_keys(flush, "device.", ".flushes")
+    D = window_rate(flush, dev_keys, t0, t1) if dev_keys else None
+    D_src = (f"/proc/diskstats flush requests of {', '.join(k.split('.')[1] for k in dev_keys)} "
+             "(all processes on the machine)") if D is not None else "not measured"
+    if D is not None:
+        notes.append("D counts the whole device: flushes by other processes on the machine add to it.")
+
+    fc = flush_capability(b.run, label)
+    F, F_src = fc.ops_per_s, fc.source
+    if fc.fsync_test is not None and one_client_S is not None and (F is None or one_client_S > F):
+        F = one_client_S
+        F_src = (f"{one_client_S:,.0f} flush calls/s completed by the server itself at 1 client, above the "
+                 f"{'fsync test' if fc.ops_per_s is None else f'fsync test result of {fc.ops_per_s:,.0f}/s'} "
+                 f"({fc.source})")
+    pv = plausibility_verdict(C, c, F, S, D, local, sv.commit_waits_for_flush, write_cache=write_cache)
+    return StepDurability(
+        target=label, engine=engine, workload=str(row.get("workload") or ""), clients=c, t_start=float(t0),
+        t_end=float(t1), C=C, C_source=C_src, S=S, S_source=S_src, D=D, D_source=D_src, F=F,
+        F_source=F_src, F_test=fc.ops_per_s if fc.fsync_test is not None else None, engine_flushes=eng_rate,
+        engine_source=eng_src, syscalls=syscalls,
+        local_block_device=local, write_cache=write_cache, settings=sv, plausibility=pv, notes=tuple(notes))
+
+
+def durability_rows(b: Bundle) -> list[StepDurability]:
+    """Every write step of the bundle, in result order."""
+    first = [step_durability(b, row) for row in b.results]
+    one_client: dict[str, float] = {}
+    for s in first:
+        if s is not None and s.clients == 1 and s.S is not None and s.S_source.startswith("perf"):
+            one_client[s.target] = max(one_client.get(s.target, 0.0), s.S)
+    out = []
+    for row, s in zip(b.results, first):
+        if s is None:
+            continue
+        if s.target in one_client:
+            s = step_durability(b, row, one_client[s.target])
+        if s is not None:
+            out.append(s)
+    return out
+
+
+def overall(steps: Sequence[StepDurability]) -> tuple[int, str]:
+    """Exit code and one line for a set of steps: 0 durable and plausible, 1 relaxed or implausible, 2 cannot tell."""
+    if not steps:
+        return 2, "no write step to judge"
+    relaxed = [s for s in steps if s.settings.status == "relaxed"]
+    if relaxed:
+        return 1, "relaxed: " + relaxed[0].settings.reason
+    bad = [s for s in steps if s.plausibility and s.plausibility.status == "implausible"]
+    if bad:
+        s = bad[0]
+        return 1, f"implausible at {s.clients} client(s): {s.plausibility.reason}"  # type: ignore[union-attr]
+    if any(s.settings.status != "durable" for s in steps):
+        return 2, "cannot tell: " + next(s.settings.reason for s in steps if s.settings.status != "durable")
+    if not any(s.plausibility and s.plausibility.status == "plausible" for s in steps):
+        return 2, "cannot tell: no plausibility check could run (" + (
+            steps[0].plausibility.reason if steps[0].plausibility else "no numbers") + ")"
+    return 0, "durable and plausible"

@@ -1,0 +1,10 @@
+"""Findings rules, one module per family; :data:`reports.findings.RULES` lists them explicitly.
+
+* :mod:`reports.rules.durability` - durability_unsafe, durability_implausible
+* :mod:`reports.rules.waits` - lock_contention, latch_contention, commit_flush_bound, io_read_bound
+* :mod:`reports.rules.cpu` - cpu_parse_plan, cpu_bound, context_switch_storm, host_contention
+* :mod:`reports.rules.client` - client_bound
+* :mod:`reports.rules.checkpoints` - checkpoint_pressure
+
+Shared pieces (the Finding record, steps, windows, impact scale) are in :mod:`reports.rules.base`.
+"""

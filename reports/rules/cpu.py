@@ -1,0 +1,332 @@
+"""CPU findings: parse/plan time in the server's profile, a saturated server, a busy host, context switches.
+
+Sources: the ``host`` series (machine CPU counters and per-process CPU and
+context switches of the server and client groups; see collectors.host) and
+the perf profile of each step (``profile.folded`` in the result row; see
+collectors.profile).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from collectors.profile import load_folded, top_symbols
+from diag.bundle import Bundle
+from diag.errors import DiagError
+from reports.rules.base import Finding, Step, num, pct, steps
+from reports.series import CPU_ALL, CPU_BUSY, group_deltas
+
+# A profile of fewer samples cannot tell 10% from 20% (at 100 samples the
+# standard error of a 20% share is 4 points); perf at ~500 Hz gives this in
+# 0.2 CPU-seconds, i.e. any step where the server does real work.
+MIN_PROFILE_SAMPLES = 100
+# Parse + plan share of the workload threads' CPU samples. With prepared
+# statements (plan cached) PostgreSQL spends a few percent there; with the simple
+# protocol on trivial statements it is a quarter or more (seeds/002: base_yyparse,
+# core_yylex, planner frames at the top). 20% is where skipping it would raise
+# throughput by a quarter (1 / (1 - 0.2)), worth a change of driver setting.
+PARSE_PLAN_SHARE = 0.20
+# Saturation: the server used this share of the CPU its backends could use
+# (one CPU per client, at most the machine's CPUs). Short of 100% because the
+# host's counters are read once a second and scheduling leaves gaps.
+SERVER_SATURATED = 0.80
+# The machine counts as busy when this share of all CPU time was not idle:
+# then anything else that runs takes CPU from the server and the clients.
+HOST_BUSY = 0.90
+# With the host busy, the server's share of the busy CPU that makes it the
+# consumer that saturates the machine (the largest, by a majority).
+SERVER_SHARE_OF_BUSY = 0.50
+# With the host busy, processes that are neither the server nor the clients
+# using a quarter of the machine take CPU the run would otherwise have had:
+# its numbers are those of a shared machine.
+OTHERS_SHARE = 0.25
+# A backend blocks about once per statement round trip (it sleeps in recv
+# until the next statement arrives), so ~1 switch per statement is the norm
+# (measured: 1.05 per point select, 3.4 per statement with 3 of 4 clients
+# queued on one row lock). Five times the norm is switching for its own sake:
+# spin-then-sleep latches, a thundering herd, more runnable backends than CPUs.
+CTX_PER_STATEMENT = 5.0
+# Condition findings rank at most half-way (see reports.rules.base).
+CONDITION_WEIGHT = 0.5
+
+# Frames of the parser, parse analysis, rewriter and planner (PostgreSQL), and
+# of the parser and optimizer (MySQL / MariaDB). A sample counts when any frame
+# of its stack is one of them, so callees (allocations made by the planner)
+# count too where perf recorded the call chain.
+_PG_PARSE_PLAN = re.compile(
+    r"^(raw_parser|base_yyparse|core_yylex|core_yy\w+|scanner_init|pg_parse_query|parse_analyze\w*|"
+    r"transform[A-Z]\w*|pg_analyze_and_rewrite\w*|pg_rewrite_query|QueryRewrite|pg_plan_quer(y|ies)|planner|"
+    r"standard_planner|subquery_planner|grouping_planner|query_planner|make_one_rel|set_base_rel_\w+|"
+    r"create_plan|create_plan_recurse|set_plan_references|preprocess_expression|eval_const_expressions|"
+    r"get_relation_info|build_simple_rel|create_index_paths|add_paths_to_joinrel|BuildCachedPlan)$")
+_MY_PARSE_PLAN = re.compile(
+    r"^(parse_sql|MYSQLparse|ORAparse|MYSQLlex|my_sql_parser_parse|THD::sql_parser|Lex_input_stream::\w+|"
+    r"lex_start|JOIN::optimize\w*|JOIN::prepare|make_join_statistics|Query_block::prepare|"
+    r"st_select_lex::prepare|SELECT_LEX::prepare|SQL_SELECT::test_quick_select|test_quick_select|"
+    r"Optimize_table_order::\w+|choose_plan|greedy_search|best_access_path)$")
+# Process / thread kinds that run the workload's statements (collectors.profile).
+WORKLOAD_KINDS = ("backend", "connection")
+
+
+# --------------------------------------------------------------------------- CPU accounting
+
+
+@dataclass(frozen=True)
+class CpuUse:
+    """CPU of one step in cores (CPU-seconds per second) and context switches, from the host series."""
+
+    ncpu: int
+    span_s: float
+    host_busy: float  # share of all CPU time not idle (0..1)
+    server_cores: float | None
+    server_user_s: float
+    server_sys_s: float
+    server_ctx_vol: float
+    server_ctx_invol: float
+    client_cores: float | None
+    host_ctx: float | None
+
+    @property
+    def busy_cores(self) -> float:
+        return self.host_busy * self.ncpu
+
+    @property
+    def others_cores(self) -> float:
+        return max(0.0, self.busy_cores - (self.server_cores or 0.0) - (self.client_cores or 0.0))
+
+
+def cpu_use(b: Bundle, step: Step) -> CpuUse | None:
+    """CPU use over the step's host intervals (those ending in its window); None without host data."""
+    recs = [r for r in b.series.get("host", []) if isinstance(r.get("t"), (int, float))]
+    busy = total = 0.0
+    srv = [0.0] * 7
+    cli = [0.0] * 7
+    ctx = 0.0
+    have_srv = have_cli = False
+    n = 0
+    for prev, cur in zip(recs, recs[1:]):
+        if not step.t0 < cur["t"] <= step.t1 + 0.5:
+            continue
+        d = [_delta(prev, cur, f"cpu.all.{f}") for f in CPU_ALL]
+        if any(x is None for x in d):
+            continue
+        n += 1
+        total += sum(d)  # type: ignore[arg-type]
+        busy += sum(_delta(prev, cur, f"cpu.all.{f}") or 0.0 for f in CPU_BUSY)
+        ctx += _delta(prev, cur, "ctx_switches") or 0.0
+        ps = (prev.get("procs.server") or {}).get(step.target)
+        cs = (cur.get("procs.server") or {}).get(step.target)
+        if cs:
+            have_srv = True
+            srv = [a + x for a, x in zip(srv, group_deltas(ps or {}, cs, prev["t"]))]
+        if cur.get("procs.client"):
+            have_cli = True
+            cli = [a + x for a, x in zip(cli, group_deltas(prev.get("procs.client") or {}, cur["procs.client"],
+                                                               prev["t"]))]
+    ncpu = int(recs[-1].get("ncpu") or 0) if recs else 0
+    if not n or total <= 0 or ncpu <= 0:
+        return None
+    span = total / ncpu
+    return CpuUse(ncpu=ncpu, span_s=span, host_busy=busy / total,
+                  server_cores=(srv[0] + srv[1]) / span if have_srv else None, server_user_s=srv[0],
+                  server_sys_s=srv[1], server_ctx_vol=srv[2], server_ctx_invol=srv[3],
+                  client_cores=(cli[0] + cli[1]) / span if have_cli else None, host_ctx=ctx)
+
+
+def _delta(prev: Mapping[str, Any], cur: Mapping[str, Any], key: str) -> float | None:
+    a, c = prev.get(key), cur.get(key)
+    if not isinstance(a, (int, float)) or not isinstance(c, (int, float)):
+        return None
+    return float(c) - float(a) if c >= a else float(c)
+
+
+def _cpu_evidence(u: CpuUse, step: Step) -> dict[str, Any]:
+    ev: dict[str, Any] = {"source": f"host CPU counters and per-process CPU (psutil), {u.span_s:.1f} s of intervals",
+                          "cpus": u.ncpu, "host_busy_pct": num(100 * u.host_busy)}
+    if u.server_cores is not None:
+        ev["server_cpu_cores"] = num(u.server_cores, 2)
+        if step.transactions:
+            ev["server_cpu_us_per_txn"] = num((u.server_user_s + u.server_sys_s) * 1e6 / step.transactions)
+    if u.client_cores is not None:
+        ev["client_cpu_cores"] = num(u.client_cores, 2)
+    ev["other_processes_cpu_cores"] = num(u.others_cores, 2)
+    return ev
+
+
+# --------------------------------------------------------------------------- profiles
+
+
+def step_profile(b: Bundle, step: Step) -> dict[str, int] | None:
+    """The step's folded profile restricted to the workload's backends / connection threads."""
+    prof = step.row.get("profile") or {}
+    rel = prof.get("folded") if isinstance(prof, dict) else None
+    if not rel:
+        return None
+    try:
+        folded = load_folded(b.path / str(rel))
+    except (OSError, DiagError):
+        return None
+    mine = {s: c for s, c in folded.items() if s.split(";", 1)[0] in WORKLOAD_KINDS}
+    return mine or None
+
+
+def parse_plan_samples(folded: Mapping[str, int], engine: str) -> tuple[int, dict[str, int]]:
+    """(samples with a parse/plan frame, samples per outermost such frame)."""
+    pat = _PG_PARSE_PLAN if engine == "postgres" else _MY_PARSE_PLAN
+    hit = 0
+    by: dict[str, int] = {}
+    for stack, count in folded.items():
+        for frame in stack.split(";")[2:]:  # kind;comm;frames...
+            if pat.match(frame):
+                hit += count
+                by[frame] = by.get(frame, 0) + count
+                break
+    return hit, by
+
+
+def _top_symbols(folded: Mapping[str, int], n: int = 5) -> str:
+    rows = top_symbols(folded, by_kind=False, n=n)
+    return ", ".join(f"{r.symbol} {r.percent:.1f}%" for r in rows)
+
+
+def cpu_parse_plan(b: Bundle) -> list[Finding]:
+    """Parsing and planning take at least :data:`PARSE_PLAN_SHARE` of the workload threads' CPU samples."""
+    out: list[Finding] = []
+    for step in steps(b):
+        folded = step_profile(b, step)
+        if not folded:
+            continue
+        total = sum(folded.values())
+        if total < MIN_PROFILE_SAMPLES:
+            continue
+        hit, by = parse_plan_samples(folded, step.engine)
+        share = hit / total
+        if share < PARSE_PLAN_SHARE:
+            continue
+        ev: dict[str, Any] = {
+            "source": "perf profile of the server in the middle of the step (workload backends / connection threads)",
+            "profile_samples": total,
+            "parse_plan_pct": num(100 * share),
+            "parse_plan_frames": ", ".join(f"{k} {pct(v / total)}" for k, v in
+                                           sorted(by.items(), key=lambda kv: (-kv[1], kv[0]))[:5]),
+            "top_symbols": _top_symbols(folded),
+            "protocol": str(step.row.get("protocol") or "unknown"),
+        }
+        u = cpu_use(b, step)
+        if u is not None and u.server_cores is not None and step.transactions:
+            per_txn = (u.server_user_s + u.server_sys_s) * 1e6 / step.transactions
+            ev["server_cpu_us_per_txn"] = num(per_txn)
+            ev["parse_plan_us_per_txn_est"] = num(per_txn * share)
+        if step.engine == "postgres":
+            advice = ("Every statement is parsed and planned again. Use prepared statements (server-side: "
+                      "psycopg prepare=True, JDBC prepareThreshold, pgbench -M prepared; dbdiag --protocol "
+                      "prepared) so the plan is cached; a pooler in transaction mode needs protocol-level "
+                      "prepared statement support (PgBouncer 1.21+).")
+        else:
+            advice = ("Every statement is parsed and optimized again. Use server-side prepared statements "
+                      "(COM_STMT_PREPARE: a driver option such as useServerPrepStmts, or PREPARE/EXECUTE); "
+                      "for many tiny statements, fewer round trips (multi-row statements, stored procedures) "
+                      "also cut the parse work.")
+        out.append(step.finding("cpu_parse_plan", "warning", f"Parsing and planning take {pct(share)} of server CPU",
+                                ev, advice, share, share=share))
+    return out
+
+
+def cpu_bound(b: Bundle) -> list[Finding]:
+    """The server's processes used the CPU they could get (saturated), with the profile's top symbols."""
+    out: list[Finding] = []
+    for step in steps(b):
+        u = cpu_use(b, step)
+        if u is None or u.server_cores is None:
+            continue
+        usable = float(min(u.ncpu, step.clients))
+        saturation = u.server_cores / usable
+        host_bound = u.host_busy >= HOST_BUSY and u.server_cores >= SERVER_SHARE_OF_BUSY * u.busy_cores
+        if saturation < SERVER_SATURATED and not host_bound:
+            continue
+        ev = _cpu_evidence(u, step)
+        ev["server_cpu_of_usable_pct"] = num(100 * saturation)
+        if u.server_cores is not None:
+            ev["server_system_cpu_pct"] = num(100 * u.server_sys_s / max(1e-9, u.server_user_s + u.server_sys_s))
+        folded = step_profile(b, step)
+        if folded:
+            ev["top_symbols"] = _top_symbols(folded)
+        why = (f"the server used {num(u.server_cores, 2)} of the {usable:g} CPUs its {step.clients} backends could use"
+               if saturation >= SERVER_SATURATED else
+               f"the machine was {pct(u.host_busy)} busy and the server used most of it")
+        out.append(step.finding(
+            "cpu_bound", "info", f"Server CPU-bound: {why}", ev,
+            "Throughput is set by the CPU each transaction costs: see the top symbols (and the flame graph) "
+            "for where it goes. Fewer instructions per transaction (prepared statements, fewer round trips, "
+            "covering indexes) or more CPUs raise it; more clients will not.",
+            CONDITION_WEIGHT * min(1.0, saturation), saturation=saturation))
+    return out
+
+
+def host_contention(b: Bundle) -> list[Finding]:
+    """The machine was busy and processes other than the server and its clients took a good part of it."""
+    out: list[Finding] = []
+    for step in steps(b):
+        u = cpu_use(b, step)
+        if u is None or u.host_busy < HOST_BUSY:
+            continue
+        share = u.others_cores / u.ncpu
+        if share < OTHERS_SHARE:
+            continue
+        ev = _cpu_evidence(u, step)
+        ev["other_processes_cpu_pct"] = num(100 * share)
+        out.append(step.finding(
+            "host_contention", "warning",
+            f"Other processes used {num(u.others_cores, 2)} of {u.ncpu} CPUs during the step", ev,
+            "The machine was shared: the server and the clients competed with other processes for the CPU, so "
+            "throughput and latency are lower and noisier than this server can do. Re-run on an otherwise idle "
+            "machine before comparing these numbers with another run.",
+            CONDITION_WEIGHT * share, share=share))
+    return out
+
+
+def context_switch_storm(b: Bundle) -> list[Finding]:
+    """The server's processes switch context at least :data:`CTX_PER_STATEMENT` times per statement.
+
+    Needs per-process counts of every server thread: PostgreSQL (one process per
+    backend) only. For mysqld / mariadbd the host collector reads the main
+    thread's counters, which say nothing about the connection threads.
+    """
+    out: list[Finding] = []
+    for step in steps(b):
+        if step.engine != "postgres" or not step.statements:
+            continue
+        u = cpu_use(b, step)
+        if u is None or u.server_cores is None:
+            continue
+        ctx = u.server_ctx_vol + u.server_ctx_invol
+        per_stmt = ctx / step.statements
+        if per_stmt < CTX_PER_STATEMENT:
+            continue
+        cpu_s = u.server_user_s + u.server_sys_s
+        sys_share = u.server_sys_s / cpu_s if cpu_s > 0 else 0.0
+        ev: dict[str, Any] = {
+            "source": "per-process context switch counters of the server's processes (psutil)",
+            "server_ctx_per_statement": num(per_stmt, 2),
+            "server_ctx_per_txn": num(ctx / step.transactions, 2) if step.transactions else None,
+            "server_ctx_per_s": num(ctx / u.span_s),
+            "involuntary_pct": num(100 * u.server_ctx_invol / ctx) if ctx else 0.0,
+            "server_system_cpu_pct": num(100 * sys_share),
+            "statements_per_txn": num(step.statements / step.transactions, 2) if step.transactions else None,
+        }
+        if u.host_ctx is not None:
+            ev["host_ctx_per_s"] = num(u.host_ctx / u.span_s)
+        invol = ctx and u.server_ctx_invol / ctx >= 0.5
+        advice = ("Mostly involuntary switches: more runnable server processes than CPUs; fewer connections "
+                  "(a pool sized near the CPU count) help." if invol else
+                  "Mostly voluntary switches: backends sleep and wake far more than once per statement, as on "
+                  "a contended latch or lock (see the wait findings) or a busy-wait that falls back to sleeping; "
+                  "fewer concurrent backends or removing the hot spot helps.")
+        out.append(step.finding(
+            "context_switch_storm", "warning",
+            f"{num(per_stmt, 2):g} context switches per statement (norm ~1)", ev, advice,
+            CONDITION_WEIGHT * sys_share, per_statement=per_stmt))
+    return out

@@ -1,0 +1,349 @@
+"""Findings from the sampled wait profile: lock, latch, commit-flush and read waits.
+
+Source: series ``pg_waits--<label>`` (pg_stat_activity at 10 Hz) and
+``my_waits--<label>`` (performance_schema current waits, or processlist
+states plus INNODB_TRX at 10 Hz). Each record counts (backend, tick) samples
+of sessions inside a transaction; a class's share is its samples over all
+samples in the step's window: the share of the backends' time spent there.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import Any
+
+from diag.bundle import Bundle
+from reports.rules.base import Finding, Step, counter_in_step, gauge_mean, in_window, num, pct, series, steps
+
+# Below this many samples in a step a single sample moves a share by more than
+# 6 points: too coarse to call a cause. One busy backend sampled at 10 Hz gives
+# 30 samples in a 3 s step, so the shortest useful step still qualifies.
+MIN_WAIT_SAMPLES = 15
+
+# A lock class holding a tenth of the backends' time is already a queue: with
+# no contention it is ~0 (row locks are granted at once), so 10% cannot be noise.
+LOCK_SHARE = 0.10
+# Latches (LWLocks, InnoDB mutexes / rw-locks) are held for microseconds; an
+# uncontended server shows them in well under 1% of samples. At 10% they cost
+# as much as a noticeable lock queue.
+LATCH_SHARE = 0.10
+# A commit that waits for its own flush shows that wait in every transaction;
+# a quarter of all backend time means the flush latency, not the work, sets
+# the pace (at 50% it is the single largest cost of a short transaction).
+FLUSH_SHARE = 0.25
+# Reads that miss the cache: a fifth of backend time waiting for data files
+# means the working set does not fit in memory (a cached workload shows ~0).
+IO_READ_SHARE = 0.20
+
+CLASSES = ("lock", "latch", "commit_flush", "io_read", "client", "cpu", "other")
+
+# PostgreSQL wait events by class (lower case; 13-16 spell WALSync/WALWrite, 17+ WalSync/WalWrite).
+_PG_FLUSH = {"io:walsync", "io:walwrite", "io:walinitsync", "io:walinitwrite", "lwlock:walwrite"}
+_PG_READ = {"io:datafileread", "io:datafileprefetch", "io:buffileread", "io:slruread", "io:relationmapread"}
+# MySQL / MariaDB: performance_schema event names and processlist states (lower case).
+_MY_FLUSH = {"wait/io/file/innodb/innodb_log_file", "wait/io/file/sql/binlog", "state:commit",
+             "state:waiting for handler commit"}
+_MY_FLUSH_PREFIX = ("wait/synch/cond/sql/mysql_bin_log::cond_done", "wait/synch/cond/sql/mysql_bin_log::cond_queue")
+_MY_LATCH_PREFIX = ("wait/synch/mutex/", "wait/synch/rwlock/", "wait/synch/sxlock/", "wait/synch/prlock/")
+_MY_READ = {"wait/io/file/innodb/innodb_data_file"}
+
+
+def wait_class(engine: str, key: str) -> str:
+    """The class of one wait-profile key (see :data:`CLASSES`)."""
+    k = key.lower()
+    if k == "cpu":
+        return "cpu"
+    if k.startswith("lock:"):
+        return "lock"
+    if engine == "postgres":
+        if k in _PG_FLUSH:
+            return "commit_flush"
+        if k.startswith("lwlock:") or k.startswith("bufferpin:") or k == "timeout:spindelay":
+            return "latch"
+        if k in _PG_READ or k.startswith("io:aio"):  # PostgreSQL 18's asynchronous I/O serves reads only
+            return "io_read"
+        if k == "client:clientread":
+            return "client"
+        return "other"
+    if k in _MY_FLUSH or k.startswith(_MY_FLUSH_PREFIX):
+        return "commit_flush"
+    if k.startswith(_MY_LATCH_PREFIX):
+        return "latch"
+    if k in _MY_READ:
+        return "io_read"
+    if k == "clientread":
+        return "client"
+    return "other"
+
+
+@dataclass(frozen=True)
+class WaitProfile:
+    """Samples of one step: counts per wait key, with the sampler that took them."""
+
+    engine: str
+    samples: int
+    counts: Counter[str]
+    source: str
+    ticks: int
+
+    def share(self, cls: str) -> float:
+        return self.class_samples(cls) / self.samples if self.samples else 0.0
+
+    def class_samples(self, cls: str) -> int:
+        return sum(n for k, n in self.counts.items() if wait_class(self.engine, k) == cls)
+
+    def keys_of(self, cls: str) -> list[tuple[str, int]]:
+        return sorted(((k, n) for k, n in self.counts.items() if wait_class(self.engine, k) == cls),
+                      key=lambda kv: (-kv[1], kv[0]))
+
+    def describe(self, items: Iterable[tuple[str, int]], n: int = 4) -> str:
+        """'Lock:transactionid 107 (69.0%), Lock:tuple 2 (1.3%)'."""
+        return ", ".join(f"{k} {c} ({pct(c / self.samples)})" for k, c in list(items)[:n]) if self.samples else ""
+
+    def top(self, n: int = 5) -> str:
+        return self.describe(sorted(self.counts.items(), key=lambda kv: (-kv[1], kv[0])), n)
+
+
+def wait_profile(b: Bundle, step: Step) -> WaitProfile | None:
+    """The merged wait samples of a step, or None when no wait sampler ran for its target."""
+    name = "pg_waits" if step.engine == "postgres" else "my_waits"
+    recs = in_window(series(b, name, step.target), step)
+    if not recs:
+        return None
+    counts: Counter[str] = Counter()
+    samples = ticks = 0
+    sources: Counter[str] = Counter()
+    for r in recs:
+        waits = {k: int(v) for k, v in (r.get("waits") or {}).items() if isinstance(v, (int, float))}
+        # performance_schema does not instrument MariaDB 10.8+ redo writes and fsyncs: a commit
+        # waiting for its flush is "CPU" there, and only its thread state ("Commit") tells.
+        commit = int((r.get("cpu_states") or {}).get("Commit", 0))
+        if commit and waits.get("CPU", 0) >= commit:
+            waits["CPU"] -= commit
+            waits["State:Commit"] = waits.get("State:Commit", 0) + commit
+        counts.update(waits)
+        samples += int(r.get("samples") or 0)
+        ticks += int(r.get("ticks") or 0)
+        sources[str(r.get("source") or "pg_stat_activity")] += 1
+    source = sources.most_common(1)[0][0] if sources else ""
+    return WaitProfile(step.engine, samples, counts, source, ticks)
+
+
+def sampler(p: WaitProfile) -> str:
+    if p.engine == "postgres":
+        return "pg_stat_activity sampled at 10 Hz (sessions inside a transaction)"
+    if p.source == "performance_schema":
+        return "performance_schema current waits sampled at 10 Hz (threads inside a transaction)"
+    return "processlist states and INNODB_TRX sampled at 10 Hz (threads inside a transaction; no wait events)"
+
+
+def _base_evidence(p: WaitProfile, cls: str, label: str) -> dict[str, Any]:
+    return {
+        "source": sampler(p),
+        "backend_samples": p.samples,
+        f"{label}_pct": num(100.0 * p.share(cls)),
+        label: p.describe(p.keys_of(cls)),
+        "top_waits": p.top(),
+    }
+
+
+# --------------------------------------------------------------------------- lock_contention
+
+
+def lock_contention(b: Bundle) -> list[Finding]:
+    """Row / transaction lock waits take at least :data:`LOCK_SHARE` of the backends' time."""
+    out: list[Finding] = []
+    for step in steps(b):
+        p = wait_profile(b, step)
+        if p is None or p.samples < MIN_WAIT_SAMPLES or p.share("lock") < LOCK_SHARE:
+            continue
+        share = p.share("lock")
+        top = p.keys_of("lock")[0][0]
+        ev = _base_evidence(p, "lock", "lock_waits")
+        ev.update(_lock_counters(b, step))
+        if step.row.get("retries"):
+            ev["retries"] = int(step.row["retries"])
+        errors = step.row.get("errors") or {}
+        if isinstance(errors, dict) and errors:
+            ev["errors"] = ", ".join(f"{k}: {v}" for k, v in sorted(errors.items()))
+        out.append(step.finding(
+            "lock_contention", "warning", f"Lock waits take {pct(share)} of backend time ({top})", ev,
+            "Transactions queue for the same rows. Keep the transactions that write them short: no client "
+            "round trips, sleeps or slow statements between the write and COMMIT; take the hot row last; "
+            "spread a hot counter over several rows; for work queues use SELECT ... FOR UPDATE SKIP LOCKED. "
+            "More clients will not raise throughput while this lock is the bottleneck.",
+            share, share=share))
+    return out
+
+
+def _lock_counters(b: Bundle, step: Step) -> dict[str, Any]:
+    ev: dict[str, Any] = {}
+    if step.engine == "postgres":
+        waiting = gauge_mean(in_window(series(b, "pg_stats", step.target), step), "locks.waiting")
+        if waiting is not None:
+            ev["waiting_lock_requests_avg"] = num(waiting)
+        d = counter_in_step(b, step, "pg_stats", "db.deadlocks")
+        if d:
+            ev["deadlocks"] = round(d)
+        return ev
+    waits = counter_in_step(b, step, "my_status", "status.Innodb_row_lock_waits")
+    ms = counter_in_step(b, step, "my_status", "status.Innodb_row_lock_time")
+    if waits is not None:
+        ev["row_lock_waits_per_s"] = num(waits / step.duration)
+    if ms is not None and step.transactions:
+        ev["row_lock_time_ms_per_txn"] = num(ms / step.transactions, 2)
+    d = counter_in_step(b, step, "my_status", "status.Innodb_deadlocks")
+    if d:
+        ev["deadlocks"] = round(d)
+    return ev
+
+
+# --------------------------------------------------------------------------- latch_contention
+
+
+def latch_contention(b: Bundle) -> list[Finding]:
+    """LWLock / InnoDB mutex and rw-lock waits take at least :data:`LATCH_SHARE` of the backends' time."""
+    out: list[Finding] = []
+    for step in steps(b):
+        p = wait_profile(b, step)
+        if p is None or p.samples < MIN_WAIT_SAMPLES or p.share("latch") < LATCH_SHARE:
+            continue
+        share = p.share("latch")
+        top = p.keys_of("latch")[0][0]
+        ev = _base_evidence(p, "latch", "latch_waits")
+        ev.update(_innodb_semaphores(b, step))
+        advice = ("Backends queue on an internal latch, not on rows. " + _LATCH_ADVICE.get(
+            top.lower(), "Look at which structure the latch protects (the top waits above) and at the top "
+                         "symbols of the CPU profile; fewer concurrent clients (a connection pool sized near the "
+                         "CPU count) usually raises throughput under latch contention."))
+        out.append(step.finding("latch_contention", "warning", f"Latch waits take {pct(share)} of backend time ({top})",
+                                ev, advice, share, share=share))
+    return out
+
+
+_LATCH_ADVICE = {
+    "lwlock:lockmanager": "LockManager: many backends take locks on the same relations at once (more than the "
+                          "16 fast-path slots per backend, e.g. partitions or many indexes); fewer partitions "
+                          "touched per query or fewer connections help.",
+    "lwlock:buffercontent": "BufferContent: backends write the same data pages at once (hot rows or an "
+                            "ever-increasing index key); spread the writes or use fillfactor < 100.",
+    "lwlock:buffermapping": "BufferMapping: buffers are being replaced fast; a larger shared_buffers helps.",
+    "lwlock:walinsert": "WALInsert: many backends write WAL at once; fewer concurrent writers or larger "
+                        "transactions help.",
+    "lwlock:procarray": "ProcArray: many connections start and end transactions at once; a connection pool "
+                        "sized near the CPU count helps.",
+    "timeout:spindelay": "SpinDelay: a spinlock is so contended that backends sleep in it: fewer concurrent "
+                         "backends than CPUs help.",
+}
+
+
+def _innodb_semaphores(b: Bundle, step: Step) -> dict[str, Any]:
+    if step.engine != "mysql":
+        return {}
+    os_waits = [counter_in_step(b, step, "my_status", f"innodb.semaphores.{k}") for k in
+                ("mutex_os_waits", "rw_shared_os_waits", "rw_excl_os_waits", "rw_sx_os_waits")]
+    got = [w for w in os_waits if w is not None]
+    if not got or not step.transactions:
+        return {}
+    return {"innodb_latch_os_waits_per_txn": num(sum(got) / step.transactions, 3)}
+
+
+# --------------------------------------------------------------------------- commit_flush_bound
+
+
+def commit_flush_bound(b: Bundle) -> list[Finding]:
+    """Waits for the WAL / redo flush at commit take at least :data:`FLUSH_SHARE` of the backends' time."""
+    out: list[Finding] = []
+    flushes = _flushes_per_commit(b)
+    for step in steps(b):
+        p = wait_profile(b, step)
+        if p is None or p.samples < MIN_WAIT_SAMPLES or p.share("commit_flush") < FLUSH_SHARE:
+            continue
+        share = p.share("commit_flush")
+        ev = _base_evidence(p, "commit_flush", "flush_waits")
+        if p.engine == "mysql" and p.source != "performance_schema":
+            ev["note"] = ("thread state 'Commit' stands for the redo flush here: without performance_schema "
+                          "there are no wait events")
+        f = flushes.get((step.target, step.workload, step.clients))
+        if f is not None:
+            ev.update(f)
+        lat = step.row.get("latency_ms") or {}
+        if isinstance(lat.get("p50"), (int, float)):
+            ev["latency_p50_ms"] = num(lat["p50"], 3)
+        what = "WAL" if step.engine == "postgres" else "redo log"
+        knobs = ("commit_delay / commit_siblings" if step.engine == "postgres"
+                 else "binlog_commit_wait_count / binlog_commit_wait_usec (with the binary log on)")
+        out.append(step.finding(
+            "commit_flush_bound", "warning", f"Commits wait for the {what} flush: {pct(share)} of backend time", ev,
+            f"Each commit waits for its {what} to reach stable storage, so the disk's flush latency sets the "
+            "commit rate. Keeping durability: group more changes per transaction, run more concurrent clients "
+            f"so one flush carries several commits (group commit; {knobs}), or put the {what} on a device with "
+            "a power-protected write cache. Relaxing the commit flush (synchronous_commit=off, "
+            "innodb_flush_log_at_trx_commit=2) trades committed data for speed: say so beside any result.",
+            share, share=share))
+    return out
+
+
+def _flushes_per_commit(b: Bundle) -> dict[tuple[str, str, int], dict[str, Any]]:
+    """Per step: commits/s and flush calls per commit, from the durability view when it is available."""
+    try:
+        from reports.durability_view import durability_rows
+    except ImportError:  # the durability view is optional for these rules
+        return {}
+    out: dict[tuple[str, str, int], dict[str, Any]] = {}
+    for s in durability_rows(b):
+        ev: dict[str, Any] = {}
+        if s.C is not None:
+            ev["commits_per_s"] = num(s.C)
+        if s.S_per_commit is not None:
+            ev["flush_calls_per_commit"] = num(s.S_per_commit, 2)
+            ev["flush_calls_source"] = s.S_source
+        out[(s.target, s.workload, s.clients)] = ev
+    return out
+
+
+# --------------------------------------------------------------------------- io_read_bound
+
+
+def io_read_bound(b: Bundle) -> list[Finding]:
+    """Data-file read waits take at least :data:`IO_READ_SHARE` of the backends' time."""
+    out: list[Finding] = []
+    for step in steps(b):
+        p = wait_profile(b, step)
+        if p is None or p.samples < MIN_WAIT_SAMPLES or p.share("io_read") < IO_READ_SHARE:
+            continue
+        share = p.share("io_read")
+        ev = _base_evidence(p, "io_read", "read_waits")
+        ev.update(_cache_counters(b, step))
+        cache = "shared_buffers" if step.engine == "postgres" else "innodb_buffer_pool_size"
+        out.append(step.finding(
+            "io_read_bound", "warning", f"Reads from disk take {pct(share)} of backend time", ev,
+            f"The working set does not fit in memory: make {cache} (and the OS cache) large enough to hold it, "
+            "or make queries read less (an index for a scanned predicate, fewer columns, smaller rows).",
+            share, share=share))
+    return out
+
+
+def _cache_counters(b: Bundle, step: Step) -> dict[str, Any]:
+    ev: dict[str, Any] = {}
+    txn = step.transactions
+    if step.engine == "postgres":
+        read = counter_in_step(b, step, "pg_stats", "db.blks_read")
+        hit = counter_in_step(b, step, "pg_stats", "db.blks_hit")
+        rtime = counter_in_step(b, step, "pg_stats", "db.blk_read_time")
+        if read is not None and hit is not None and read + hit > 0:
+            ev["shared_buffers_hit_pct"] = num(100.0 * hit / (read + hit), 2)
+            if txn:
+                ev["blocks_read_per_txn"] = num(read / txn, 2)
+        if rtime and txn:
+            ev["read_time_ms_per_txn"] = num(rtime / txn, 3)
+        return ev
+    reads = counter_in_step(b, step, "my_status", "status.Innodb_buffer_pool_reads")
+    reqs = counter_in_step(b, step, "my_status", "status.Innodb_buffer_pool_read_requests")
+    if reads is not None and reqs:
+        ev["buffer_pool_hit_pct"] = num(100.0 * (1 - reads / reqs), 2)
+        if txn:
+            ev["pages_read_from_disk_per_txn"] = num(reads / txn, 2)
+    return ev

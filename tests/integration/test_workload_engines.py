@@ -1,0 +1,266 @@
+"""Every workload on real PostgreSQL and MariaDB servers: loads, runs, checks, failures.
+
+Small scales and ~1.5 s steps keep this module near a minute per engine.
+"""
+
+from __future__ import annotations
+
+import _thread
+import json
+import os
+import signal
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from diag import servers
+from diag.bundle import BundleWriter, read_jsonl, safe_name
+from diag.db import Session
+from diag.errors import UsageError
+from diag.targets import Target
+from workloads import load as wload
+from workloads.driver import DriverOptions, StepInfo, run_sweep
+from workloads.pgbench import pgbench_dataset
+from workloads.sysbench import sbtest_dataset
+from workloads.tpcc import consistency_errors, tpcc_dataset
+
+SCALE = 0.05  # 5,000 sbtest rows, 5,000 pgbench accounts, a one-warehouse mini TPC-C
+ROW_KEYS = {"target", "engine", "workload", "clients", "duration_s", "transactions", "tps", "qps", "latency_ms",
+            "errors", "retries", "driver", "protocol", "isolation", "client_cpu_pct", "t_start", "t_end",
+            "client_cpu_s", "error_samples", "scale"}
+SERIES_KEYS = {"t", "workload", "clients", "interval_s", "transactions", "queries", "errors", "retries", "latency_ms",
+               "client_cpu_pct"}
+
+
+@pytest.fixture(params=["postgres", "mysql"])
+def target(request: pytest.FixtureRequest) -> Target:
+    srv = request.getfixturevalue("pg_server" if request.param == "postgres" else "my_server")
+    return srv.target()
+
+
+class Hooks:
+    def __init__(self) -> None:
+        self.started: list[StepInfo] = []
+        self.finished: list[tuple[StepInfo, dict]] = []
+
+    def step_started(self, info: StepInfo) -> None:
+        self.started.append(info)
+
+    def step_finished(self, info: StepInfo, result: dict) -> None:
+        self.finished.append((info, result))
+
+
+def _opts(**kw: Any) -> DriverOptions:
+    base: dict[str, Any] = dict(clients=(1, 2), duration_s=1.5, warmup_s=0.3, scale=SCALE)
+    base.update(kw)
+    return DriverOptions(**base)
+
+
+def test_all_workloads_both_engines(target: Target, tmp_path: Path) -> None:
+    bundle = BundleWriter(tmp_path / "run")
+    hooks = Hooks()
+    names = ["point-select", "read-only", "read-write", "insert", "tpcc"]
+    rows = run_sweep(target, names, _opts(fresh=True), bundle, hooks=hooks, progress=None)
+    assert [(r["workload"], r["clients"]) for r in rows] == [(n, c) for n in names for c in (1, 2)]
+    for r in rows:
+        assert ROW_KEYS <= set(r), set(ROW_KEYS) - set(r)
+        assert r["engine"] == ("postgresql" if target.engine == "postgres" else "mariadb")
+        assert r["transactions"] > 0 and r["tps"] > 0 and r["qps"] >= r["tps"]
+        assert r["errors"] == {}, r["error_samples"]
+        lat = r["latency_ms"]
+        assert 0 < lat["p50"] <= lat["p95"] <= lat["p99"] <= lat["p999"] <= lat["max"]
+        assert abs(r["duration_s"] - 1.5) < 0.05 and r["t_end"] > r["t_start"]
+        assert r["client_cpu_s"] > 0 and r["driver"].split()[0] in ("psycopg", "psycopg2", "mysqlclient", "PyMySQL")
+    tpcc = [r for r in rows if r["workload"] == "tpcc"]
+    assert all(r["nopm"] > 0 and r["tpm"] >= r["nopm"] for r in tpcc)
+    assert [(i.workload, i.clients) for i in hooks.started] == [(r["workload"], r["clients"]) for r in rows]
+    assert [res for _, res in hooks.finished] == rows
+    assert all(len(i.client_pids) == i.clients for i in hooks.started)
+    series = read_jsonl(tmp_path / "run" / "series" / f"{safe_name('workload--' + target.label)}.jsonl")
+    assert series and all(SERIES_KEYS <= set(rec) for rec in series)
+    for r in rows:  # the intervals add up to the step's figures
+        recs = [s for s in series if s["workload"] == r["workload"] and s["clients"] == r["clients"]]
+        assert sum(s["transactions"] for s in recs) == r["transactions"]
+        assert abs(sum(s["interval_s"] for s in recs) - r["duration_s"]) < 0.01
+    with Session(target, statement_timeout_ms=0) as s:
+        counts = wload.row_counts(s, sbtest_dataset(SCALE))
+        assert counts == {"sbtest1": 5000}
+        counts = wload.row_counts(s, pgbench_dataset(SCALE))
+        assert counts["pgbench_accounts"] == 5000 and counts["pgbench_tellers"] == 10
+        assert counts["pgbench_branches"] == 1
+        assert counts["pgbench_history"] >= sum(r["transactions"] for r in rows if r["workload"] == "read-write")
+        _check_tpcc(s)
+    # Data are reused when version and scale match.
+    again = run_sweep(target, ["point-select"], _opts(clients=(1,), duration_s=0.5, warmup_s=0), bundle,
+                      progress=None)
+    assert again[0]["transactions"] > 0
+    assert sum(1 for e in read_jsonl(tmp_path / "run" / "events.jsonl") if e["kind"] == "workload_load") == 4
+
+
+def _check_tpcc(s: Session) -> None:
+    ds = tpcc_dataset(SCALE)
+    # Static tables keep their loaded size; orders only grow.
+    counts = wload.row_counts(s, ds)
+    expected = {t.name: t.count for t in ds.tables}
+    for name in ("warehouse", "district", "customer", "item", "stock"):
+        assert counts[name] == expected[name], name
+    assert counts["orders"] >= expected["orders"]
+    dist = [(int(r["d_w_id"]), int(r["d_id"]), int(r["d_next_o_id"]))
+            for r in s.query("SELECT d_w_id, d_id, d_next_o_id FROM dbdiag.district")]
+    max_o = {(int(r["w"]), int(r["d"])): int(r["m"]) for r in
+             s.query("SELECT o_w_id AS w, o_d_id AS d, MAX(o_id) AS m FROM dbdiag.orders GROUP BY o_w_id, o_d_id")}
+    assert consistency_errors(dist, max_o) == []
+    # Every order has exactly o_ol_cnt lines; every new order has its order.
+    bad = s.query("SELECT COUNT(*) AS n FROM dbdiag.orders o WHERE o.o_ol_cnt <> (SELECT COUNT(*) FROM "
+                  "dbdiag.order_line l WHERE l.ol_w_id = o.o_w_id AND l.ol_d_id = o.o_d_id AND l.ol_o_id = o.o_id)")
+    assert int(bad[0]["n"]) == 0
+    orphans = s.query("SELECT COUNT(*) AS n FROM dbdiag.new_order n LEFT JOIN dbdiag.orders o ON "
+                      "o.o_w_id = n.no_w_id AND o.o_d_id = n.no_d_id AND o.o_id = n.no_o_id WHERE o.o_id IS NULL")
+    assert int(orphans[0]["n"]) == 0
+
+
+def test_insert_count_equals_rows_added(target: Target, tmp_path: Path) -> None:
+    with Session(target, statement_timeout_ms=0) as s:
+        wload.ensure_schema(s)
+        before = _count(s, "dbdiag.insert_data")
+    rows = run_sweep(target, ["insert"], _opts(clients=(2,), warmup_s=0, duration_s=1.0),
+                     BundleWriter(tmp_path / "run"), progress=None)
+    with Session(target, statement_timeout_ms=0) as s:
+        after = _count(s, "dbdiag.insert_data")
+    assert rows[0]["transactions"] > 0
+    assert after - before == rows[0]["transactions"]
+
+
+def _count(s: Session, table: str) -> int:
+    try:
+        return int(s.query(f"SELECT COUNT(*) AS n FROM {table}")[0]["n"])
+    except Exception:  # not created yet
+        return 0
+
+
+def test_simple_protocol_and_rate(target: Target, tmp_path: Path) -> None:
+    bundle = BundleWriter(tmp_path / "run")
+    simple = run_sweep(target, ["point-select"], _opts(clients=(2,), duration_s=1.0, protocol="simple"), bundle,
+                       progress=None)[0]
+    assert simple["protocol"] == "simple" and simple["transactions"] > 0 and simple["errors"] == {}
+    paced = run_sweep(target, ["point-select"], _opts(clients=(2,), duration_s=2.0, rate=200.0), bundle,
+                      progress=None)[0]
+    assert 120 <= paced["tps"] <= 260, paced["tps"]
+
+
+CONTENDED = """-- two rows, many writers: serialization failures / deadlocks by design
+\\set id random(1, 2)
+BEGIN;
+SELECT v FROM dbdiag.contended WHERE id = :id;
+UPDATE dbdiag.contended SET v = v + 1 WHERE id = :id;
+COMMIT;
+"""
+
+
+def test_serializable_contention_is_retried_and_counted(target: Target, tmp_path: Path) -> None:
+    with Session(target, statement_timeout_ms=0) as s:
+        wload.ensure_schema(s)
+        s.execute("DROP TABLE IF EXISTS dbdiag.contended")
+        s.execute("CREATE TABLE dbdiag.contended (id integer PRIMARY KEY, v integer NOT NULL)")
+        s.execute("INSERT INTO dbdiag.contended VALUES (1, 0), (2, 0)")
+    script = tmp_path / "contended.sql"
+    script.write_text(CONTENDED)
+    rows = run_sweep(target, ["custom"], _opts(clients=(4,), duration_s=2.0, isolation="serializable",
+                                               script=str(script), max_tries=3),
+                     BundleWriter(tmp_path / "run"), progress=None)
+    r = rows[0]
+    assert r["isolation"] == "serializable" and r["transactions"] > 0
+    assert r["retries"] > 0, r
+    retry_codes = {"40001", "40P01", "1213"}
+    assert set(r["errors"]) <= retry_codes, r["error_samples"]  # only retries that ran out of tries
+    with Session(target, statement_timeout_ms=0) as s:
+        total = int(s.query("SELECT SUM(v) AS n FROM dbdiag.contended")[0]["n"])
+    assert total >= r["transactions"]  # every committed transaction added one (warmup ones too)
+
+
+def test_script_errors_are_reported_with_file_and_line(target: Target, tmp_path: Path) -> None:
+    bad = tmp_path / "bad.sql"
+    bad.write_text("\\set id random(1, 10)\nSELECT version FROM dbdiag.dbdiag_meta WHERE version = :id;\n"
+                   "SELECT version FROM dbdiag.dbdiag_meta WHERE version = :id AND AND 1;\n")
+    with pytest.raises(UsageError, match=r"bad\.sql:3: .*syntax"):  # the server's own words, at its line
+        run_sweep(target, ["custom"], _opts(script=str(bad)), BundleWriter(tmp_path / "run"), progress=None)
+    bad.write_text("\\set id random(1, 10)\nSELEKT version FROM dbdiag.dbdiag_meta WHERE version = :id;\n")
+    with pytest.raises(UsageError, match=r"bad\.sql:2: 'SELEKT'"):
+        run_sweep(target, ["custom"], _opts(script=str(bad)), BundleWriter(tmp_path / "run"), progress=None)
+    bad.write_text("\\set id random(1, 10\nSELECT 1;\n")
+    with pytest.raises(UsageError, match=r"bad\.sql:1: cannot parse"):
+        run_sweep(target, ["custom"], _opts(script=str(bad)), BundleWriter(tmp_path / "run"), progress=None)
+
+
+@pytest.mark.parametrize("engine", ["postgres", "mysql"])
+def test_server_killed_mid_step_gives_error_record(engine: str, tmp_path: Path) -> None:
+    srv = servers.start_postgres() if engine == "postgres" else servers.start_mysql()
+    try:
+        t = srv.target()
+        killer = _KillAfter(srv, 0.7)
+        rows = run_sweep(t, ["point-select"], _opts(clients=(2,), duration_s=4.0, warmup_s=0.2, scale=0.02),
+                         BundleWriter(tmp_path / "run"), hooks=killer, progress=None)
+    finally:
+        srv.stop()
+    r = rows[0]
+    assert r["transactions"] > 0
+    assert sum(r["errors"].values()) >= 2, r  # one per client
+    assert r["duration_s"] < 3.5
+    events = read_jsonl(tmp_path / "run" / "events.jsonl")
+    assert sum(1 for e in events if e["kind"] == "workload_client_lost") == 2
+    assert all(r["error_samples"].values())
+
+
+class _KillAfter:
+    def __init__(self, srv: servers.ThrowawayServer, delay: float) -> None:
+        self.srv, self.delay = srv, delay
+
+    def step_started(self, info: StepInfo) -> None:
+        def kill() -> None:
+            assert self.srv.process is not None
+            os.killpg(self.srv.process.pid, signal.SIGKILL)  # the whole server: postmaster and backends
+        threading.Timer(self.delay, kill).start()
+
+    def step_finished(self, info: StepInfo, result: dict) -> None:
+        pass
+
+
+def test_ctrl_c_stops_clients_and_keeps_the_measurement(pg_server: servers.ThrowawayServer, tmp_path: Path) -> None:
+    t = pg_server.target()
+
+    class Interrupt(Hooks):
+        def step_started(self, info: StepInfo) -> None:
+            super().step_started(info)
+            threading.Timer(0.8, _thread.interrupt_main).start()  # as a Ctrl-C reaching the main thread
+
+    hooks = Interrupt()
+    t0 = time.monotonic()
+    with pytest.raises(KeyboardInterrupt) as ei:
+        run_sweep(t, ["point-select"], _opts(clients=(2, 4), duration_s=30.0, warmup_s=0.2),
+                  BundleWriter(tmp_path / "run"), hooks=hooks, progress=None)
+    assert time.monotonic() - t0 < 10
+    results = ei.value.results  # type: ignore[attr-defined]
+    assert len(results) == 1 and results[0]["interrupted"] and results[0]["transactions"] > 0
+    assert results[0]["duration_s"] < 5
+    assert hooks.finished and hooks.finished[0][1] is results[0]
+    for pid in hooks.started[0].client_pids:
+        assert not _alive(pid)
+    events = [e["kind"] for e in read_jsonl(tmp_path / "run" / "events.jsonl")]
+    assert "step_interrupted" in events
+    series = read_jsonl(next((tmp_path / "run" / "series").glob("workload--*.jsonl")))
+    assert series and sum(s["transactions"] for s in series) == results[0]["transactions"]
+    json.dumps(results)  # rows stay JSON-safe
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    try:  # a zombie is not running
+        return "zombie" not in Path(f"/proc/{pid}/status").read_text().lower()
+    except OSError:
+        return False

@@ -1,0 +1,119 @@
+"""Custom script parsing, statement rendering, histograms and option checks (no server)."""
+
+from __future__ import annotations
+
+import random
+from pathlib import Path
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from diag.errors import DbError, UsageError
+from workloads import hist
+from workloads.custom import SetCmd, SqlCmd, parse_script, parse_text
+from workloads.driver import WORKLOADS, DriverOptions, validate
+from workloads.sql import Stmt, my_literal, pg_literal
+
+
+def _eval(cmds: list, seed: int = 1) -> dict[str, int]:
+    env: dict[str, int] = {}
+    rnd = random.Random(seed).random
+    for c in cmds:
+        if isinstance(c, SetCmd):
+            env[c.name] = c.fn(env, rnd)
+    return env
+
+
+def test_script_sets_and_statements() -> None:
+    cmds = parse_text("-- a comment\n\\set aid random(1, 100000 * 10)\n\\set d :aid / 7 + abs(-3)\n"
+                      "BEGIN;\nUPDATE dbdiag.t SET v = v + :d\n  WHERE id = :aid;\nSELECT x::int FROM t WHERE id = :aid;\n"
+                      "COMMIT;\n", "s.sql")
+    sql = [c for c in cmds if isinstance(c, SqlCmd)]
+    assert [c.line for c in sql] == [4, 5, 7, 8]
+    assert sql[1].params == ("d", "aid") and sql[1].stmt.nparams == 2
+    assert sql[2].stmt.numbered() == "SELECT x::int FROM t WHERE id = $1"  # a ::cast is not a variable
+    assert sql[0].control and sql[3].control and not sql[1].control
+    env = _eval(cmds)
+    assert 1 <= env["aid"] <= 1_000_000 and env["d"] == env["aid"] // 7 + 3
+
+
+@pytest.mark.parametrize("text,line,what", [
+    ("\\set a random(1, 10)\n\\set b random(1,\n", 2, "cannot parse"),
+    ("\\set a 1\nSELECT :b;\n", 2, "not set"),
+    ("\\sleep 10ms\n", 1, "unknown meta-command"),
+    ("\\set a foo(1)\nSELECT 1;\n", 1, "unknown function"),
+    ("SELECT 1;\nSELECT 2\n", 2, "not terminated"),
+    ("\\set 1a 5\nSELECT 1;\n", 1, "expected \\set NAME"),
+    ("SELECT ?;\n", 1, ":name variables"),
+    ("\\set a random(1)\nSELECT 1;\n", 1, "two arguments"),
+])
+def test_script_errors_name_file_and_line(tmp_path: Path, text: str, line: int, what: str) -> None:
+    f = tmp_path / "bad.sql"
+    f.write_text(text)
+    with pytest.raises(UsageError) as ei:
+        parse_script(str(f))
+    assert str(ei.value).startswith(f"{f}:{line}: ") and what in str(ei.value)
+
+
+def test_missing_script_and_validate(tmp_path: Path) -> None:
+    with pytest.raises(UsageError, match="cannot read script"):
+        parse_script(str(tmp_path / "nope.sql"))
+    with pytest.raises(UsageError, match="needs --script"):
+        validate(["custom"], DriverOptions())
+    with pytest.raises(UsageError, match="unknown workload 'oltp'"):
+        validate(["oltp"], DriverOptions())
+    with pytest.raises(UsageError, match="--clients"):
+        validate(["point-select"], DriverOptions(clients=(0,)))
+    with pytest.raises(UsageError, match="--isolation"):
+        validate(["point-select"], DriverOptions(isolation="snapshot"))
+    with pytest.raises(UsageError, match="--protocol"):
+        validate(["point-select"], DriverOptions(protocol="binary"))
+    bad = tmp_path / "x.sql"
+    bad.write_text("\\set a random(1, 2)\n\nSELECT :a\n")
+    with pytest.raises(UsageError, match=r"x\.sql:3: "):
+        validate(["custom"], DriverOptions(script=str(bad)))
+    validate(list(WORKLOADS[:5]), DriverOptions(clients=(1, 2)))
+
+
+def test_random_bounds_checked_at_run_time() -> None:
+    cmds = parse_text("\\set a random(5, 1)\nSELECT :a;\n")
+    with pytest.raises(DbError, match="upper bound"):
+        _eval(cmds)
+
+
+@given(st.text(max_size=200))
+@settings(max_examples=200, deadline=None)
+def test_script_parser_never_crashes(text: str) -> None:
+    try:
+        parse_text(text, "f.sql")
+    except UsageError as e:
+        assert str(e).startswith("f.sql")
+
+
+def test_stmt_forms_and_literals() -> None:
+    s = Stmt.parse("SELECT c FROM t WHERE id BETWEEN ? AND ? AND x LIKE 'a%'")
+    assert s.numbered() == "SELECT c FROM t WHERE id BETWEEN $1 AND $2 AND x LIKE 'a%'"
+    assert s.qmarks() == "SELECT c FROM t WHERE id BETWEEN ? AND ? AND x LIKE 'a%'"
+    assert s.template() % ("1", "2") == "SELECT c FROM t WHERE id BETWEEN 1 AND 2 AND x LIKE 'a%'"
+    assert pg_literal("it's") == "'it''s'" and pg_literal(None) == "NULL" and pg_literal(3) == "3"
+    assert my_literal("a\\'b") == "'a\\\\\\'b'" and my_literal(2.5) == "2.5"
+
+
+def test_histograms_merge_exactly() -> None:
+    rng = random.Random(3)
+    a = [rng.randint(10_000, 5_000_000) for _ in range(5000)]
+    b = [rng.randint(10_000, 50_000_000) for _ in range(3000)]
+    merged = hist.new()
+    hist.record(merged, hist.fold(a))
+    hist.record(merged, hist.fold(b))
+    whole = hist.new()
+    hist.record(whole, hist.fold(a + b))
+    assert merged.get_total_count() == 8000
+    assert hist.summary_ms(merged) == hist.summary_ms(whole)
+    s = hist.summary_ms(merged)
+    assert s["max"] == pytest.approx(max(a + b) / 1e6, rel=1e-3)
+    assert s["p50"] <= s["p95"] <= s["p99"] <= s["p999"] <= s["max"]
+    back = hist.decode(hist.encode(merged))
+    assert back.get_total_count() == 8000
+    assert hist.summary_ms(hist.new()) == {"p50": 0.0, "p95": 0.0, "p99": 0.0, "p999": 0.0, "max": 0.0}
