@@ -226,14 +226,18 @@ class _StepHooks:
         self.bundle.write_json("results.json", {"results": self.results})
 
 
-def wait_for_series(path: Path, runner: Any, timeout_s: float) -> bool:
-    """True once the series file has a record (the collector is counting), False on timeout."""
+def wait_for_series(path: Path, process: Any, timeout_s: float = COLLECTOR_READY_TIMEOUT_S) -> bool:
+    """True once ``series/`` file ``path`` has a record, False when ``process`` (its collector) ended or on timeout.
+
+    The flush collector writes its first record once perf counts, so waiting for it
+    before clients connect keeps their backends from forking before perf attaches.
+    """
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
         with contextlib.suppress(OSError):
             if path.stat().st_size > 0:
                 return True
-        if not any(r.process.is_alive() for r in runner.running):
+        if not process.is_alive():
             return False
         time.sleep(0.05)
     return False
@@ -304,11 +308,10 @@ def run_durability_probe(target: Any, *, clients: tuple[int, ...], seconds: floa
     runner.start()
     try:
         flush_key = collector_key(cols[0])
-        if probes[flush_key].ok and not wait_for_series(
-                bundle.path / "series" / f"{safe_name(flush_key)}.jsonl", runner, COLLECTOR_READY_TIMEOUT_S):
-            raise DiagError("flush tracing did not start: " + "; ".join(
-                e.get("message", "") for e in _events(bundle.path) if e.get("kind") == "collector_off")
-                or "no record within 10 s")
+        proc = next((r.process for r in runner.running if r.key == flush_key), None)
+        if proc is not None and not wait_for_series(bundle.path / "series" / f"{safe_name(flush_key)}.jsonl", proc):
+            why = "; ".join(e.get("message", "") for e in _events(bundle.path) if e.get("kind") == "collector_off")
+            raise DiagError(f"flush tracing did not start: {why or 'no record within 10 s'}")
         run_sweep(rt.target, ["insert"], drv, bundle, hooks=hooks, progress=None)
     except KeyboardInterrupt:
         status, error = "interrupted", "interrupted by Ctrl-C"
@@ -422,6 +425,10 @@ def format_durability(run: dict[str, Any], steps: Sequence[Any], code: int, line
                      f"{_n(s.D_per_commit, 2):>9} {_n(s.engine_flushes):>10}  {pv.status if pv else '-'}")
     if s0.engine_source:
         lines.append(f"  engine/s: {s0.engine_source} (the server's own count, shown for comparison)")
+    for s in steps:
+        if any(v is not None for v in s.syscalls.values()):
+            lines.append(f"  system calls/s at {s.clients} client{'s' if s.clients > 1 else ''}: "
+                         + ", ".join(f"{k} {_n(v)}" for k, v in s.syscalls.items()))
     for s in steps:
         pv = s.plausibility
         if pv is None:

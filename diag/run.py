@@ -38,6 +38,10 @@ KEY_SETTINGS = {
 }
 
 
+WRITE_WORKLOADS = {"insert", "read-write", "tpcc", "custom"}
+FSYNC_TEST_SECONDS = 0.3  # per method: 12 methods, about 4 s per device, enough for ~1,000 flushes each here
+
+
 class SharedPids:
     """Client PIDs of the current step, shared with collector processes (fork)."""
 
@@ -154,7 +158,12 @@ def target_collectors(rt: TargetRuntime, artifacts: Path, opts: RunOptions) -> l
             classes = MYSQL_COLLECTORS
     ctx = CollectorContext(target=rt.target, artifacts=artifacts, server_pid=rt.pid, data_dir=rt.data_dir,
                            options={"flush_capability": opts.flush_capability})
-    return [cls(ctx) for cls in classes]
+    cols = [cls(ctx) for cls in classes]
+    with contextlib.suppress(ImportError):
+        from collectors.flush import FlushCollector
+
+        cols.append(FlushCollector(ctx))
+    return cols
 
 
 class _Hooks:
@@ -227,6 +236,7 @@ class Run:
         status, error = "complete", ""
         try:
             self._start_targets()
+            self._measure_flush_capability()
             self._setup_plugins()
             self._sweep_all()
         except KeyboardInterrupt:
@@ -257,6 +267,20 @@ class Run:
             self.say(f"dbdiag: {rt.target.label}: {rt.info['product']} {rt.info['version'].split(' on ')[0]} "
                      f"via {rt.info['driver']}")
         self._write_run_json(targets=[rt.info for rt in self.runtimes])
+
+    def _measure_flush_capability(self) -> None:
+        """One fsync test per device under local data directories, for durability verdicts.
+
+        Only for runs with a write workload (a read-only run has no commit rate to
+        judge) and only when the user did not give --flush-capability.
+        """
+        if self.opts.flush_capability or not (set(self.opts.workloads) & WRITE_WORKLOADS):
+            return
+        from diag.flushcmds import measure_flush_capability
+
+        dirs = [(rt.target.label, rt.data_dir) for rt in self.runtimes if rt.target.is_local()]
+        if dirs:
+            self._write_run_json(flush_capability=measure_flush_capability(dirs, FSYNC_TEST_SECONDS, self.out))
 
     def _setup_plugins(self) -> None:
         """Step plugins (profiles, flush tracing) added by later modules when available."""
