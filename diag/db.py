@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import importlib
+import importlib.metadata
 from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
@@ -59,8 +60,11 @@ def pick_driver(engine: str) -> DriverInfo:
             m = importlib.import_module(mod)
         except ImportError:
             continue
-        version = getattr(m, "__version__", "") or getattr(m, "version_info", "")
-        return DriverInfo(name, str(version).split(" ")[0], m)
+        try:
+            version = importlib.metadata.version(name)
+        except importlib.metadata.PackageNotFoundError:
+            version = str(getattr(m, "__version__", "")).split(" ")[0]
+        return DriverInfo(name, version, m)
     wanted = "psycopg[binary] or psycopg2-binary" if engine == "postgres" else "pymysql"
     raise DbError(f"no {engine} driver installed: pip install {wanted}", kind="connect")
 

@@ -5,10 +5,17 @@ created if absent; nothing else is touched. A dataset is described once as
 :class:`Table` definitions plus row generators; each engine gets its fast path:
 
 - PostgreSQL: ``CREATE TABLE`` and ``COPY ... FREEZE`` in one transaction (as
-  ``pgbench -i``), then primary key, indexes, ``VACUUM ANALYZE``.
+  ``pgbench -i``); then the primary key's unique index and the other indexes
+  built side by side on separate connections, the key attached to its index, and
+  ``VACUUM ANALYZE``.
 - MySQL/MariaDB: table with its primary key (rows arrive in key order), multi-row
   ``INSERT`` of about 1 MB each with unique/foreign-key checks off, then the
   secondary indexes and ``ANALYZE TABLE``.
+
+Big tables (sbtest, pgbench_accounts) also give a ``chunks`` formatter that
+builds the text with one f-string per row; the generic path formats value by
+value. Generating in a separate process was measured and gave nothing here: the
+server's COPY, not the Python formatting, is the long pole.
 
 ``dbdiag.dbdiag_meta`` records (dataset, version, scale) only after a load
 finishes, so an interrupted load is never mistaken for a complete one.
@@ -24,7 +31,6 @@ from dataclasses import dataclass, field
 from typing import Any, TextIO
 
 from diag.db import Session, translate_errors
-from diag.errors import DbError
 from workloads.sql import my_literal
 
 SCHEMA = "dbdiag"
