@@ -13,6 +13,7 @@ import os
 import signal
 import sys
 import threading
+import warnings
 from pathlib import Path
 
 from diag import __version__
@@ -181,6 +182,9 @@ def cmd_server(a: argparse.Namespace) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
+    # platformdirs (pulled in by a dependency) warns on every start where XDG_RUNTIME_DIR is unset (root
+    # shells, CI); it says nothing about our run.
+    warnings.filterwarnings("ignore", message=".*XDG_RUNTIME_DIR.*")
     argv = list(sys.argv[1:] if argv is None else argv)
     parser = build_parser()
     a = parser.parse_args(argv)

@@ -24,7 +24,7 @@ from typing import Any, Protocol, TextIO
 
 from diag.bundle import BundleWriter, safe_name
 from diag.db import Session, pick_driver
-from diag.errors import DbError, UsageError
+from diag.errors import UsageError
 from diag.targets import Target
 from workloads import hist
 from workloads.base import Workload

@@ -31,6 +31,7 @@ from dataclasses import dataclass, field
 from typing import Any, TextIO
 
 from diag.db import Session, translate_errors
+from diag.errors import DbError
 from workloads.sql import my_literal
 
 SCHEMA = "dbdiag"

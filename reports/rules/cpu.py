@@ -250,8 +250,8 @@ def cpu_parse_plan(b: Bundle) -> list[Finding]:
             ev["parse_pct_of_server_cpu"] = num(100 * parse / pp.total)
             executes = counter_in_step(b, step, "my_status", "status.Com_stmt_execute")
             if executes is not None and step.transactions:
-                # 0 means every statement came as text (COM_QUERY), whatever the client called it
-                ev["server_prepared_executions_per_txn"] = num(executes / step.transactions, 2)
+                # protocol-level and SQL-level EXECUTE both count (Com_stmt_execute)
+                ev["prepared_executions_per_txn"] = num(executes / step.transactions, 2)
             advice = ("Every statement is parsed and optimized again. Server-side prepared statements "
                       "(COM_STMT_PREPARE: a driver option such as useServerPrepStmts, or PREPARE/EXECUTE) skip "
                       "the parse; MySQL and MariaDB still optimize each execution, so for many tiny statements "
