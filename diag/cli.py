@@ -17,37 +17,8 @@ import warnings
 from pathlib import Path
 
 from diag import __version__
-from diag.errors import DiagError, UsageError
-
-
-def _csv_ints(text: str) -> tuple[int, ...]:
-    try:
-        vals = tuple(int(x) for x in text.split(",") if x.strip())
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a comma-separated list of integers, got {text!r}") from None
-    if not vals or any(v < 1 for v in vals):
-        raise argparse.ArgumentTypeError("client counts must be >= 1")
-    return vals
-
-
-def _positive(text: str) -> float:
-    try:
-        v = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a number, got {text!r}") from None
-    if v <= 0:
-        raise argparse.ArgumentTypeError(f"expected a positive number, got {text!r}")
-    return v
-
-
-def _kv(items: list[str] | None) -> dict[str, str]:
-    out: dict[str, str] = {}
-    for it in items or []:
-        if "=" not in it:
-            raise UsageError(f"--set expects KEY=VALUE, got {it!r}")
-        k, v = it.split("=", 1)
-        out[k.strip()] = v.strip()
-    return out
+from diag.argtypes import csv_ints as _csv_ints, key_values as _kv, positive as _positive
+from diag.errors import DiagError
 
 
 # Modules that add subcommands: each defines ``add_parsers(sub)`` and ``dispatch(args) -> int | None``

@@ -32,31 +32,12 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, TextIO
 
+from diag.argtypes import csv_ints as _clients, key_values as _kv, positive as _positive
 from diag.errors import DiagError, UsageError
 
 DURABILITY_CLIENTS = (1, 4)
 PROBE_FLUSH_INTERVAL_S = 0.25  # finer than a run's 1 s so a short step's window edges cost little
 COLLECTOR_READY_TIMEOUT_S = 10.0
-
-
-def _positive(text: str) -> float:
-    try:
-        v = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a number, got {text!r}") from None
-    if not v > 0:
-        raise argparse.ArgumentTypeError(f"expected a positive number, got {text!r}")
-    return v
-
-
-def _clients(text: str) -> tuple[int, ...]:
-    try:
-        vals = tuple(int(x) for x in text.split(",") if x.strip())
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a comma-separated list of integers, got {text!r}") from None
-    if not vals or any(v < 1 for v in vals):
-        raise argparse.ArgumentTypeError("client counts must be >= 1")
-    return vals
 
 
 def add_parsers(sub: Any) -> None:
@@ -90,16 +71,6 @@ def dispatch(a: argparse.Namespace) -> int | None:
     if a.command == "durability":
         return cmd_durability(a)
     return None
-
-
-def _kv(items: list[str] | None) -> dict[str, str]:
-    out: dict[str, str] = {}
-    for it in items or []:
-        if "=" not in it:
-            raise UsageError(f"--set expects KEY=VALUE, got {it!r}")
-        k, v = it.split("=", 1)
-        out[k.strip()] = v.strip()
-    return out
 
 
 # --------------------------------------------------------------------------- flush capability

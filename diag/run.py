@@ -315,8 +315,11 @@ class Run:
                         if not p.ok:
                             self.say(f"dbdiag: note: {k} not collected: {p.reason}" + (f" ({p.hint})" if p.hint
                                                                                       else ""))
+                        for m in p.missing:
+                            self.say(f"dbdiag: note: {k}: {m}")
                     runner = CollectorRunner(self.bundle, [c for c in cols if probes[collector_key(c)].ok])
                     runner.start()
+                    self._wait_for_flush_counting(runner, rt)
                 try:
                     run_sweep(rt.target, self.opts.workloads, self.opts.driver, self.bundle,
                               hooks=_Hooks(self, rt), progress=self.out)
@@ -326,6 +329,15 @@ class Run:
         finally:
             if host:
                 host.stop()
+
+    def _wait_for_flush_counting(self, runner: CollectorRunner, rt: TargetRuntime) -> None:
+        """perf needs a moment to attach: clients connecting before that would not be counted."""
+        from diag.flushcmds import wait_for_series
+
+        key = f"flush--{rt.target.label}"
+        r = next((r for r in runner.running if r.key == key), None)
+        if r is not None:
+            wait_for_series(self.bundle.path / "series" / f"{safe_name(key)}.jsonl", r.process)
 
     def _record_probes(self, probes: dict[str, Any]) -> None:
         cols = dict(self.run_json.get("collectors", {}))

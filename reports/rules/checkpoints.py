@@ -26,9 +26,10 @@ MIN_REQUESTED_CHECKPOINTS = 1
 # of the maximum checkpoint age and blocks writers at the limit; at 3/4 of the
 # maximum the redo log has one eighth of headroom left before that.
 CHECKPOINT_AGE_SHARE = 0.75
-# Without a full-page-image share to rank by, a forced checkpoint ranks as if
-# half of the WAL were full-page images (typical right after a checkpoint).
-DEFAULT_FPI_SHARE = 0.5
+# Impact: the share of the step during which checkpoints were writing or syncing
+# (checkpointer write_time + sync_time; writes are spread over
+# checkpoint_completion_target, so this is the time the step ran under a
+# checkpoint), times CONDITION_WEIGHT.
 
 
 def checkpoint_pressure(b: Bundle) -> list[Finding]:
@@ -62,9 +63,11 @@ def _postgres(b: Bundle, step: Step) -> Finding | None:
             ev["wal_bytes_per_txn"] = round(wal / step.transactions)
     fpi = counter_in_step(b, step, "pg_stats", "wal.wal_fpi")
     records = counter_in_step(b, step, "pg_stats", "wal.wal_records")
-    fpi_share = fpi / records if fpi is not None and records else None
-    if fpi_share is not None:
-        ev["full_page_image_records_pct"] = num(100 * fpi_share)
+    if fpi is not None and records:
+        ev["full_page_image_records_pct"] = num(100 * fpi / records)
+    busy_ms = [counter_in_step(b, step, "pg_stats", f"checkpointer.{k}") for k in ("write_time", "sync_time")]
+    busy = min(1.0, sum(x for x in busy_ms if x) / 1000 / step.duration)
+    ev["checkpointing_pct_of_step"] = num(100 * busy)
     mws = (target_info(b, step.target).get("settings") or {}).get("max_wal_size")
     if mws:
         ev["max_wal_size"] = str(mws)
@@ -75,8 +78,7 @@ def _postgres(b: Bundle, step: Step) -> Finding | None:
         "buffer and makes the next change of each page log a full 8 kB image. Raise max_wal_size so that "
         "checkpoints come from checkpoint_timeout (the checkpoint log lines say 'wal' vs 'time'), and keep "
         "checkpoint_completion_target at 0.9.",
-        CONDITION_WEIGHT * (fpi_share if fpi_share is not None else DEFAULT_FPI_SHARE),
-        requested=requested)
+        CONDITION_WEIGHT * busy, requested=requested)
 
 
 def _innodb(b: Bundle, step: Step) -> Finding | None:

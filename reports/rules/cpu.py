@@ -30,6 +30,10 @@ MIN_PROFILE_SAMPLES = 100
 # selects. At 10% skipping the work would raise throughput by a ninth, worth a
 # driver setting; 0% vs 14% leaves room on both sides.
 PARSE_PLAN_SHARE = 0.10
+# The finding is a warning when parse/plan is also a tenth of all the server's
+# CPU (kernel included); below that (a step dominated by network or flush
+# waits: 6% on MariaDB inserts) it is info: true, but not what limits the step.
+PARSE_PLAN_WARNING_SHARE = 0.10
 # Saturation: the server used this share of the CPU its backends could use
 # (one CPU per client, at most the machine's CPUs). Short of 100% because the
 # host's counters are read once a second and scheduling leaves gaps.
@@ -45,11 +49,22 @@ SERVER_SHARE_OF_BUSY = 0.50
 # its numbers are those of a shared machine.
 OTHERS_SHARE = 0.25
 # A backend blocks about once per statement round trip (it sleeps in recv
-# until the next statement arrives), so ~1 switch per statement is the norm
-# (measured: 1.05 per point select, 3.4 per statement with 3 of 4 clients
-# queued on one row lock). Five times the norm is switching for its own sake:
-# spin-then-sleep latches, a thundering herd, more runnable backends than CPUs.
-CTX_PER_STATEMENT = 5.0
+# until the next statement arrives): 0.75-0.9 per point select measured here. A
+# commit that waits for its WAL flush adds a few (up to 4 per single-insert
+# transaction), a lock queue too (3.3 per statement with 3 of 4 clients queued
+# on one row, 6.5 with 15 of 16). Eight per statement is twice what such waits
+# explain: switching for its own sake (a herd woken at once, spin-then-sleep
+# latches, more runnable backends than CPUs; 31 of 32 clients queued on one
+# row: 13.6).
+CTX_PER_STATEMENT = 8.0
+# ... and switching must cost: a switch takes a few microseconds of CPU (the
+# switch itself plus caches refilled after it); SWITCH_COST_US is that estimate.
+# At 20 switches per ms of server CPU that is ~8% of the server's CPU. Heavy
+# statements that wait on I/O switch often per statement but rarely per unit of
+# work (measured: 7.5 per CPU-ms for 2,000-row inserts, 7.2 for 5 MB results;
+# 44-53 for 16-32 clients queued on one row lock, 22-32 for single inserts).
+CTX_PER_CPU_MS = 20.0
+SWITCH_COST_US = 4.0
 # Condition findings rank at most half-way (see reports.rules.base).
 CONDITION_WEIGHT = 0.5
 
@@ -105,41 +120,49 @@ class CpuUse:
 
 
 def cpu_use(b: Bundle, step: Step) -> CpuUse | None:
-    """CPU use over the step's host intervals (those ending in its window); None without host data."""
+    """CPU use over the step's measured window; None without host data.
+
+    Each host interval counts by the share of it that lies inside [t_start,
+    t_end] (counters grow about evenly within one second), so a 3 s step is 3 s
+    of CPU whatever the phase of the host collector's clock.
+    """
     recs = [r for r in b.series.get("host", []) if isinstance(r.get("t"), (int, float))]
-    busy = total = 0.0
+    busy = total = span = cli_span = ctx = 0.0
     srv = [0.0] * 7
     cli = [0.0] * 7
-    ctx = 0.0
     have_srv = have_cli = False
-    n = 0
     for prev, cur in zip(recs, recs[1:]):
-        if not step.t0 < cur["t"] <= step.t1 + 0.5:
+        dt = cur["t"] - prev["t"]
+        overlap = min(cur["t"], step.t1) - max(prev["t"], step.t0)
+        if dt <= 0 or overlap <= 0:
             continue
+        w = overlap / dt
         d = [_delta(prev, cur, f"cpu.all.{f}") for f in CPU_ALL]
         if any(x is None for x in d):
             continue
-        n += 1
-        total += sum(d)  # type: ignore[arg-type]
-        busy += sum(_delta(prev, cur, f"cpu.all.{f}") or 0.0 for f in CPU_BUSY)
-        ctx += _delta(prev, cur, "ctx_switches") or 0.0
-        ps = (prev.get("procs.server") or {}).get(step.target)
+        span += overlap
+        total += w * sum(d)  # type: ignore[arg-type]
+        busy += w * sum(_delta(prev, cur, f"cpu.all.{f}") or 0.0 for f in CPU_BUSY)
+        ctx += w * (_delta(prev, cur, "ctx_switches") or 0.0)
         cs = (cur.get("procs.server") or {}).get(step.target)
         if cs:
             have_srv = True
-            srv = [a + x for a, x in zip(srv, group_deltas(ps or {}, cs, prev["t"]))]
-        if cur.get("procs.client"):
+            ps = (prev.get("procs.server") or {}).get(step.target) or {}
+            srv = [a + w * x for a, x in zip(srv, group_deltas(ps, cs, prev["t"]))]
+        pc = prev.get("procs.client") or {}
+        if cur.get("procs.client") and pc:
+            # Client PIDs are registered when the measured part starts: an interval that begins before
+            # that has no baseline for them, so client CPU is taken over the intervals that have one.
             have_cli = True
-            cli = [a + x for a, x in zip(cli, group_deltas(prev.get("procs.client") or {}, cur["procs.client"],
-                                                               prev["t"]))]
+            cli_span += overlap
+            cli = [a + w * x for a, x in zip(cli, group_deltas(pc, cur["procs.client"], prev["t"]))]
     ncpu = int(recs[-1].get("ncpu") or 0) if recs else 0
-    if not n or total <= 0 or ncpu <= 0:
+    if span <= 0 or total <= 0 or ncpu <= 0:
         return None
-    span = total / ncpu
     return CpuUse(ncpu=ncpu, span_s=span, host_busy=busy / total,
                   server_cores=(srv[0] + srv[1]) / span if have_srv else None, server_user_s=srv[0],
                   server_sys_s=srv[1], server_ctx_vol=srv[2], server_ctx_invol=srv[3],
-                  client_cores=(cli[0] + cli[1]) / span if have_cli else None, host_ctx=ctx)
+                  client_cores=(cli[0] + cli[1]) / cli_span if have_cli else None, host_ctx=ctx)
 
 
 def _delta(prev: Mapping[str, Any], cur: Mapping[str, Any], key: str) -> float | None:
@@ -256,7 +279,8 @@ def cpu_parse_plan(b: Bundle) -> list[Finding]:
                       "(COM_STMT_PREPARE: a driver option such as useServerPrepStmts, or PREPARE/EXECUTE) skip "
                       "the parse; MySQL and MariaDB still optimize each execution, so for many tiny statements "
                       "fewer round trips (multi-row statements, stored procedures) cut the rest.")
-        out.append(step.finding("cpu_parse_plan", "warning",
+        severity = "warning" if share >= PARSE_PLAN_WARNING_SHARE else "info"
+        out.append(step.finding("cpu_parse_plan", severity,
                                 f"Parsing and planning take {pct(share)} of server CPU "
                                 f"({pct(pp.hit / pp.user)} of its user-space CPU)",
                                 ev, advice, share, share=share))
@@ -306,6 +330,8 @@ def host_contention(b: Bundle) -> list[Finding]:
             continue
         ev = _cpu_evidence(u, step)
         ev["other_processes_cpu_pct"] = num(100 * share)
+        ev["note"] = ("other processes = machine busy CPU - server - clients; dbdiag's own collectors and "
+                      "profiler are among them (not measured apart)")
         out.append(step.finding(
             "host_contention", "warning",
             f"Other processes used {num(u.others_cores, 2)} of {u.ncpu} CPUs during the step", ev,
@@ -317,7 +343,9 @@ def host_contention(b: Bundle) -> list[Finding]:
 
 
 def context_switch_storm(b: Bundle) -> list[Finding]:
-    """The server's processes switch context at least :data:`CTX_PER_STATEMENT` times per statement.
+    """The server's processes switch context at least :data:`CTX_PER_STATEMENT` times per statement and
+    :data:`CTX_PER_CPU_MS` times per ms of server CPU. Impact: the estimated share of server CPU spent
+    switching (:data:`SWITCH_COST_US` per switch).
 
     Needs per-process counts of every server thread: PostgreSQL (one process per
     backend) only. For mysqld / mariadbd the host collector reads the main
@@ -331,16 +359,20 @@ def context_switch_storm(b: Bundle) -> list[Finding]:
         if u is None or u.server_cores is None:
             continue
         ctx = u.server_ctx_vol + u.server_ctx_invol
-        per_stmt = ctx / step.statements
-        if per_stmt < CTX_PER_STATEMENT:
-            continue
         cpu_s = u.server_user_s + u.server_sys_s
-        sys_share = u.server_sys_s / cpu_s if cpu_s > 0 else 0.0
+        per_stmt = ctx / step.statements
+        per_cpu_ms = ctx / (cpu_s * 1000) if cpu_s > 0 else 0.0
+        if per_stmt < CTX_PER_STATEMENT or per_cpu_ms < CTX_PER_CPU_MS:
+            continue
+        sys_share = u.server_sys_s / cpu_s
+        cost = min(1.0, per_cpu_ms * SWITCH_COST_US / 1000)
         ev: dict[str, Any] = {
             "source": "per-process context switch counters of the server's processes (psutil)",
             "server_ctx_per_statement": num(per_stmt, 2),
             "server_ctx_per_txn": num(ctx / step.transactions, 2) if step.transactions else None,
             "server_ctx_per_s": num(ctx / u.span_s),
+            "server_ctx_per_cpu_ms": num(per_cpu_ms),
+            "switching_cpu_pct_est": num(100 * cost),
             "involuntary_pct": num(100 * u.server_ctx_invol / ctx) if ctx else 0.0,
             "server_system_cpu_pct": num(100 * sys_share),
             "statements_per_txn": num(step.statements / step.transactions, 2) if step.transactions else None,
@@ -355,6 +387,6 @@ def context_switch_storm(b: Bundle) -> list[Finding]:
                   "fewer concurrent backends or removing the hot spot helps.")
         out.append(step.finding(
             "context_switch_storm", "warning",
-            f"{num(per_stmt, 2):g} context switches per statement (norm ~1)", ev, advice,
-            CONDITION_WEIGHT * sys_share, per_statement=per_stmt))
+            f"{num(per_stmt, 2):g} context switches per statement (norm: about 1)", ev, advice,
+            min(CONDITION_WEIGHT, cost), per_statement=per_stmt, per_cpu_ms=per_cpu_ms))
     return out

@@ -48,6 +48,10 @@ _MY_FLUSH = {"wait/io/file/innodb/innodb_log_file", "wait/io/file/sql/binlog", "
 _MY_FLUSH_PREFIX = ("wait/synch/cond/sql/mysql_bin_log::cond_done", "wait/synch/cond/sql/mysql_bin_log::cond_queue")
 _MY_LATCH_PREFIX = ("wait/synch/mutex/", "wait/synch/rwlock/", "wait/synch/sxlock/", "wait/synch/prlock/")
 _MY_READ = {"wait/io/file/innodb/innodb_data_file"}
+# Waiting for the client's next statement inside a transaction. Not "Writing to net": that state is
+# the send itself (on loopback the kernel does the receiver's work inside it), 53% of the samples of
+# MariaDB point selects whose clients were idle.
+_MY_CLIENT = {"clientread"}
 
 
 def wait_class(engine: str, key: str) -> str:
@@ -64,7 +68,7 @@ def wait_class(engine: str, key: str) -> str:
             return "latch"
         if k in _PG_READ or k.startswith("io:aio"):  # PostgreSQL 18's asynchronous I/O serves reads only
             return "io_read"
-        if k == "client:clientread":
+        if k in ("client:clientread", "client:clientwrite"):
             return "client"
         return "other"
     if k in _MY_FLUSH or k.startswith(_MY_FLUSH_PREFIX):
@@ -73,7 +77,7 @@ def wait_class(engine: str, key: str) -> str:
         return "latch"
     if k in _MY_READ:
         return "io_read"
-    if k == "clientread":
+    if k in _MY_CLIENT:
         return "client"
     return "other"
 

@@ -1,0 +1,63 @@
+"""reports.rules.client on saved real bundles: saturated or costly clients, servers waiting on them."""
+
+from __future__ import annotations
+
+import copy
+from pathlib import Path
+
+import pytest
+
+from diag.bundle import Bundle, load_bundle
+from reports.rules import client
+
+DATA = Path(__file__).resolve().parents[1] / "data" / "bundles"
+
+
+def load(name: str) -> Bundle:
+    return load_bundle(DATA / name)
+
+
+def by_step(findings: list) -> dict[tuple[str, int], object]:
+    return {(f.target, f.clients): f for f in findings}
+
+
+def test_client_bound_fires_on_big_results() -> None:
+    found = by_step(client.client_bound(load("big_result_pg")))
+    assert set(found) == {("postgres-custom", 1), ("postgres-custom", 2)}
+    f = found[("postgres-custom", 1)]
+    assert f.evidence["client_to_server_cpu_per_txn"] == pytest.approx(7.95)
+    assert f.evidence["client_cpu_cores"] == pytest.approx(0.311)
+    assert f.evidence["host_busy_pct"] > 90
+    assert f.impact == pytest.approx(7.95 / 8.95, abs=1e-3)
+    assert "7.95x" in f.title
+
+
+@pytest.mark.parametrize("name", ["point_select", "insert_flush_cap_120", "hot_row_pg_c4", "hot_row_mariadb_c4",
+                                  "wal_heavy_pg_max_wal_32mb"])
+def test_client_bound_quiet_when_clients_are_cheap(name: str) -> None:
+    # includes MariaDB point selects, where "Writing to net" is 53% of 17 samples: the send, not a wait
+    assert client.client_bound(load(name)) == []
+
+
+def test_client_bound_fires_when_the_server_waits_for_the_next_statement() -> None:
+    b = copy.deepcopy(load("hot_row_pg_c4"))
+    for r in b.series["pg_waits--hot-postgres"]:
+        waits = r.get("waits") or {}
+        if "Lock:transactionid" in waits:
+            waits["Client:ClientRead"] = waits.get("Client:ClientRead", 0) + waits.pop("Lock:transactionid")
+    (f,) = client.client_bound(b)
+    assert f.evidence["server_waits_on_client_pct"] == pytest.approx(78.3)
+    assert f.evidence["client_waits"].startswith("Client:ClientRead 90")
+    assert f.impact == pytest.approx(0.783, abs=1e-3)
+
+
+def test_client_bound_fires_on_a_saturated_client() -> None:
+    """One client process at a full CPU: it cannot send faster, whatever the server does."""
+    b = copy.deepcopy(load("hot_row_pg_c4"))
+    recs = b.series["host"]
+    for r in recs:
+        for row in r["procs.client"].values():
+            row[0] += 0.9 * (r["t"] - recs[0]["t"])
+    (f,) = client.client_bound(b)
+    assert f.evidence["client_cpu_per_client_pct"] > 80
+    assert "of a CPU" in f.title
