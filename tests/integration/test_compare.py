@@ -1,0 +1,44 @@
+"""`dbdiag compare` on two real bundles: PostgreSQL vs MariaDB point-select, per-transaction differences."""
+
+from __future__ import annotations
+
+import json
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def _run(target: str, out: Path) -> None:
+    p = subprocess.run([sys.executable, "-m", "diag", "run", target, "-c", "2", "-T", "2", "--warmup", "0.5",
+                        "--no-profile", "--out", str(out)], capture_output=True, text=True, timeout=300, cwd=str(REPO))
+    assert p.returncode == 0, p.stderr[-2000:]
+
+
+def test_compare_two_bundles(tmp_path, pg_server, my_server):
+    a, b = tmp_path / "pg", tmp_path / "my"
+    _run(f"pg={pg_server.dsn()}", a)
+    _run(f"maria={my_server.dsn()}", b)
+    p = subprocess.run([sys.executable, "-m", "diag", "compare", str(a), str(b)], capture_output=True, text=True,
+                       timeout=60, cwd=str(REPO))
+    assert p.returncode == 0, p.stderr
+    text = p.stdout
+    assert "point-select at 2 clients" in text and "pg" in text and "maria" in text
+    assert re.search(r"server CPU per transaction: [\d,.]+ vs [\d,.]+ µs", text), text
+    assert re.search(r"client \(driver\) CPU per transaction: [\d,.]+ vs [\d,.]+ µs", text), text
+    j = subprocess.run([sys.executable, "-m", "diag", "compare", "--json", str(a), str(b)], capture_output=True,
+                       text=True, timeout=60, cwd=str(REPO))
+    items = json.loads(j.stdout)["comparisons"]
+    assert len(items) == 1 and items[0]["tps_ratio"] >= 1.0
+    diffs = {d["metric"]: d for d in items[0]["differences"]}
+    assert diffs["server_cpu_us_per_txn"]["fast"] > 0 and diffs["server_cpu_us_per_txn"]["slow"] > 0
+
+
+def test_compare_without_common_steps_says_so(tmp_path, pg_server):
+    a = tmp_path / "one"
+    _run(f"pg={pg_server.dsn()}", a)
+    p = subprocess.run([sys.executable, "-m", "diag", "compare", str(a)], capture_output=True, text=True,
+                       timeout=60, cwd=str(REPO))
+    assert p.returncode == 1 and "no comparable steps" in p.stdout

@@ -1,0 +1,62 @@
+"""reports.findings: the registry, the ranking and the findings.json shape, on every saved bundle."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from diag.bundle import load_bundle
+from reports.findings import RULES, SEVERITIES, derive_findings
+
+DATA = Path(__file__).resolve().parents[1] / "data" / "bundles"
+BUNDLES = sorted(p.name for p in DATA.iterdir() if (p / "run.json").exists())
+CATEGORIES = {"durability_unsafe", "durability_implausible", "commit_flush_bound", "lock_contention",
+              "latch_contention", "cpu_parse_plan", "cpu_bound", "client_bound", "io_read_bound",
+              "checkpoint_pressure", "context_switch_storm", "host_contention"}
+
+
+def test_registry_is_explicit_and_complete() -> None:
+    assert len(RULES) == len(set(RULES)) == 12
+    assert all(callable(r) for r in RULES)
+
+
+@pytest.mark.parametrize("name", BUNDLES)
+def test_findings_shape_and_order(name: str) -> None:
+    found = derive_findings(load_bundle(DATA / name))
+    json.dumps({"findings": found})  # findings.json must serialise as is
+    for f in found:
+        assert f["category"] in CATEGORIES
+        assert f["severity"] in SEVERITIES
+        assert 0.0 <= f["impact"] <= 1.0
+        assert f["title"] and f["advice"] and f["evidence"]
+        if f["workload"] is not None:  # a step finding says which interval its numbers come from
+            assert "measured)" in f["evidence"]["window"]
+    keys = [(-f["impact"], SEVERITIES.index(f["severity"])) for f in found]
+    assert keys == sorted(keys)
+
+
+@pytest.mark.parametrize("name", BUNDLES)
+def test_findings_are_a_pure_function_of_the_bundle(name: str) -> None:
+    assert derive_findings(load_bundle(DATA / name)) == derive_findings(load_bundle(DATA / name))
+
+
+@pytest.mark.parametrize("name,target,category", [
+    ("hot_row_pg_c4", "hot-postgres", "lock_contention"),
+    ("hot_row_pg_c32", "hot-postgres", "lock_contention"),
+    ("hot_row_mariadb_c4", "hot-mysql", "lock_contention"),
+    ("insert_pg_fsync_off", "postgres@127.0.0.1:56045", "durability_unsafe"),
+    ("insert_flush_cap_120", "postgres@127.0.0.1:45603", "durability_implausible"),
+    ("insert_flush_cap_120", "mysql@127.0.0.1:43453", "durability_implausible"),
+    ("wal_heavy_pg_max_wal_32mb", "postgres-custom", "commit_flush_bound"),
+    ("big_result_pg", "postgres-custom", "client_bound"),
+])
+def test_top_finding_per_target(name: str, target: str, category: str) -> None:
+    found = [f for f in derive_findings(load_bundle(DATA / name)) if f["target"] == target]
+    assert found and found[0]["category"] == category, [(f["category"], f["impact"]) for f in found]
+
+
+@pytest.mark.parametrize("name", ["point_select", "point_select_pg_simple", "hot_row_pg_c4", "hot_row_mariadb_c4"])
+def test_clean_runs_raise_no_critical_finding(name: str) -> None:
+    assert [f["title"] for f in derive_findings(load_bundle(DATA / name)) if f["severity"] == "critical"] == []
