@@ -160,7 +160,9 @@ def run_sweep(target: Target, workloads: list[str], opts: DriverOptions, bundle:
     steps = [(wl, n) for wl in wls for n in opts.clients]
     try:
         for i, (wl, n) in enumerate(steps, 1):
-            _say(progress, f"[step {i}/{len(steps)}] {target.label}: {wl.name}, {n} client{'s' if n > 1 else ''}, "
+            left = (len(steps) - i + 1) * (opts.warmup_s + opts.duration_s + 0.5)
+            _say(progress, f"[step {i}/{len(steps)} | sweep {100 * (i - 1) // len(steps)}% done, about "
+                           f"{_hms(left)} left] {target.label}: {wl.name}, {n} client{'s' if n > 1 else ''}, "
                            f"warmup {opts.warmup_s:g} s, measure {opts.duration_s:g} s")
             step = _Step(target, product, drv, wl, n, opts, bundle, series, hooks, progress, seed=i)
             try:
@@ -173,6 +175,11 @@ def run_sweep(target: Target, workloads: list[str], opts: DriverOptions, bundle:
     finally:
         series.close()
     return rows
+
+
+def _hms(secs: float) -> str:
+    secs = int(secs + 0.5)
+    return f"{secs // 60}m{secs % 60:02d}s" if secs >= 60 else f"{secs}s"
 
 
 def _say(out: TextIO | None, line: str) -> None:

@@ -95,9 +95,11 @@ class Step:
 
     def finding(self, category: str, severity: str, title: str, evidence: dict[str, Any], advice: str,
                 impact: float, **extra: Any) -> Finding:
-        """A Finding about this step; the window goes first in the evidence."""
-        return Finding(category=category, severity=severity, target=self.target, title=title,
-                       evidence={"window": self.window(), **evidence}, advice=advice,
+        """A Finding about this step; the window goes first in the evidence, numbers that are not known are left
+        out."""
+        ev = {"window": self.window(), **{k: v for k, v in evidence.items() if v is not None}}
+        return Finding(category=category, severity=severity, target=self.target, title=title, evidence=ev,
+                       advice=advice,
                        impact=round(max(0.0, min(1.0, impact)), 4), workload=self.workload,
                        clients=self.clients, extra=dict(extra))
 

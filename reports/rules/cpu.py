@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from collectors.profile import KERNEL_SUFFIX, load_folded, top_symbols
+from collectors.rates import counter_delta
 from diag.bundle import Bundle
 from diag.errors import DiagError
 from reports.rules.base import Finding, Step, counter_in_step, num, pct, steps
@@ -166,10 +167,7 @@ def cpu_use(b: Bundle, step: Step) -> CpuUse | None:
 
 
 def _delta(prev: Mapping[str, Any], cur: Mapping[str, Any], key: str) -> float | None:
-    a, c = prev.get(key), cur.get(key)
-    if not isinstance(a, (int, float)) or not isinstance(c, (int, float)):
-        return None
-    return float(c) - float(a) if c >= a else float(c)
+    return counter_delta(prev.get(key), cur.get(key))
 
 
 def _cpu_evidence(u: CpuUse, step: Step) -> dict[str, Any]:
@@ -301,8 +299,7 @@ def cpu_bound(b: Bundle) -> list[Finding]:
             continue
         ev = _cpu_evidence(u, step)
         ev["server_cpu_of_usable_pct"] = num(100 * saturation)
-        if u.server_cores is not None:
-            ev["server_system_cpu_pct"] = num(100 * u.server_sys_s / max(1e-9, u.server_user_s + u.server_sys_s))
+        ev["server_system_cpu_pct"] = num(100 * u.server_sys_s / max(1e-9, u.server_user_s + u.server_sys_s))
         folded = step_profile(b, step)
         if folded:
             ev["top_symbols"] = _top_symbols(folded)
@@ -379,7 +376,7 @@ def context_switch_storm(b: Bundle) -> list[Finding]:
         }
         if u.host_ctx is not None:
             ev["host_ctx_per_s"] = num(u.host_ctx / u.span_s)
-        invol = ctx and u.server_ctx_invol / ctx >= 0.5
+        invol = u.server_ctx_invol >= 0.5 * ctx
         advice = ("Mostly involuntary switches: more runnable server processes than CPUs; fewer connections "
                   "(a pool sized near the CPU count) help." if invol else
                   "Mostly voluntary switches: backends sleep and wake far more than once per statement, as on "

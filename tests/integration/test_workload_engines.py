@@ -264,3 +264,21 @@ def _alive(pid: int) -> bool:
         return "zombie" not in Path(f"/proc/{pid}/status").read_text().lower()
     except OSError:
         return False
+
+
+def test_fallback_drivers(target: Target, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """psycopg2 and PyMySQL (the fallbacks when psycopg 3 / mysqlclient are missing) run the same workloads."""
+    import importlib
+
+    from diag.db import DriverInfo
+    from workloads import driver as wdriver
+
+    name, module = ("psycopg2", "psycopg2") if target.engine == "postgres" else ("PyMySQL", "pymysql")
+    drv = DriverInfo(name, "", importlib.import_module(module))
+    monkeypatch.setattr(wdriver, "pick_driver", lambda engine: drv)
+    bundle = BundleWriter(tmp_path / "run")
+    for protocol in ("prepared", "simple"):
+        rows = run_sweep(target, ["point-select", "read-write"], _opts(clients=(2,), duration_s=0.7, warmup_s=0.1,
+                                                                       protocol=protocol), bundle, progress=None)
+        for r in rows:
+            assert r["driver"].startswith(name + " ") and r["transactions"] > 0 and r["errors"] == {}, r

@@ -90,7 +90,8 @@ def test_parse_plan_quiet_without_a_profile() -> None:
     assert cpu.cpu_parse_plan(b) == []
 
 
-STACK = {"mariadb": "connection;mariadbd;mysql_parse;parse_sql;MYSQLparse", "postgresql": "backend;postgres;base_yyparse"}
+STACK = {"mariadb": "connection;mariadbd;mysql_parse;parse_sql;MYSQLparse",
+         "postgresql": "backend;postgres;base_yyparse"}
 
 
 def test_parse_plan_quiet_on_small_profiles(tmp_path: Path) -> None:

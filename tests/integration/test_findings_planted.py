@@ -1,0 +1,131 @@
+"""Findings on real throwaway servers with planted causes (PostgreSQL 18 and MariaDB, both engines each time).
+
+Each test runs ``dbdiag run`` in-process (``diag.run.Run``) with short steps and no perf profile, then reads
+findings.json as the run wrote it:
+
+* a hot-row update script (every client updates row 1 in an explicit transaction and sleeps 2 ms before
+  COMMIT) gives lock_contention as the top finding of each target;
+* fsync=off (PostgreSQL) and innodb_flush_log_at_trx_commit=2 (MariaDB) give durability_unsafe, critical;
+* ``--flush-capability 120`` with single-row inserts at 2 clients (several hundred commits/s here) gives
+  durability_implausible, critical;
+* a clean point-select run raises no critical finding.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from diag import servers
+from diag.db import Session
+from diag.run import Run, RunOptions
+from workloads.driver import DriverOptions
+
+SLEEP = {"postgres": "SELECT pg_sleep(0.002);", "mysql": "SELECT SLEEP(0.002);"}
+
+
+def run(out: Path, targets: list[str], workloads: list[str], *, clients: tuple[int, ...] = (2,),
+        script: Path | None = None, flush_capability: float | None = None) -> dict[str, list[dict[str, Any]]]:
+    """Run and return findings.json's findings per target label, as written by the run."""
+    drv = DriverOptions(clients=clients, duration_s=2.0, warmup_s=0.5, script=str(script) if script else None)
+    log = io.StringIO()
+    path = Run(RunOptions(targets=targets, workloads=workloads, driver=drv, out=out, argv=["dbdiag", "run"],
+                          profile=False, flush_capability=flush_capability), out=log).execute()
+    found = json.loads((path / "findings.json").read_text())["findings"]
+    results = json.loads((path / "results.json").read_text())["results"]
+    assert len(results) == len(targets) * len(workloads) * len(clients), log.getvalue()[-3000:]
+    by: dict[str, list[dict[str, Any]]] = {t.split("=", 1)[0]: [] for t in targets}
+    for f in found:
+        by[f["target"]].append(f)  # already sorted by impact, highest first
+    by["_results"] = results
+    return by
+
+
+def summary(found: list[dict[str, Any]]) -> list[tuple[str, str, float]]:
+    return [(f["category"], f["severity"], f["impact"]) for f in found]
+
+
+def hot_row_table(srv: servers.ThrowawayServer) -> None:
+    with Session(srv.target(), statement_timeout_ms=0) as s:
+        if srv.engine == "postgres":
+            s.execute("CREATE SCHEMA IF NOT EXISTS dbdiag")
+        else:
+            s.execute("CREATE DATABASE IF NOT EXISTS dbdiag")
+        s.execute("DROP TABLE IF EXISTS dbdiag.hot_row")
+        s.execute("CREATE TABLE dbdiag.hot_row (id int PRIMARY KEY, n int NOT NULL)")
+        s.execute("INSERT INTO dbdiag.hot_row VALUES (1, 0), (2, 0)")
+        if srv.engine != "postgres":
+            s.execute("COMMIT")
+
+
+@pytest.fixture(scope="module")
+def relaxed() -> Iterator[tuple[servers.ThrowawayServer, servers.ThrowawayServer]]:
+    """Throwaway servers that give durability up: fsync=off, innodb_flush_log_at_trx_commit=2."""
+    pg = servers.start_postgres({"fsync": "off"})
+    try:
+        my = servers.start_mysql({"innodb_flush_log_at_trx_commit": "2"})
+    except BaseException:
+        pg.stop()
+        raise
+    yield pg, my
+    my.stop()
+    pg.stop()
+
+
+@pytest.mark.parametrize("engine", ["postgres", "mysql"])
+def test_hot_row_update_gives_lock_contention_on_top(engine: str, pg_server, my_server, tmp_path: Path) -> None:
+    srv = pg_server if engine == "postgres" else my_server
+    hot_row_table(srv)
+    script = tmp_path / "hot-row.sql"
+    script.write_text(f"BEGIN;\nUPDATE dbdiag.hot_row SET n = n + 1 WHERE id = 1;\n{SLEEP[engine]}\nCOMMIT;\n")
+    by = run(tmp_path / "bundle", [f"hot={srv.dsn()}"], ["custom"], clients=(4,), script=script)
+    found = by["hot"]
+    assert found and found[0]["category"] == "lock_contention", summary(found)
+    top = found[0]
+    assert top["clients"] == 4 and top["workload"] == "custom"
+    assert top["evidence"]["lock_waits_pct"] >= 30, top["evidence"]
+    assert top["evidence"]["lock_waits"].startswith("Lock:transactionid" if engine == "postgres" else "Lock:row")
+    if engine == "mysql":
+        assert top["evidence"]["row_lock_waits_per_s"] > 0  # InnoDB's own counter saw the waits too
+
+
+def test_relaxed_settings_give_durability_unsafe(relaxed, tmp_path: Path) -> None:
+    pg, my = relaxed
+    by = run(tmp_path / "bundle", [f"pg={pg.dsn()}", f"my={my.dsn()}"], ["insert"])
+    for label, setting, value in (("pg", "fsync", "off"), ("my", "innodb_flush_log_at_trx_commit", "2")):
+        unsafe = [f for f in by[label] if f["category"] == "durability_unsafe"]
+        assert len(unsafe) == 1, summary(by[label])
+        f = unsafe[0]
+        assert f["severity"] == "critical" and f["impact"] == 1.0
+        assert f"{setting}={value}" in f["title"]
+        assert f["evidence"][setting].startswith(f"{value}: ")
+        assert by[label][0]["category"] == "durability_unsafe"  # ranks first
+
+
+def test_flush_capability_120_gives_durability_implausible(pg_server, my_server, tmp_path: Path) -> None:
+    by = run(tmp_path / "bundle", [f"pg={pg_server.dsn()}", f"my={my_server.dsn()}"], ["insert"],
+             flush_capability=120)
+    tps = {r["target"]: r["tps"] for r in by["_results"]}
+    for label in ("pg", "my"):
+        # the planted cause needs more commits than 120 flushes/s x 2 clients x 1.5 margin allow
+        assert tps[label] > 360, f"{label}: {tps[label]:.0f} commits/s is too few to plant the case on this machine"
+        bad = [f for f in by[label] if f["category"] == "durability_implausible"]
+        assert len(bad) == 1, summary(by[label])
+        f = bad[0]
+        assert f["severity"] == "critical" and f["clients"] == 2 and f["workload"] == "insert"
+        assert f["evidence"]["flush_capability_per_s"] == 120
+        assert f["evidence"]["commits_per_s"] > 360
+        assert "failed: flush_capacity" in f["evidence"]
+
+
+def test_clean_point_select_raises_no_critical_finding(pg_server, my_server, tmp_path: Path) -> None:
+    by = run(tmp_path / "bundle", [f"pg={pg_server.dsn()}", f"my={my_server.dsn()}"], ["point-select"])
+    for label in ("pg", "my"):
+        assert [f for f in by[label] if f["severity"] == "critical"] == [], summary(by[label])
+        cats = {f["category"] for f in by[label]}
+        assert not cats & {"durability_unsafe", "durability_implausible", "lock_contention", "commit_flush_bound"}
