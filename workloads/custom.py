@@ -53,7 +53,11 @@ Env = dict[str, int]
 class SetCmd:
     line: int
     name: str
-    fn: Callable[[Env, Any], int]
+    src: str  # Python source over v_<name> locals (see _compile)
+
+    def fn(self, env: Env, rnd: Any) -> int:
+        """Evaluate once (tests; the run compiles the whole script into one function)."""
+        return int(eval(self.src, {**_helpers(), "rnd": rnd}, {f"v_{k}": v for k, v in env.items()}))
 
 
 @dataclass(frozen=True)
@@ -100,8 +104,8 @@ def parse_text(text: str, name: str = "<script>") -> list[SetCmd | SqlCmd]:
                 raise fail(no, f"unknown meta-command \\{meta} (only \\set is supported)")
             if len(parts) < 3 or not _NAME.match(parts[1]):
                 raise fail(no, "expected \\set NAME EXPRESSION")
-            fn = _compile(parts[2], defined, lambda what, n=no: fail(n, what))
-            cmds.append(SetCmd(no, parts[1], fn))
+            src = _compile(parts[2], defined, lambda what, n=no: fail(n, what))
+            cmds.append(SetCmd(no, parts[1], src))
             defined.add(parts[1])
             continue
         if not buf:
@@ -137,57 +141,70 @@ def _sql_cmd(sql: str, line: int, defined: set[str], fail: Callable[[int, str], 
     return SqlCmd(line, Stmt(parts), tuple(names), sql)
 
 
-_BINOPS: dict[type, Callable[[int, int], int]] = {
-    ast.Add: lambda a, b: a + b, ast.Sub: lambda a, b: a - b, ast.Mult: lambda a, b: a * b,
-    ast.Div: lambda a, b: int(a / b) if b else _zero(), ast.FloorDiv: lambda a, b: a // b if b else _zero(),
-    ast.Mod: lambda a, b: a % b if b else _zero(),
-}
+_OPS = {ast.Add: "+", ast.Sub: "-", ast.Mult: "*"}
+_CALL_OPS = {ast.Div: "_div", ast.FloorDiv: "_fdiv", ast.Mod: "_mod"}
 
 
-def _zero() -> int:
-    raise DbError("division by zero in a \\set expression", code="script", kind="other")
+def _compile(expr: str, defined: set[str], fail: Callable[[str], UsageError]) -> str:
+    """Check an expression and turn it into Python source over ``v_<name>`` locals.
 
-
-def _compile(expr: str, defined: set[str], fail: Callable[[str], UsageError]) -> Callable[[Env, Any], int]:
+    Only integer literals, defined variables, ``+ - * / %``, unary minus and the
+    whitelisted functions pass, so the generated source is safe to compile.
+    """
     src = _VAR.sub(lambda m: m.group(1), expr.strip())
     try:
         tree = ast.parse(src, mode="eval").body
     except SyntaxError:
         raise fail(f"cannot parse expression {expr.strip()!r}") from None
 
-    def build(n: ast.AST) -> Callable[[Env, Any], int]:
+    def gen(n: ast.AST) -> str:
         if isinstance(n, ast.Constant) and isinstance(n.value, int) and not isinstance(n.value, bool):
-            v = n.value
-            return lambda env, rnd: v
+            return str(n.value)
         if isinstance(n, ast.Name):
             if n.id not in defined:
                 raise fail(f"variable :{n.id} is not set before this line")
-            name = n.id
-            return lambda env, rnd: env[name]
+            return f"v_{n.id}"
         if isinstance(n, ast.UnaryOp) and isinstance(n.op, (ast.USub, ast.UAdd)):
-            f = build(n.operand)
-            return (lambda env, rnd: -f(env, rnd)) if isinstance(n.op, ast.USub) else f
-        if isinstance(n, ast.BinOp) and type(n.op) in _BINOPS:
-            op, a, b = _BINOPS[type(n.op)], build(n.left), build(n.right)
-            return lambda env, rnd: op(a(env, rnd), b(env, rnd))
+            return f"(-{gen(n.operand)})" if isinstance(n.op, ast.USub) else gen(n.operand)
+        if isinstance(n, ast.BinOp) and type(n.op) in _OPS:
+            return f"({gen(n.left)} {_OPS[type(n.op)]} {gen(n.right)})"
+        if isinstance(n, ast.BinOp) and type(n.op) in _CALL_OPS:
+            return f"{_CALL_OPS[type(n.op)]}({gen(n.left)}, {gen(n.right)})"
         if isinstance(n, ast.Call) and isinstance(n.func, ast.Name) and not n.keywords:
-            args = [build(a) for a in n.args]
+            args = [gen(a) for a in n.args]
             fname = n.func.id.lower()
             if fname in ("random", "random_uniform"):
                 if len(args) != 2:
                     raise fail("random(lo, hi) takes two arguments")
-                lo, hi = args
-                return lambda env, rnd: _uniform(lo(env, rnd), hi(env, rnd), rnd)
+                return f"_uniform({args[0]}, {args[1]}, rnd)"
             if fname == "abs" and len(args) == 1:
-                a0 = args[0]
-                return lambda env, rnd: abs(a0(env, rnd))
+                return f"abs({args[0]})"
             if fname in ("least", "greatest") and args:
-                pick = min if fname == "least" else max
-                return lambda env, rnd: pick(a(env, rnd) for a in args)
+                return f"{'min' if fname == 'least' else 'max'}(({', '.join(args)},))"
             raise fail(f"unknown function {n.func.id}() (use random, abs, least, greatest)")
         raise fail(f"unsupported expression {expr.strip()!r}")
 
-    return build(tree)
+    return gen(tree)
+
+
+def _zero() -> int:
+    raise DbError("division by zero in a \\set expression", code="script", kind="other")
+
+
+def _div(a: int, b: int) -> int:
+    """pgbench's integer division: truncates toward zero."""
+    if not b:
+        return _zero()
+    q = abs(a) // abs(b)
+    return q if (a >= 0) == (b > 0) else -q
+
+
+def _fdiv(a: int, b: int) -> int:
+    return a // b if b else _zero()
+
+
+def _mod(a: int, b: int) -> int:
+    return a % b if b else _zero()
 
 
 def _uniform(lo: int, hi: int, rnd: Any) -> int:
@@ -215,35 +232,32 @@ class Custom(Workload):
                     raise UsageError(f"{self.path}:{cmd.line}: {e}") from None
 
     def client(self, c: Client, ctx: ClientCtx) -> Runner:
-        rnd = ctx.rng().random
-        steps: list[tuple[int, Any, Any]] = []  # (0 set | 1 sql | 2 control, callable, names/var)
-        for cmd in self.cmds:
+        """Compile the script into one Python function: no interpretation on the query loop."""
+        ns: dict[str, Any] = {**_helpers(), "rnd": ctx.rng().random}
+        body: list[str] = []
+        nsql = 0
+        for i, cmd in enumerate(self.cmds):
             if isinstance(cmd, SetCmd):
-                steps.append((0, cmd.fn, cmd.name))
-            elif cmd.control:
-                steps.append((2, c.execute, cmd.text))
+                body.append(f"v_{cmd.name} = {cmd.src}")
+                continue
+            nsql += 1
+            if cmd.control:
+                ns[f"x{i}"], ns[f"t{i}"] = c.execute, cmd.text
+                body.append(f"x{i}(t{i})")
             elif cmd.stmt.verb in PREPARABLE:
-                steps.append((1, c.prepare(cmd.stmt).rows, cmd.params))
-            else:  # utility statements (SET, LOCK...) cannot be prepared everywhere: send them as text
-                plain = c.execute
-                steps.append((2, plain, _literal_text(cmd) if cmd.params else cmd.text))
-        nsql = sum(1 for s in steps if s[0])
-
-        def txn() -> int:
-            env: Env = {}
-            for kind, fn, arg in steps:
-                if kind == 1:
-                    fn([env[n] for n in arg])
-                elif kind == 0:
-                    env[arg] = fn(env, rnd)
-                else:
-                    fn(arg if isinstance(arg, str) else arg(env))
-            return nsql
-        return Runner(txn)
+                ns[f"q{i}"] = c.prepare(cmd.stmt).rows
+                body.append(f"q{i}((" + "".join(f"v_{n}, " for n in cmd.params) + "))")
+            elif cmd.params:  # utility statements (SET, LOCK...) are not preparable everywhere: literals
+                ns[f"x{i}"], ns[f"t{i}"] = c.execute, cmd.stmt.template()
+                body.append(f"x{i}(t{i} % (" + "".join(f"int(v_{n}), " for n in cmd.params) + "))")
+            else:
+                ns[f"x{i}"], ns[f"t{i}"] = c.execute, cmd.text
+                body.append(f"x{i}(t{i})")
+        src = "def txn():\n" + "".join(f"    {line}\n" for line in body) + f"    return {nsql}\n"
+        exec(compile(src, f"<script {self.path}>", "exec"), ns)
+        return Runner(ns["txn"])
 
 
-def _literal_text(cmd: SqlCmd) -> Callable[[Env], str]:
-    tmpl = cmd.stmt.template()
-    names = cmd.params
-    return lambda env: tmpl % tuple(str(int(env[n])) for n in names)
-
+def _helpers() -> dict[str, Any]:
+    return {"_uniform": _uniform, "_div": _div, "_fdiv": _fdiv, "_mod": _mod, "__builtins__": {
+        "abs": abs, "min": min, "max": max, "int": int}}

@@ -99,8 +99,7 @@ class Step:
         out."""
         ev = {"window": self.window(), **{k: v for k, v in evidence.items() if v is not None}}
         return Finding(category=category, severity=severity, target=self.target, title=title, evidence=ev,
-                       advice=advice,
-                       impact=round(max(0.0, min(1.0, impact)), 4), workload=self.workload,
+                       advice=advice, impact=round(max(0.0, min(1.0, impact)), 4), workload=self.workload,
                        clients=self.clients, extra=dict(extra))
 
 

@@ -24,17 +24,23 @@ MIN_WAIT_SAMPLES = 15
 
 # A lock class holding a tenth of the backends' time is already a queue: with
 # no contention it is ~0 (row locks are granted at once), so 10% cannot be noise.
+# Measured: 0% in every run without a shared row; 64-92% with 4-32 clients
+# updating one row.
 LOCK_SHARE = 0.10
-# Latches (LWLocks, InnoDB mutexes / rw-locks) are held for microseconds; an
-# uncontended server shows them in well under 1% of samples. At 10% they cost
-# as much as a noticeable lock queue.
+# Latches (LWLocks, InnoDB mutexes / rw-locks) are held for microseconds: 0-3%
+# of samples in every run here (LWLock:LockManager under a 4-client lock queue
+# the highest). At 10% they cost as much as a noticeable lock queue.
 LATCH_SHARE = 0.10
 # A commit that waits for its own flush shows that wait in every transaction;
-# a quarter of all backend time means the flush latency, not the work, sets
-# the pace (at 50% it is the single largest cost of a short transaction).
+# a quarter of all backend time means the flush latency, not the work, sets the
+# pace. Measured: 73-95% for single-row durable inserts, 54% for 2,000-row
+# inserts, 0% with fsync=off.
 FLUSH_SHARE = 0.25
 # Reads that miss the cache: a fifth of backend time waiting for data files
-# means the working set does not fit in memory (a cached workload shows ~0).
+# means the working set does not fit in memory. Measured: 0% whenever the data
+# was cached (PostgreSQL reads from the OS cache too, even with 128 kB of
+# shared_buffers); 49% for MariaDB point selects with a 6 MB buffer pool over
+# 1M rows (O_DIRECT: every miss is a disk read).
 IO_READ_SHARE = 0.20
 
 CLASSES = ("lock", "latch", "commit_flush", "io_read", "client", "cpu", "other")

@@ -8,7 +8,11 @@ findings.json as the run wrote it:
 * fsync=off (PostgreSQL) and innodb_flush_log_at_trx_commit=2 (MariaDB) give durability_unsafe, critical;
 * ``--flush-capability 120`` with single-row inserts at 2 clients (several hundred commits/s here) gives
   durability_implausible, critical;
-* a clean point-select run raises no critical finding.
+* a clean point-select run raises no critical finding;
+* MariaDB with a 6 MB buffer pool under 200k rows (O_DIRECT, so every miss is a disk read) gives
+  io_read_bound on point selects. PostgreSQL cannot be planted this way here: its misses are served by
+  the OS page cache (0% read waits even with 128 kB of shared_buffers), and emptying that cache would
+  disturb the whole machine.
 """
 
 from __future__ import annotations
@@ -30,9 +34,11 @@ SLEEP = {"postgres": "SELECT pg_sleep(0.002);", "mysql": "SELECT SLEEP(0.002);"}
 
 
 def run(out: Path, targets: list[str], workloads: list[str], *, clients: tuple[int, ...] = (2,),
-        script: Path | None = None, flush_capability: float | None = None) -> dict[str, list[dict[str, Any]]]:
+        script: Path | None = None, flush_capability: float | None = None, scale: int = 1
+        ) -> dict[str, list[dict[str, Any]]]:
     """Run and return findings.json's findings per target label, as written by the run."""
-    drv = DriverOptions(clients=clients, duration_s=2.0, warmup_s=0.5, script=str(script) if script else None)
+    drv = DriverOptions(clients=clients, duration_s=2.0, warmup_s=0.5, script=str(script) if script else None,
+                        scale=scale)
     log = io.StringIO()
     path = Run(RunOptions(targets=targets, workloads=workloads, driver=drv, out=out, argv=["dbdiag", "run"],
                           profile=False, flush_capability=flush_capability), out=log).execute()
@@ -129,3 +135,18 @@ def test_clean_point_select_raises_no_critical_finding(pg_server, my_server, tmp
         assert [f for f in by[label] if f["severity"] == "critical"] == [], summary(by[label])
         cats = {f["category"] for f in by[label]}
         assert not cats & {"durability_unsafe", "durability_implausible", "lock_contention", "commit_flush_bound"}
+
+
+def test_small_buffer_pool_gives_io_read_bound_on_mariadb(tmp_path: Path) -> None:
+    settings = {"innodb_buffer_pool_size": "6M", "performance_schema": "ON",
+                "performance-schema-consumer-events-waits-current": "ON"}
+    with servers.start_mysql(settings) as my:
+        by = run(tmp_path / "bundle", [f"my={my.dsn()}"], ["point-select"], scale=2)
+    found = by["my"]
+    io_read = [f for f in found if f["category"] == "io_read_bound"]
+    assert len(io_read) == 1, summary(found)
+    f = io_read[0]
+    assert f["evidence"]["read_waits"].startswith("wait/io/file/innodb/innodb_data_file")
+    assert f["evidence"]["read_waits_pct"] >= 20
+    assert f["evidence"]["pages_read_from_disk_per_txn"] > 0.3  # InnoDB's counters agree: misses
+    assert found[0]["category"] == "io_read_bound", summary(found)

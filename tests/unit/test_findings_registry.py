@@ -51,6 +51,7 @@ def test_findings_are_a_pure_function_of_the_bundle(name: str) -> None:
     ("insert_flush_cap_120", "mysql@127.0.0.1:43453", "durability_implausible"),
     ("wal_heavy_pg_max_wal_32mb", "postgres-custom", "commit_flush_bound"),
     ("big_result_pg", "postgres-custom", "client_bound"),
+    ("point_select_mariadb_small_pool", "mysql@127.0.0.1:35933", "io_read_bound"),
 ])
 def test_top_finding_per_target(name: str, target: str, category: str) -> None:
     found = [f for f in derive_findings(load_bundle(DATA / name)) if f["target"] == target]

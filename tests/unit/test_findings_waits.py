@@ -187,6 +187,18 @@ def test_io_read_bound_quiet_when_data_is_cached(name: str) -> None:
     assert w.io_read_bound(load(name)) == []
 
 
+def test_io_read_bound_fires_on_a_buffer_pool_too_small() -> None:
+    """MariaDB with a 6 MB buffer pool, 1M rows and O_DIRECT: point selects read from the disk (real run)."""
+    (f,) = w.io_read_bound(load("point_select_mariadb_small_pool"))
+    assert (f.target, f.clients, f.severity) == ("mysql@127.0.0.1:35933", 2, "warning")
+    assert f.evidence["read_waits"] == "wait/io/file/innodb/innodb_data_file 30 (49.2%)"
+    assert "performance_schema" in f.evidence["source"]
+    assert f.evidence["buffer_pool_hit_pct"] == pytest.approx(64.61)
+    assert f.evidence["pages_read_from_disk_per_txn"] == pytest.approx(1.04)
+    assert f.impact == pytest.approx(0.4918, abs=1e-4)
+    assert "innodb_buffer_pool_size" in f.advice
+
+
 def test_io_read_bound_fires_on_data_file_reads() -> None:
     b = rename_waits(load("insert_flush_cap_120"), "pg_waits--", "IO:WalSync", "IO:DataFileRead")
     found = by_step(w.io_read_bound(b))

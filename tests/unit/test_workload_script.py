@@ -76,6 +76,14 @@ def test_missing_script_and_validate(tmp_path: Path) -> None:
     validate(list(WORKLOADS[:5]), DriverOptions(clients=(1, 2)))
 
 
+def test_expression_semantics_follow_pgbench() -> None:
+    cmds = parse_text("\\set a -7 / 2\n\\set b 7 % 3\n\\set c least(:a, 5) + greatest(1, 2, 3)\n"
+                      "\\set d abs(:a) * -(2)\nSELECT :a, :b, :c, :d;\n")
+    assert _eval(cmds) == {"a": -3, "b": 1, "c": 0, "d": -6}  # integer division truncates toward zero
+    with pytest.raises(DbError, match="division by zero"):
+        _eval(parse_text("\\set a 1 / 0\nSELECT :a;\n"))
+
+
 def test_random_bounds_checked_at_run_time() -> None:
     cmds = parse_text("\\set a random(5, 1)\nSELECT :a;\n")
     with pytest.raises(DbError, match="upper bound"):

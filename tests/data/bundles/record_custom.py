@@ -2,7 +2,8 @@
 
 Usage::
 
-    python tests/data/bundles/record_custom.py ENGINE OUT CLIENTS SCRIPT [--setup "SQL; SQL"] [--label L] [KEY=VALUE ...]
+    python tests/data/bundles/record_custom.py ENGINE OUT CLIENTS SCRIPT [--setup "SQL; SQL"] [--label L]
+        [KEY=VALUE ...]
 
 ENGINE is postgres or mysql; CLIENTS a comma list; KEY=VALUE are server settings.
 The server gets a ``dbdiag`` schema / database, then the setup statements, then
