@@ -1,6 +1,6 @@
 """Measure dbdiag's driver against pgbench and sysbench on the same throwaway servers.
 
-    python3 -m bench.compare [--rounds 3] [--duration 10] [--out bench/last-run.json]
+    python3 -m bench.compare [--rounds 3] [--duration 10] [--drivers] [--only pg|mariadb] [--out FILE]
 
 What it runs (every command is printed and saved with its numbers):
 
@@ -246,7 +246,7 @@ def main() -> None:
     ap.add_argument("--duration", type=float, default=10.0)
     ap.add_argument("--only", choices=("pg", "mariadb"), default=None)
     ap.add_argument("--drivers", action="store_true", help="also time each driver API's bare loop")
-    ap.add_argument("--out", default="bench/last-run.json")
+    ap.add_argument("--out", default="bench/results/last-run.json")
     args = ap.parse_args()
     report: dict[str, Any] = {"started": time.strftime("%Y-%m-%d %H:%M:%S"), "cpus": os.cpu_count(),
                               "duration_s": args.duration, "rounds": args.rounds}
