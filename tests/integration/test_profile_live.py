@@ -141,7 +141,7 @@ def test_live_target_exiting_mid_window(tmp_path: Path, scope: P.Scope, segments
 
 def test_live_client_profile_with_py_spy(tmp_path: Path) -> None:
     if not P.py_spy_available():
-        pytest.skip("py-spy is optional and not installed (pip install py-spy)")
+        pytest.fail("py-spy is not installed: the test extra installs it (pip install -e .[test])")
     code = "import time\ndef spin():\n    t = time.monotonic()\n    while time.monotonic() - t < 4: pass\nspin()\n"
     client = subprocess.Popen([sys.executable, "-c", code])
     try:
