@@ -51,6 +51,22 @@ def _child_cpu() -> float:
     return r.ru_utime + r.ru_stime
 
 
+def server_cpu(srv: servers.ThrowawayServer) -> float:
+    """CPU seconds the server has used so far: its own plus its exited children's (PostgreSQL backends
+    are reaped by the postmaster, so their time lands in cutime/cstime; mariadbd is one process)."""
+    time.sleep(0.5)  # let backends of the run that just ended exit and be reaped
+    fields = Path(f"/proc/{srv.pid}/stat").read_text().rsplit(")", 1)[1].split()
+    ticks = sum(int(x) for x in fields[11:15])  # utime stime cutime cstime
+    for child in Path("/proc").glob("[0-9]*"):
+        try:
+            st = (child / "stat").read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        if int(st[1]) == srv.pid:  # a live child (checkpointer, walwriter...)
+            ticks += int(st[11]) + int(st[12])
+    return ticks / os.sysconf("SC_CLK_TCK")
+
+
 def run_tool(cmd: list[str], timeout: float) -> tuple[str, float, float]:
     """(output, wall seconds, child CPU seconds) of an external benchmark tool."""
     c0, t0 = _child_cpu(), time.monotonic()
@@ -63,10 +79,22 @@ def run_tool(cmd: list[str], timeout: float) -> tuple[str, float, float]:
 
 def ours(target: Any, workload: str, clients: int, duration: float, scale: float = 1, script: str | None = None,
          protocol: str = "prepared") -> dict:
-    opts = DriverOptions(clients=(clients,), duration_s=duration, warmup_s=1.0, scale=scale,  # type: ignore[arg-type]
+    # No warmup: like the tools, the whole run is measured (caches were warmed before the rounds).
+    opts = DriverOptions(clients=(clients,), duration_s=duration, warmup_s=0.0, scale=scale,  # type: ignore[arg-type]
                          script=script, protocol=protocol)
     with tempfile.TemporaryDirectory(prefix="dbdiag-bench-") as d:
         return run_sweep(target, [workload], opts, BundleWriter(Path(d)), progress=None)[0]
+
+
+def _us(secs: float, txns: int) -> float:
+    return round(secs / max(txns, 1) * 1e6, 2)
+
+
+def _cpu_ratio(row: dict, theirs: str, ours_: str) -> float:
+    """(their client + server µs/txn) / (our client + server µs/txn)."""
+    t = row[f"{theirs}_us_per_txn"] + row[f"{theirs}_server_us_per_txn"]
+    o = row[f"{ours_}_us_per_txn"] + row[f"{ours_}_server_us_per_txn"]
+    return round(t / o, 3) if o else 0.0
 
 
 def pg_section(args: argparse.Namespace, report: dict) -> None:
@@ -96,7 +124,8 @@ def pg_section(args: argparse.Namespace, report: dict) -> None:
             wload.ensure_schema(s)
             if not wload.is_loaded(s, sbtest_dataset(1)):
                 wload.load(s, sbtest_dataset(1), None)
-        script = Path(tempfile.mkdtemp(prefix="dbdiag-bench-")) / "pgbench-S.sql"
+        tmpdir = tempfile.TemporaryDirectory(prefix="dbdiag-bench-")
+        script = Path(tmpdir.name) / "pgbench-S.sql"
         script.write_text(PGBENCH_S_SCRIPT)
         ncpu = os.cpu_count() or 1
         rows: list[dict] = []
@@ -107,19 +136,29 @@ def pg_section(args: argparse.Namespace, report: dict) -> None:
             for r in range(args.rounds):
                 cmd = [pgbench, *base, "-S", "-M", "prepared", "-c", str(n), "-j", str(n), "-T",
                        str(int(args.duration)), "postgres"]
+                s0 = server_cpu(srv)
                 out, _, cpu = run_tool(cmd, args.duration + 60)
+                s1 = server_cpu(srv)
                 tps = float(re.search(r"tps = ([\d.]+) \(without", out).group(1))  # type: ignore[union-attr]
                 txns = int(re.search(r"actually processed: (\d+)", out).group(1))  # type: ignore[union-attr]
                 ps = ours(t, "point-select", n, args.duration)
+                s2 = server_cpu(srv)
                 cs = ours(t, "custom", n, args.duration, script=str(script))
+                s3 = server_cpu(srv)
                 row = {"clients": n, "round": r + 1, "pgbench_tps": round(tps, 1),
                        "pgbench_us_per_txn": round(cpu / txns * 1e6, 2),
+                       "pgbench_server_us_per_txn": round((s1 - s0) / txns * 1e6, 2),
                        "ours_point_select_tps": ps["tps"],
-                       "ours_point_select_us_per_txn": round(ps["client_cpu_s"] / max(ps["transactions"], 1) * 1e6, 2),
+                       "ours_point_select_us_per_txn": _us(ps["client_cpu_s"], ps["transactions"]),
+                       "ours_point_select_server_us_per_txn": _us(s2 - s1, ps["transactions"]),
                        "ours_pgbench_script_tps": cs["tps"],
-                       "ours_pgbench_script_us_per_txn": round(cs["client_cpu_s"] / max(cs["transactions"], 1) * 1e6,
-                                                               2),
+                       "ours_pgbench_script_us_per_txn": _us(cs["client_cpu_s"], cs["transactions"]),
+                       "ours_pgbench_script_server_us_per_txn": _us(s3 - s2, cs["transactions"]),
                        "driver": ps["driver"]}
+                # What the CPU cost per transaction implies when the machine's CPUs are the limit
+                # (client and server share them): insensitive to other tenants' load.
+                row["cpu_ratio_point_select"] = _cpu_ratio(row, "pgbench", "ours_point_select")
+                row["cpu_ratio_pgbench_script"] = _cpu_ratio(row, "pgbench", "ours_pgbench_script")
                 row["ratio_point_select"] = round(row["ours_point_select_tps"] / tps, 3)
                 row["ratio_pgbench_script"] = round(row["ours_pgbench_script_tps"] / tps, 3)
                 rows.append(row)
@@ -177,15 +216,21 @@ def my_section(args: argparse.Namespace, report: dict) -> None:
             for r in range(args.rounds):
                 cmd = [*sb, "--table-size=100000", "--rand-type=uniform", f"--threads={n}",
                        f"--time={int(args.duration)}", "--report-interval=0", "run"]
+                s0 = server_cpu(srv)
                 out, _, cpu = run_tool(cmd, args.duration + 60)
+                s1 = server_cpu(srv)
                 m = re.search(r"transactions:\s+(\d+)\s+\(([\d.]+) per sec", out)
                 assert m, out
                 txns, tps = int(m.group(1)), float(m.group(2))
                 ps = ours(t, "point-select", n, args.duration)
+                s2 = server_cpu(srv)
                 row = {"clients": n, "round": r + 1, "sysbench_tps": tps, "sysbench_us_per_txn":
-                       round(cpu / txns * 1e6, 2), "ours_point_select_tps": ps["tps"],
-                       "ours_point_select_us_per_txn": round(ps["client_cpu_s"] / max(ps["transactions"], 1) * 1e6, 2),
+                       round(cpu / txns * 1e6, 2), "sysbench_server_us_per_txn": _us(s1 - s0, txns),
+                       "ours_point_select_tps": ps["tps"],
+                       "ours_point_select_us_per_txn": _us(ps["client_cpu_s"], ps["transactions"]),
+                       "ours_point_select_server_us_per_txn": _us(s2 - s1, ps["transactions"]),
                        "driver": ps["driver"]}
+                row["cpu_ratio_point_select"] = _cpu_ratio(row, "sysbench", "ours_point_select")
                 row["ratio_point_select"] = round(ps["tps"] / tps, 3)
                 rows.append(row)
                 print("my", row, flush=True)
@@ -226,8 +271,9 @@ def driver_loops(target: Any, args: argparse.Namespace) -> list[dict]:
 
 def summarize(report: dict) -> str:
     lines = []
-    for key, tool, cols in (("pg_tps", "pgbench", ("ratio_point_select", "ratio_pgbench_script")),
-                            ("my_tps", "sysbench", ("ratio_point_select",))):
+    for key, tool, cols in (("pg_tps", "pgbench", ("ratio_point_select", "ratio_pgbench_script",
+                                                   "cpu_ratio_point_select", "cpu_ratio_pgbench_script")),
+                            ("my_tps", "sysbench", ("ratio_point_select", "cpu_ratio_point_select"))):
         sec = report.get(key)
         if not isinstance(sec, dict):
             continue

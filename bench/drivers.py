@@ -23,8 +23,9 @@ VARIANTS = {
     "postgres": ("psycopg3 libpq exec_prepared (dbdiag)", "psycopg3 cursor prepare=True",
                  "psycopg3 cursor in pipeline", "psycopg3 cursor (unnamed extended)", "psycopg2 EXECUTE prepared",
                  "psycopg2 simple"),
-    "mysql": ("mysqlclient query/store_result (dbdiag)", "mysqlclient EXECUTE USING (dbdiag prepared)",
-              "mysqlclient cursor", "PyMySQL cursor (dbdiag fallback)"),
+    "mysql": ("libmariadb ctypes binary protocol (dbdiag)", "mysqlclient query/store_result (dbdiag fallback)",
+              "mysqlclient EXECUTE USING (dbdiag fallback, prepared)", "mysqlclient cursor",
+              "PyMySQL cursor (dbdiag fallback)"),
 }
 
 
@@ -70,6 +71,13 @@ def _loop(target: Any, variant: str, duration: float, q: Any) -> None:
             def one() -> None:
                 cur.execute("SELECT c FROM dbdiag.sbtest1 WHERE id = %d" % (int(rnd() * N_ROWS) + 1))
                 cur.fetchone()
+    elif variant.startswith("libmariadb"):
+        from workloads.mylib import LibConnection
+
+        q1 = LibConnection(target).prepare("SELECT c FROM dbdiag.sbtest1 WHERE id = ?").rows
+
+        def one() -> None:
+            q1((int(rnd() * N_ROWS) + 1,))
     elif variant.startswith("mysqlclient"):
         conn = connect(target, driver=_drv("mysqlclient", "MySQLdb"))
         if "cursor" in variant:

@@ -1,22 +1,25 @@
 """The connection a workload client drives: as thin as each driver allows.
 
 One class per driver. A statement is prepared once per connection and returned as
-a :class:`Query` whose ``rows`` is a plain closure taking a parameter tuple, so
-the query loop pays for the driver call and nothing else:
+a :class:`Query` whose ``rows`` and ``run`` are plain closures taking a parameter
+tuple, so the query loop pays for the driver call and nothing else:
 
 - psycopg 3: libpq through ``psycopg.pq`` (``PQexecPrepared`` / ``PQexec``);
   measured faster than ``cursor.execute(prepare=True)`` (see BENCHMARKS.md).
 - psycopg2 (fallback): ``PREPARE`` / ``EXECUTE`` in SQL.
 - mysqlclient: ``query`` / ``store_result`` / ``fetch_row`` on the C connection.
 - PyMySQL (fallback, pure Python).
+- libmariadb through ctypes (:mod:`workloads.mylib`), preferred for MySQL/MariaDB
+  when the library is present: the binary protocol's prepared statements.
 
 ``--protocol prepared`` means a server-side prepared statement on both engines:
-the extended protocol's named statement on PostgreSQL; ``PREPARE`` + ``EXECUTE
-... USING`` on MariaDB (literals allowed in USING since 10.2) and ``SET @p`` +
-``EXECUTE ... USING @p`` on MySQL. No Python MySQL driver exposes the binary
-``COM_STMT_EXECUTE`` protocol at C speed (the ``mariadb`` connector does, and was
-measured slower per call). Driver exceptions become :class:`DbError` through
-``diag.db.map_error``, the project's one mapping per engine.
+the extended protocol's named statement on PostgreSQL; ``COM_STMT_EXECUTE`` through
+libmariadb on MySQL/MariaDB, or, with the Python drivers, ``PREPARE`` + ``EXECUTE
+... USING`` (MariaDB accepts literals in USING since 10.2; MySQL gets ``SET @p`` +
+``EXECUTE ... USING @p``). The ``mariadb`` PyPI connector also speaks the binary
+protocol but was measured at over 50 µs of client CPU per point select. Driver
+exceptions become :class:`DbError` through ``diag.db.map_error``, the project's one
+mapping per engine.
 """
 
 from __future__ import annotations
@@ -43,6 +46,8 @@ APP_NAME = "dbdiag-workload"
 
 def driver_label(drv: DriverInfo) -> str:
     """``name version`` from the installed distribution (module attributes differ per driver)."""
+    if drv.name == "libmariadb":
+        return f"libmariadb {drv.version} (ctypes, binary protocol)"
     dist = {"psycopg": "psycopg", "psycopg2": "psycopg2-binary", "mysqlclient": "mysqlclient",
             "PyMySQL": "PyMySQL"}.get(drv.name, drv.name)
     for name in (dist, drv.name, "psycopg2"):
@@ -60,10 +65,17 @@ def text(v: Any) -> str:
 
 @dataclass(frozen=True)
 class Query:
-    """A prepared statement: ``rows(params)`` runs it and returns all rows (empty for DML)."""
+    """A prepared statement.
+
+    ``rows(params)`` runs it and returns all rows (empty for DML); ``run(params)``
+    runs it, reads the whole result off the wire as the driver always does, and
+    returns only the row count, without making Python objects of the values
+    (pgbench does not read the values either).
+    """
 
     rows: Callable[[Sequence[Any]], Rows]
     stmt: Stmt
+    run: Callable[[Sequence[Any]], int]
 
 
 class Client:
@@ -84,10 +96,15 @@ class Client:
         """Prepare ``sql`` (``?`` placeholders) for the chosen protocol."""
         stmt = sql if isinstance(sql, Stmt) else Stmt.parse(sql)
         self._n += 1
-        return Query(self._make(stmt, f"dbdiag_s{self._n}"), stmt)
+        name = f"dbdiag_s{self._n}"
+        rows = self._make(stmt, name)
+        return Query(rows, stmt, self._make_run(stmt, name, rows))
 
     def _make(self, stmt: Stmt, name: str) -> Callable[[Sequence[Any]], Rows]:
         raise NotImplementedError
+
+    def _make_run(self, stmt: Stmt, name: str, rows: Callable[[Sequence[Any]], Rows]) -> Callable[[Sequence[Any]], int]:
+        return lambda params: len(rows(params))
 
     def execute(self, sql: str) -> Rows:
         """Run one statement through the simple protocol (transaction control, SET...)."""
@@ -124,7 +141,8 @@ class PgPqClient(Client):
         from psycopg import pq
 
         self.pg = self.conn.pgconn
-        self._ok = (pq.ExecStatus.COMMAND_OK, pq.ExecStatus.TUPLES_OK, pq.ExecStatus.EMPTY_QUERY)
+        self._ok = frozenset(int(x) for x in (pq.ExecStatus.COMMAND_OK, pq.ExecStatus.TUPLES_OK,
+                                              pq.ExecStatus.EMPTY_QUERY))
         self._bad = pq.ConnStatus.BAD
         self._idle = pq.TransactionStatus.IDLE
         self._sqlstate = pq.DiagnosticField.SQLSTATE
@@ -153,6 +171,17 @@ class PgPqClient(Client):
             if res.status not in ok:
                 raise fail(res)
             ex = pg.exec_prepared
+            if stmt.nparams == 1:  # the point-select shape: no loop over parameters
+                def rows(params: Sequence[Any]) -> Rows:
+                    v = params[0]
+                    try:
+                        res = ex(bname, [None if v is None else str(v).encode()])
+                    except exc_t as e:
+                        raise fail(exc=e) from None
+                    if res.status not in ok:
+                        raise fail(res)
+                    return _pq_rows(res)
+                return rows
 
             def rows(params: Sequence[Any]) -> Rows:
                 try:
@@ -175,6 +204,21 @@ class PgPqClient(Client):
                     raise fail(res)
                 return _pq_rows(res)
         return rows
+
+    def _make_run(self, stmt: Stmt, name: str, rows: Callable[[Sequence[Any]], Rows]) -> Callable[[Sequence[Any]], int]:
+        if self.protocol != "prepared":
+            return super()._make_run(stmt, name, rows)
+        ex, bname, ok, fail, exc_t = self.pg.exec_prepared, name.encode(), self._ok, self._fail, self._exc
+
+        def run(params: Sequence[Any]) -> int:
+            try:
+                res = ex(bname, [None if v is None else str(v).encode() for v in params])
+            except exc_t as e:
+                raise fail(exc=e) from None
+            if res.status not in ok:
+                raise fail(res)
+            return res.ntuples
+        return run
 
     def execute(self, sql: str) -> Rows:
         try:
@@ -330,11 +374,58 @@ class MyClient(Client):
             raise map_error("mysql", e, self.target.label) from None
 
 
+class MyLibClient(Client):
+    """libmariadb through ctypes: binary-protocol prepared statements (see workloads.mylib)."""
+
+    engine = "mysql"
+
+    def __init__(self, target: Target, driver: DriverInfo, protocol: str, isolation: str,
+                 product: str = "mysql") -> None:
+        from workloads.mylib import LibConnection
+
+        self.target, self.driver, self.protocol, self.isolation = target, driver, protocol, isolation
+        self.product = product
+        self._n = 0
+        self.conn = LibConnection(target)
+        self._stmts: dict[str, Any] = {}
+        self.execute("SET SESSION TRANSACTION ISOLATION LEVEL " + ISOLATION_SQL[isolation])
+
+    def _make(self, stmt: Stmt, name: str) -> Callable[[Sequence[Any]], Rows]:
+        if self.protocol == "prepared":
+            st = self._stmts[name] = self.conn.prepare(stmt.qmarks())
+            return st.rows
+        tmpl, query, lit = stmt.template(), self.conn.query, my_literal
+
+        def rows(params: Sequence[Any]) -> Rows:
+            return query(tmpl % tuple([lit(v) for v in params]))
+        return rows
+
+    def _make_run(self, stmt: Stmt, name: str, rows: Callable[[Sequence[Any]], Rows]) -> Callable[[Sequence[Any]], int]:
+        st = self._stmts.get(name)
+        return st.run if st is not None else super()._make_run(stmt, name, rows)
+
+    def execute(self, sql: str) -> Rows:
+        return self.conn.query(sql)
+
+
+def fastest_driver(engine: str) -> DriverInfo:
+    """libmariadb (ctypes) for MySQL/MariaDB when present, else diag.db's pick (psycopg 3, mysqlclient...)."""
+    if engine == "mysql":
+        from workloads.mylib import driver_info
+
+        info = driver_info()
+        if info is not None:
+            return info
+    return pick_driver(engine)
+
+
 def open_client(target: Target, protocol: str, isolation: str, product: str = "",
                 driver: DriverInfo | None = None) -> Client:
     """Connect one workload client with the fastest installed driver."""
-    drv = driver or pick_driver(target.engine)
+    drv = driver or fastest_driver(target.engine)
     if target.engine == "postgres":
         cls = PgPqClient if drv.name == "psycopg" else Pg2Client
         return cls(target, drv, protocol, isolation)
+    if drv.name == "libmariadb":
+        return MyLibClient(target, drv, protocol, isolation, product=product or "mysql")
     return MyClient(target, drv, protocol, isolation, product=product or "mysql")

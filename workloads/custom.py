@@ -245,7 +245,7 @@ class Custom(Workload):
                 ns[f"x{i}"], ns[f"t{i}"] = c.execute, cmd.text
                 body.append(f"x{i}(t{i})")
             elif cmd.stmt.verb in PREPARABLE:
-                ns[f"q{i}"] = c.prepare(cmd.stmt).rows
+                ns[f"q{i}"] = c.prepare(cmd.stmt).run
                 body.append(f"q{i}((" + "".join(f"v_{n}, " for n in cmd.params) + "))")
             elif cmd.params:  # utility statements (SET, LOCK...) are not preparable everywhere: literals
                 ns[f"x{i}"], ns[f"t{i}"] = c.execute, cmd.stmt.template()

@@ -23,12 +23,12 @@ from dataclasses import dataclass
 from typing import Any, Protocol, TextIO
 
 from diag.bundle import BundleWriter, safe_name
-from diag.db import Session, pick_driver
+from diag.db import Session
 from diag.errors import UsageError
 from diag.targets import Target
 from workloads import hist
 from workloads.base import Workload
-from workloads.client import ISOLATION_SQL, PROTOCOLS, driver_label, open_client
+from workloads.client import ISOLATION_SQL, PROTOCOLS, driver_label, fastest_driver, open_client
 from workloads.custom import Custom, parse_script
 from workloads.insert import Insert
 from workloads.load import ensure_schema, is_loaded, load
@@ -131,7 +131,7 @@ def run_sweep(target: Target, workloads: list[str], opts: DriverOptions, bundle:
     """
     validate(workloads, opts)
     wls = [make_workload(n, opts) for n in workloads]
-    drv = pick_driver(target.engine)
+    drv = fastest_driver(target.engine)
     with Session(target, statement_timeout_ms=0, application_name="dbdiag-load") as s:
         product = s.product
         ensure_schema(s)
@@ -189,11 +189,14 @@ def _say(out: TextIO | None, line: str) -> None:
 
 
 class _Interval:
-    __slots__ = ("txns", "queries", "errors", "retries", "hist", "cpu", "reported")
+    """One report interval being gathered; latency counts are summed as dicts and go into HDR
+    histograms once, when the interval is written (cheaper than recording each client's part)."""
+
+    __slots__ = ("txns", "queries", "errors", "retries", "counts", "cpu", "reported")
 
     def __init__(self) -> None:
         self.txns = self.queries = self.errors = self.retries = 0
-        self.hist = hist.new()
+        self.counts: Counter[int] = Counter()
         self.cpu = 0.0
         self.reported: set[int] = set()
 
@@ -362,14 +365,13 @@ class _Step:
             self.retries += retries
             self.errors.update(errs)
             self.extra.update(extra)
-            hist.record(self.total, counts)
             iv = self.intervals.setdefault(max(k, self.next_emit), _Interval())
             iv.txns += txns
             iv.queries += nq
             iv.retries += retries
             iv.errors += sum(errs.values())
             iv.cpu += cpu
-            hist.record(iv.hist, counts)
+            iv.counts.update(counts)
             iv.reported.add(idx)
             for kk in range(self.next_emit, k):  # a client that passed k has nothing more for earlier ones
                 self.intervals.setdefault(kk, _Interval()).reported.add(idx)
@@ -438,7 +440,10 @@ class _Step:
         self.next_emit = k + 1
         b_start = self.measure_ns + k * self.interval_ns
         secs = max((b_end - b_start) / 1e9, 1e-9)
-        lat = hist.summary_ms(iv.hist, with_p999=False)
+        h = hist.new()
+        hist.record(h, iv.counts)
+        hist.record(self.total, iv.counts)
+        lat = hist.summary_ms(h, with_p999=False)
         cpu_pct = round(iv.cpu / (secs * self.ncpu) * 100, 1)
         self.series.write({
             "t": self.unix(b_end), "workload": self.wl.name, "clients": self.n, "interval_s": round(secs, 3),

@@ -20,7 +20,7 @@ def insert_dataset(scale: float) -> Dataset:
     # The scale does not change an empty table; keep it out of the reuse key.
     t = Table("insert_data", "id {autoinc}, val integer NOT NULL, txt varchar(20)", "id", (("idx_val", "val"),),
               None, 0)
-    return Dataset("insert", 1, 1, [t])
+    return Dataset("insert", 2, 1, [t])
 
 
 class Insert(Workload):
@@ -31,7 +31,7 @@ class Insert(Workload):
         return insert_dataset(scale)
 
     def client(self, c: Client, ctx: ClientCtx) -> Runner:
-        ins = c.prepare("INSERT INTO dbdiag.insert_data (val, txt) VALUES (?, ?)").rows
+        ins = c.prepare("INSERT INTO dbdiag.insert_data (val, txt) VALUES (?, ?)").run
         rng = ctx.rng()
         pool = ["".join(rng.choice(string.ascii_letters) for _ in range(20)) for _ in range(997)]
         rnd = rng.random

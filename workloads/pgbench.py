@@ -43,7 +43,7 @@ def pgbench_dataset(scale: float) -> Dataset:
             else:
                 yield hi - lo, ",".join([f"({i},{min((i - 1) // per_branch + 1, nb)},0,'')" for i in range(lo, hi)])
 
-    return Dataset("pgbench", 1, scale, [
+    return Dataset("pgbench", 2, scale, [
         Table("pgbench_branches", "bid integer NOT NULL, bbalance integer, filler char(88)", "bid", (), branches, nb),
         Table("pgbench_tellers", "tid integer NOT NULL, bid integer, tbalance integer, filler char(84)", "tid", (),
               tellers, nt),
@@ -63,12 +63,12 @@ class ReadWrite(Workload):
 
     def client(self, c: Client, ctx: ClientCtx) -> Runner:
         nb, nt, na = sizes(ctx.scale)
-        upd_a = c.prepare("UPDATE dbdiag.pgbench_accounts SET abalance = abalance + ? WHERE aid = ?").rows
-        sel_a = c.prepare("SELECT abalance FROM dbdiag.pgbench_accounts WHERE aid = ?").rows
-        upd_t = c.prepare("UPDATE dbdiag.pgbench_tellers SET tbalance = tbalance + ? WHERE tid = ?").rows
-        upd_b = c.prepare("UPDATE dbdiag.pgbench_branches SET bbalance = bbalance + ? WHERE bid = ?").rows
+        upd_a = c.prepare("UPDATE dbdiag.pgbench_accounts SET abalance = abalance + ? WHERE aid = ?").run
+        sel_a = c.prepare("SELECT abalance FROM dbdiag.pgbench_accounts WHERE aid = ?").run
+        upd_t = c.prepare("UPDATE dbdiag.pgbench_tellers SET tbalance = tbalance + ? WHERE tid = ?").run
+        upd_b = c.prepare("UPDATE dbdiag.pgbench_branches SET bbalance = bbalance + ? WHERE bid = ?").run
         ins_h = c.prepare("INSERT INTO dbdiag.pgbench_history (tid, bid, aid, delta, mtime) "
-                          "VALUES (?, ?, ?, ?, CURRENT_TIMESTAMP)").rows
+                          "VALUES (?, ?, ?, ?, CURRENT_TIMESTAMP)").run
         begin, commit = c.begin, c.commit
         rnd = ctx.rng().random
 

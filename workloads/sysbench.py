@@ -62,7 +62,7 @@ def sbtest_dataset(scale: float) -> Dataset:
 
     t = Table("sbtest1", "id integer NOT NULL, k integer NOT NULL DEFAULT 0, c char(120) NOT NULL DEFAULT '', "
               "pad char(60) NOT NULL DEFAULT ''", "id", (("k_1", "k"),), rows, n, chunks)
-    return Dataset("sbtest", 1, scale, [t])
+    return Dataset("sbtest", 2, scale, [t])
 
 
 class PointSelect(Workload):
@@ -73,7 +73,7 @@ class PointSelect(Workload):
         return sbtest_dataset(scale)
 
     def client(self, c: Client, ctx: ClientCtx) -> Runner:
-        q = c.prepare("SELECT c FROM dbdiag.sbtest1 WHERE id = ?").rows
+        q = c.prepare("SELECT c FROM dbdiag.sbtest1 WHERE id = ?").run
         n = sbtest_rows(ctx.scale)
         rnd = ctx.rng().random
 
@@ -91,11 +91,11 @@ class ReadOnly(Workload):
         return sbtest_dataset(scale)
 
     def client(self, c: Client, ctx: ClientCtx) -> Runner:
-        point = c.prepare("SELECT c FROM dbdiag.sbtest1 WHERE id = ?").rows
-        simple = c.prepare("SELECT c FROM dbdiag.sbtest1 WHERE id BETWEEN ? AND ?").rows
-        total = c.prepare("SELECT SUM(k) FROM dbdiag.sbtest1 WHERE id BETWEEN ? AND ?").rows
-        order = c.prepare("SELECT c FROM dbdiag.sbtest1 WHERE id BETWEEN ? AND ? ORDER BY c").rows
-        distinct = c.prepare("SELECT DISTINCT c FROM dbdiag.sbtest1 WHERE id BETWEEN ? AND ? ORDER BY c").rows
+        point = c.prepare("SELECT c FROM dbdiag.sbtest1 WHERE id = ?").run
+        simple = c.prepare("SELECT c FROM dbdiag.sbtest1 WHERE id BETWEEN ? AND ?").run
+        total = c.prepare("SELECT SUM(k) FROM dbdiag.sbtest1 WHERE id BETWEEN ? AND ?").run
+        order = c.prepare("SELECT c FROM dbdiag.sbtest1 WHERE id BETWEEN ? AND ? ORDER BY c").run
+        distinct = c.prepare("SELECT DISTINCT c FROM dbdiag.sbtest1 WHERE id BETWEEN ? AND ? ORDER BY c").run
         begin, commit = c.begin, c.commit
         n = sbtest_rows(ctx.scale)
         span = n - RANGE_SIZE + 1

@@ -207,7 +207,7 @@ def tpcc_dataset(scale: float) -> Dataset:
               ", s_ytd integer, s_order_cnt integer, s_remote_cnt integer, s_data varchar(50)",
               "s_w_id, s_i_id", (), stock, W * z.items),
     ]
-    return Dataset("tpcc", 1, scale, tables)
+    return Dataset("tpcc", 2, scale, tables)
 
 
 class Tpcc(Workload):

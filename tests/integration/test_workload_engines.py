@@ -73,7 +73,7 @@ def test_all_workloads_both_engines(target: Target, tmp_path: Path) -> None:
         lat = r["latency_ms"]
         assert 0 < lat["p50"] <= lat["p95"] <= lat["p99"] <= lat["p999"] <= lat["max"]
         assert abs(r["duration_s"] - 1.5) < 0.05 and r["t_end"] > r["t_start"]
-        assert r["client_cpu_s"] > 0 and r["driver"].split()[0] in ("psycopg", "psycopg2", "mysqlclient", "PyMySQL")
+        assert r["client_cpu_s"] > 0 and r["driver"].split()[0] in ("psycopg", "psycopg2", "libmariadb", "mysqlclient", "PyMySQL")
     tpcc = [r for r in rows if r["workload"] == "tpcc"]
     assert all(r["nopm"] > 0 and r["tpm"] >= r["nopm"] for r in tpcc)
     assert [(i.workload, i.clients) for i in hooks.started] == [(r["workload"], r["clients"]) for r in rows]
@@ -266,19 +266,50 @@ def _alive(pid: int) -> bool:
         return False
 
 
-def test_fallback_drivers(target: Target, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """psycopg2 and PyMySQL (the fallbacks when psycopg 3 / mysqlclient are missing) run the same workloads."""
+FALLBACKS = [("postgres", "psycopg2", "psycopg2"), ("mysql", "mysqlclient", "MySQLdb"), ("mysql", "PyMySQL", "pymysql")]
+
+
+@pytest.mark.parametrize("engine,name,module", FALLBACKS, ids=[f[1] for f in FALLBACKS])
+def test_fallback_drivers(engine: str, name: str, module: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                          request: pytest.FixtureRequest) -> None:
+    """The drivers used when psycopg 3 / libmariadb are missing run the same workloads, both protocols."""
     import importlib
 
     from diag.db import DriverInfo
     from workloads import driver as wdriver
 
-    name, module = ("psycopg2", "psycopg2") if target.engine == "postgres" else ("PyMySQL", "pymysql")
-    drv = DriverInfo(name, "", importlib.import_module(module))
-    monkeypatch.setattr(wdriver, "pick_driver", lambda engine: drv)
+    try:
+        drv = DriverInfo(name, "", importlib.import_module(module))
+    except ImportError:
+        pytest.skip(f"{name} is an optional extra and is not installed here")
+    target = request.getfixturevalue("pg_server" if engine == "postgres" else "my_server").target()
+    monkeypatch.setattr(wdriver, "fastest_driver", lambda engine: drv)
     bundle = BundleWriter(tmp_path / "run")
     for protocol in ("prepared", "simple"):
         rows = run_sweep(target, ["point-select", "read-write"], _opts(clients=(2,), duration_s=0.7, warmup_s=0.1,
                                                                        protocol=protocol), bundle, progress=None)
         for r in rows:
             assert r["driver"].startswith(name + " ") and r["transactions"] > 0 and r["errors"] == {}, r
+
+
+def test_libmariadb_statement_values(my_server: servers.ThrowawayServer) -> None:
+    """Binary-protocol parameters and results: strings, NULL, doubles, values longer than the buffer."""
+    from workloads import mylib
+
+    if mylib.library() is None:
+        pytest.skip("libmariadb is not installed: the workloads use mysqlclient/PyMySQL instead")
+    conn = mylib.LibConnection(my_server.target())
+    try:
+        q = conn.prepare("SELECT REPEAT(?, ?), NULL, ? + 0.5, CHAR_LENGTH(?)").rows
+        rows = q(("ab", 3000, 2, "h\u00e9llo"))
+        assert rows[0][0] == b"ab" * 3000 and rows[0][1] is None and float(rows[0][2]) == 2.5
+        assert rows[0][3] == b"5"
+        rows = q(("xyz" * 100, 2, 1.25, "a"))  # a longer string than before: its buffer grows and is rebound
+        assert rows[0][0] == b"xyz" * 200 and float(rows[0][2]) == 1.75 and rows[0][3] == b"1"
+        assert q((None, 1, 0, None))[0][0] is None
+        with pytest.raises(Exception) as ei:
+            conn.prepare("SELEKT 1")
+        assert "1064" == getattr(ei.value, "code", "")
+        assert conn.query("SELECT 1, NULL") == [(b"1", None)]
+    finally:
+        conn.close()
