@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+from pathlib import Path
 from typing import Any
 
 import psutil
@@ -24,12 +25,41 @@ PROC_FIELDS = ("user_s", "system_s", "ctx_voluntary", "ctx_involuntary", "rss_by
                "write_bytes", "create_time")
 
 
+def thread_ctx_switches(pid: int, proc_root: Path = Path("/proc")) -> tuple[int, int] | None:
+    """(voluntary, involuntary) context switches summed over all threads of ``pid``.
+
+    /proc/PID/status counts only the main thread, which for a threaded server
+    (mysqld: one thread per connection) is nearly idle; each thread's own
+    counters are under /proc/PID/task/TID/status. Threads that exited are lost
+    (a small undercount between samples).
+    """
+    vol = invol = 0
+    try:
+        tasks = list((proc_root / str(pid) / "task").iterdir())
+    except OSError:
+        return None
+    for task in tasks:
+        try:
+            for line in (task / "status").read_text().splitlines():
+                if line.startswith("voluntary_ctxt_switches:"):
+                    vol += int(line.split()[1])
+                elif line.startswith("nonvoluntary_ctxt_switches:"):
+                    invol += int(line.split()[1])
+        except (OSError, ValueError, IndexError):
+            continue  # a thread that ended while we read
+    return vol, invol
+
+
 def _proc_row(p: psutil.Process) -> list[float] | None:
     """Raw counters of one process (None when it is gone or not readable)."""
     try:
         with p.oneshot():
             ct = p.cpu_times()
             cs = p.num_ctx_switches()
+            if p.num_threads() > 1:
+                summed = thread_ctx_switches(p.pid)
+                if summed is not None:
+                    cs = type(cs)(*summed)
             mem = p.memory_info()
             io = None
             with contextlib.suppress(psutil.AccessDenied, AttributeError):
@@ -68,6 +98,8 @@ class HostCollector(Collector):
                "per server process: " + ", ".join(PROC_FIELDS)),
         Metric("procs.client.<pid>", "s,count,bytes", "counter",
                "per workload client process: " + ", ".join(PROC_FIELDS)),
+        Metric("procs.collector.<pid>", "s,count,bytes", "counter",
+               "per dbdiag collector process and its children (perf): " + ", ".join(PROC_FIELDS)),
     )
 
     def probe(self) -> Probe:
@@ -122,5 +154,15 @@ class HostCollector(Collector):
                 if row is not None:
                     clients[str(pid)] = row
         rec["procs.client"] = clients
+        # dbdiag's own collector processes (and their perf children): measured so a
+        # report can tell their cost apart from the server's and the driver's.
+        own: dict[str, list[float]] = {}
+        getter = self.ctx.options.get("collector_pids")
+        for pid in (getter() if callable(getter) else []):
+            for proc in process_tree(pid):
+                row = _proc_row(proc)
+                if row is not None:
+                    own[str(proc.pid)] = row
+        rec["procs.collector"] = own
         rec["load1"] = os.getloadavg()[0]
         return rec

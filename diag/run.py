@@ -209,6 +209,7 @@ class Run:
         self.bundle = BundleWriter(self.path, secrets)
         self.results: list[dict[str, Any]] = []
         self.client_pids = SharedPids()
+        self.collector_pids = SharedPids(256)
         self.runtimes: list[TargetRuntime] = []
         self.step_plugins: list[Any] = []
         self.run_json: dict[str, Any] = {}
@@ -297,13 +298,14 @@ class Run:
             hc = HostCollector(CollectorContext(
                 target=self.runtimes[0].target, artifacts=self.bundle.path / "artifacts",
                 client_pids=self.client_pids,
-                options={"server_pids": {rt.target.label: rt.pid for rt in self.runtimes
+                options={"collector_pids": self.collector_pids, "server_pids": {rt.target.label: rt.pid for rt in self.runtimes
                                          if rt.pid and rt.target.is_local()}}))
             probes = probe_all([hc])
             self._record_probes(probes)
             if probes["host"].ok:
                 host = CollectorRunner(self.bundle, [hc])
                 host.start()
+                self.collector_pids.set(host.pids())
         try:
             for rt in self.runtimes:
                 runner = None
@@ -319,6 +321,7 @@ class Run:
                             self.say(f"dbdiag: note: {k}: {m}")
                     runner = CollectorRunner(self.bundle, [c for c in cols if probes[collector_key(c)].ok])
                     runner.start()
+                    self.collector_pids.set((host.pids() if host else []) + runner.pids())
                     self._wait_for_flush_counting(runner, rt)
                 try:
                     run_sweep(rt.target, self.opts.workloads, self.opts.driver, self.bundle,
@@ -326,6 +329,7 @@ class Run:
                 finally:
                     if runner:
                         runner.stop()
+                        self.collector_pids.set(host.pids() if host else [])
         finally:
             if host:
                 host.stop()

@@ -66,10 +66,12 @@ def step_resources(b: Bundle) -> list[dict[str, Any]]:
                 row["server_user_us_per_txn"] = srv[0] * 1e6 / txn
                 row["server_sys_us_per_txn"] = srv[1] * 1e6 / txn
                 row["server_ctx_per_txn"] = (srv[2] + srv[3]) / txn
-            if cli:
-                row["client_cpu_us_per_txn"] = (cli[0] + cli[1]) * 1e6 / txn
-            elif r.get("client_cpu_s") is not None:
+            # The driver's own measure covers exactly the measured window; the host series only
+            # knows the clients from the step's start, so its first interval lacks a baseline.
+            if r.get("client_cpu_s") is not None:
                 row["client_cpu_us_per_txn"] = r["client_cpu_s"] * 1e6 / txn
+            elif cli:
+                row["client_cpu_us_per_txn"] = (cli[0] + cli[1]) * 1e6 / txn
         out.append(row)
     return out
 
@@ -116,10 +118,10 @@ def build_view(b: Bundle, findings: list[dict[str, Any]]) -> dict[str, Any]:
         if any(v[0] + v[1] for _, v in srv):
             cpu_series.append((f"{lab} server", [(ts - t_origin, 100.0 * (v[0] + v[1]) / _dt_of(host, ts))
                                                  for ts, v in srv]))
-    cli = process_group_series(host, "client")
-    if any(v[0] + v[1] for _, v in cli):
-        cpu_series.append(("clients (driver)", [(ts - t_origin, 100.0 * (v[0] + v[1]) / _dt_of(host, ts))
-                                                for ts, v in cli]))
+    for group, name in (("client", "clients (driver)"), ("collector", "dbdiag collectors")):
+        grp = process_group_series(host, group)
+        if any(v[0] + v[1] for _, v in grp):
+            cpu_series.append((name, [(ts - t_origin, 100.0 * (v[0] + v[1]) / _dt_of(host, ts)) for ts, v in grp]))
     if cpu_series:
         charts["proc_cpu"] = line_chart(cpu_series, x_label="seconds since start",
                                         y_label="CPU (% of one core)", bands=bands)

@@ -64,7 +64,7 @@ def process_group_series(records: Sequence[dict[str, Any]], group: str, label: s
                          ) -> list[tuple[float, list[float]]]:
     """Per interval: [cpu_user_s, cpu_sys_s, ctx_vol, ctx_invol, rss, read_b, write_b] of a group.
 
-    ``group`` is "server" (with ``label``) or "client".
+    ``group`` is "server" (with ``label``), "client" or "collector".
     """
     out: list[tuple[float, list[float]]] = []
     prev: dict[str, Any] | None = None
