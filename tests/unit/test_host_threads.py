@@ -36,8 +36,8 @@ def test_live_threads_counted():
     t = threading.Thread(target=sleeper)
     t.start()
     time.sleep(0.3)
+    main_only = int([ln for ln in open(f"/proc/{os.getpid()}/status") if ln.startswith("voluntary")][0].split()[1])
+    summed = thread_ctx_switches(os.getpid())  # while the thread lives: an ended thread's counts are gone
     stop.set()
     t.join()
-    main_only = int([ln for ln in open(f"/proc/{os.getpid()}/status") if ln.startswith("voluntary")][0].split()[1])
-    summed = thread_ctx_switches(os.getpid())
     assert summed is not None and summed[0] > main_only + 50
