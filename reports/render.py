@@ -18,6 +18,7 @@ from diag.bundle import Bundle, BundleWriter, load_bundle, safe_name
 from reports.charts import fmt, line_chart
 from reports.findings import derive_findings
 from reports.sections import profiles, settings_diff, wait_profiles
+from reports.summary import scaling_knees, target_verdicts
 from reports.series import host_cpu_pct, process_group_series, window_sum
 
 TEMPLATES = Path(__file__).parent / "templates"
@@ -145,9 +146,29 @@ def build_view(b: Bundle, findings: list[dict[str, Any]]) -> dict[str, Any]:
         "charts": charts, "collectors": collectors, "events": b.events[-200:], "resources": step_resources(b),
         "waits": wait_profiles(b), "profiles": profiles(b), "settings_diff": settings_diff(b),
         "durability": durability,
+        "verdicts": target_verdicts(b, findings, durability, scaling_knees(b.results)),
+        "comparisons": _comparisons(b),
         "title": f"dbdiag report: {', '.join(run.get('workloads', []))} on "
                  f"{', '.join(t.get('label', '?') for t in targets)}",
     }
+
+
+def _comparisons(b: Bundle) -> list[dict[str, Any]]:
+    """Pairs of targets that ran the same step, with per-transaction differences and top symbols."""
+    from reports.compare import compare
+    from reports.sections import step_profile
+
+    items = compare(b)
+    by_step = {(r.get("target"), r.get("workload"), r.get("clients")): r for r in b.results}
+    for e in items:
+        for side in ("fast", "slow"):
+            row = by_step.get((e[side], e["workload"], e["clients"]))
+            prof = step_profile(b, row, with_flame=False) if row else None
+            syms = []
+            for k in (prof or {}).get("kinds", [])[:1]:  # the busiest process kind: the backends/connections
+                syms = [(s.symbol, s.percent) for s in k["rows"][:8]]
+            e[f"{side}_symbols"] = syms
+    return items
 
 
 def render_bundle(path: Path) -> Path:
