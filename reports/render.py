@@ -19,7 +19,7 @@ from reports.charts import fmt, line_chart
 from reports.findings import derive_findings
 from reports.sections import profiles, settings_diff, wait_profiles
 from reports.summary import scaling_knees, target_verdicts
-from reports.series import host_cpu_pct, process_group_series, window_sum
+from reports.series import counter_series, host_cpu_pct, process_group_series, window_sum
 
 TEMPLATES = Path(__file__).parent / "templates"
 
@@ -133,6 +133,25 @@ def build_view(b: Bundle, findings: list[dict[str, Any]]) -> dict[str, Any]:
     if scaling:
         charts["scaling"] = line_chart([(k, sorted(v)) for k, v in sorted(scaling.items())], x_label="clients",
                                        y_label="transactions/s", log_x=True, markers=True)
+    if host:
+        charts["ctx"] = line_chart([("context switches/s, whole machine",
+                                     [(t - t_origin, v) for t, v in counter_series(host, "ctx_switches")])],
+                                   x_label="seconds since start", y_label="context switches/s", bands=bands)
+    flush_lines = []
+    for name, recs in sorted(b.series_for("flush--").items()):
+        label = label_of.get(name.split("--", 1)[1], name.split("--", 1)[1])
+        for key, what in (("fs.sync_file", "file syncs"), ("syscalls.fdatasync", "fdatasync"),
+                          ("syscalls.fsync", "fsync")):
+            pts = [(t - t_origin, v) for t, v in counter_series(recs, key)]
+            if any(v for _, v in pts):
+                flush_lines.append((f"{label} {what}/s", pts))
+        devs = sorted({k for r in recs for k in r if k.startswith("device.") and k.endswith(".flushes")})
+        for key in devs:
+            flush_lines.append((f"{label} device {key.split('.')[1]} flushes/s",
+                                [(t - t_origin, v) for t, v in counter_series(recs, key)]))
+    if flush_lines:
+        charts["flushes"] = line_chart(flush_lines, x_label="seconds since start", y_label="flushes/s",
+                                       bands=bands)
     collectors = [{"name": k, **v} for k, v in sorted(run.get("collectors", {}).items())]
     durability: list[Any] = []
     try:
