@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from diag.bundle import Bundle
+from diag.bundle import Bundle, safe_name
 from reports.render import step_resources
 
 # Per-transaction quantities compared between sides, with their unit; larger is worse for all of them.
@@ -22,7 +22,62 @@ COMPARED = (
     ("server_sys_us_per_txn", "µs", "server system CPU per transaction"),
     ("client_cpu_us_per_txn", "µs", "client (driver) CPU per transaction"),
     ("server_ctx_per_txn", "switches", "server context switches per transaction"),
+    ("flush_calls_per_txn", "calls", "flush system calls per transaction"),
+    ("device_flushes_per_txn", "flushes", "device flushes per transaction (whole device)"),
+    ("log_bytes_per_txn", "bytes", "WAL / redo bytes per transaction"),
+    ("block_reads_per_txn", "pages", "buffer page reads per transaction (hits and misses)"),
+    ("disk_reads_per_txn", "pages", "pages read from outside the buffer pool per transaction"),
 )
+# Engine counters behind the per-transaction rows above: (series prefix, counter keys).
+ENGINE_COUNTERS = {
+    "log_bytes_per_txn": (("pg_stats", ("wal.wal_bytes",)), ("pg_stats", ("wal.lsn_bytes",)),
+                          ("my_status", ("status.Innodb_os_log_written",))),
+    "block_reads_per_txn": (("pg_stats", ("db.blks_hit", "db.blks_read")),
+                            ("my_status", ("status.Innodb_buffer_pool_read_requests",))),
+    "disk_reads_per_txn": (("pg_stats", ("db.blks_read",)), ("my_status", ("status.Innodb_buffer_pool_reads",))),
+    "flush_calls_per_txn": (("flush", ("fs.sync_file",)), ("flush", ("syscalls.fsync", "syscalls.fdatasync"))),
+}
+WAIT_SERIES = ("pg_waits", "my_waits")
+
+
+def engine_per_txn(b: Bundle, row: dict[str, Any]) -> dict[str, float]:
+    """Per-transaction engine counters and wait time by class over one step's window."""
+    from reports.durability_view import window_rate
+
+    out: dict[str, float] = {}
+    label = safe_name(str(row.get("target")))
+    t0, t1, tps = row.get("t_start"), row.get("t_end"), row.get("tps")
+    if not (t0 and t1 and tps):
+        return out
+    for metric, sources in ENGINE_COUNTERS.items():
+        for series, keys in sources:
+            rate = window_rate(b.series.get(f"{series}--{label}", []), keys, t0, t1)
+            if rate is not None:
+                out[metric] = rate / tps
+                break
+    dev = b.series.get(f"flush--{label}", [])
+    dkeys = sorted({k for r in dev[:3] for k in r if k.startswith("device.") and k.endswith(".flushes")})
+    if dkeys:
+        rate = window_rate(dev, dkeys, t0, t1)
+        if rate is not None:
+            out["device_flushes_per_txn"] = rate / tps
+    # Wait time per transaction by class: each ASH sample stands for (tick length x one backend), so
+    # class share x clients x 1 s / tps is that class's backend-seconds per transaction.
+    counts: dict[str, int] = {}
+    samples = ticks = 0
+    for name in WAIT_SERIES:
+        for r in b.series.get(f"{name}--{label}", []):
+            if t0 < r.get("t", 0) <= t1 + 0.5:
+                ticks += int(r.get("ticks") or 0)
+                samples += int(r.get("samples") or 0)
+                for k, v in (r.get("waits") or {}).items():
+                    cls = k.split(":", 1)[0] if ":" in k else k
+                    counts[cls] = counts.get(cls, 0) + int(v)
+    if samples and ticks:
+        backends_per_tick = samples / ticks
+        for cls, n in counts.items():
+            out[f"wait_us_per_txn.{cls}"] = 1e6 * (n / samples) * backends_per_tick / tps
+    return out
 
 
 def _steps(b: Bundle) -> list[dict[str, Any]]:
@@ -30,7 +85,7 @@ def _steps(b: Bundle) -> list[dict[str, Any]]:
     res = step_resources(b)
     out = []
     for r, extra in zip(b.results, res):
-        out.append({**r, **{k: v for k, v in extra.items() if k not in r}})
+        out.append({**r, **{k: v for k, v in extra.items() if k not in r}, **engine_per_txn(b, r)})
     return out
 
 
@@ -61,8 +116,13 @@ def explain_pair(fast: dict[str, Any], slow: dict[str, Any]) -> dict[str, Any]:
     p95f = (fast.get("latency_ms") or {}).get("p95")
     p95s = (slow.get("latency_ms") or {}).get("p95")
     diffs = []
-    for key, unit, what in COMPARED:
+    wait_keys = sorted({k for k in (*fast, *slow) if k.startswith("wait_us_per_txn.")})
+    compared = list(COMPARED) + [(k, "µs", f"time waiting on {k.split('.', 1)[1]} per transaction")
+                                 for k in wait_keys]
+    for key, unit, what in compared:
         vf, vs = fast.get(key), slow.get(key)
+        if key.startswith("wait_us_per_txn."):
+            vf, vs = vf or 0.0, vs or 0.0  # a class never sampled on one side waited ~0 there
         if vf is None or vs is None:
             continue
         diffs.append({"metric": key, "what": what, "unit": unit, "fast": vf, "slow": vs, "difference": vs - vf,
