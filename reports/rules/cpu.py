@@ -110,6 +110,7 @@ class CpuUse:
     server_ctx_invol: float
     client_cores: float | None
     host_ctx: float | None
+    collector_cores: float | None = None  # dbdiag's own collectors and their perf children
 
     @property
     def busy_cores(self) -> float:
@@ -117,7 +118,8 @@ class CpuUse:
 
     @property
     def others_cores(self) -> float:
-        return max(0.0, self.busy_cores - (self.server_cores or 0.0) - (self.client_cores or 0.0))
+        return max(0.0, self.busy_cores - (self.server_cores or 0.0) - (self.client_cores or 0.0)
+                   - (self.collector_cores or 0.0))
 
 
 def cpu_use(b: Bundle, step: Step) -> CpuUse | None:
@@ -131,7 +133,8 @@ def cpu_use(b: Bundle, step: Step) -> CpuUse | None:
     busy = total = span = cli_span = ctx = 0.0
     srv = [0.0] * 7
     cli = [0.0] * 7
-    have_srv = have_cli = False
+    own = [0.0] * 7
+    have_srv = have_cli = have_own = False
     for prev, cur in zip(recs, recs[1:]):
         dt = cur["t"] - prev["t"]
         overlap = min(cur["t"], step.t1) - max(prev["t"], step.t0)
@@ -157,13 +160,18 @@ def cpu_use(b: Bundle, step: Step) -> CpuUse | None:
             have_cli = True
             cli_span += overlap
             cli = [a + w * x for a, x in zip(cli, group_deltas(pc, cur["procs.client"], prev["t"]))]
+        po = prev.get("procs.collector") or {}
+        if cur.get("procs.collector") and po:
+            have_own = True
+            own = [a + w * x for a, x in zip(own, group_deltas(po, cur["procs.collector"], prev["t"]))]
     ncpu = int(recs[-1].get("ncpu") or 0) if recs else 0
     if span <= 0 or total <= 0 or ncpu <= 0:
         return None
     return CpuUse(ncpu=ncpu, span_s=span, host_busy=busy / total,
                   server_cores=(srv[0] + srv[1]) / span if have_srv else None, server_user_s=srv[0],
                   server_sys_s=srv[1], server_ctx_vol=srv[2], server_ctx_invol=srv[3],
-                  client_cores=(cli[0] + cli[1]) / cli_span if have_cli else None, host_ctx=ctx)
+                  client_cores=(cli[0] + cli[1]) / cli_span if have_cli else None, host_ctx=ctx,
+                  collector_cores=(own[0] + own[1]) / span if have_own else None)
 
 
 def _delta(prev: Mapping[str, Any], cur: Mapping[str, Any], key: str) -> float | None:
@@ -327,8 +335,12 @@ def host_contention(b: Bundle) -> list[Finding]:
             continue
         ev = _cpu_evidence(u, step)
         ev["other_processes_cpu_pct"] = num(100 * share)
-        ev["note"] = ("other processes = machine busy CPU - server - clients; dbdiag's own collectors and "
-                      "profiler are among them (not measured apart)")
+        if u.collector_cores is not None:
+            ev["dbdiag_collectors_cpu_cores"] = num(u.collector_cores, 2)
+            ev["note"] = "other processes = machine busy CPU - server - clients - dbdiag's collectors"
+        else:
+            ev["note"] = ("other processes = machine busy CPU - server - clients; this bundle does not measure "
+                          "dbdiag's own collectors apart, so they are among them")
         out.append(step.finding(
             "host_contention", "warning",
             f"Other processes used {num(u.others_cores, 2)} of {u.ncpu} CPUs during the step", ev,
