@@ -52,6 +52,33 @@ class FilteringRunner(CollectorRunner):
     def __init__(self, bundle: Any, collectors: list[Any]) -> None:
         super().__init__(bundle, [c for c in collectors if c.name not in EXCLUDE])
 
+    def stop(self) -> None:
+        # CPU each collector process (and its live children, e.g. flush's perf) used so far, read just
+        # before the stop; the kernel-side cost perf's counting adds to the server is not in here.
+        for r in self.running:
+            if r.process.pid:
+                COLLECTOR_CPU[r.key.split("--")[0]] = round(COLLECTOR_CPU.get(r.key.split("--")[0], 0.0)
+                                                            + _tree_cpu(r.process.pid), 3)
+        super().stop()
+
+
+COLLECTOR_CPU: dict[str, float] = {}
+
+
+def _tree_cpu(pid: int) -> float:
+    """utime+stime+cutime+cstime of pid plus utime+stime of its live children, in seconds."""
+    ticks = 0
+    for proc in Path("/proc").glob("[0-9]*"):
+        try:
+            st = (proc / "stat").read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        if int(proc.name) == pid:
+            ticks += sum(int(x) for x in st[11:15])
+        elif int(st[1]) == pid:
+            ticks += int(st[11]) + int(st[12])
+    return ticks / os.sysconf("SC_CLK_TCK")
+
 
 drun.CollectorRunner = FilteringRunner  # type: ignore[misc]  # only inside this script's process
 
@@ -67,6 +94,7 @@ def one_run(srv: servers.ThrowawayServer, collect: bool, clients: int, args: arg
         opts = drun.RunOptions(targets=[srv.dsn()], workloads=["point-select"], driver=drv, out=Path(d) / "b",
                                name="collectors-overhead", collect=collect, profile=False, render=False)
         log = io.StringIO()
+        COLLECTOR_CPU.clear()
         s0, c0 = server_cpu(srv), _children_cpu()
         run = drun.Run(opts, out=log)
         run.execute()
@@ -78,18 +106,30 @@ def one_run(srv: servers.ThrowawayServer, collect: bool, clients: int, args: arg
         if ev.exists():
             events = [json.loads(x) for x in ev.read_text().splitlines() if '"collector_off"' in x]
     txns = max(res["transactions"], 1)
-    # Children CPU covers the clients and (when ON) the collector processes and their perf; the clients'
-    # own CPU is in the result row. Whole-run figures (warmup and start-up included), per measured txn.
+    # Children CPU covers the clients (warmup and connection included) and, when ON, the collector
+    # processes and their perf; client_cpu_s of the result row is the measured part only. So "other
+    # children" is the clients' warmup/start-up in both sides plus the collectors in ON.
     other = max(0.0, (c1 - c0) - res["client_cpu_s"])
-    return {"collect": collect, "tps": res["tps"], "transactions": res["transactions"],
+    return {"collect": collect, "tps": res["tps"], "duration_s": args.duration, "warmup_s": args.warmup, "transactions": res["transactions"],
             "client_us_per_txn": round(res["client_cpu_s"] / txns * 1e6, 2),
             "server_cpu_s_whole_run": round(s1 - s0, 2),
-            "collectors_cpu_s_whole_run": round(other, 2),
+            "other_children_cpu_s_whole_run": round(other, 2),
+            "cpu_s_by_collector": dict(COLLECTOR_CPU),
             "collectors_started": sorted(k for k, p in probes.items() if p.get("ok")
                                          and k.split("--")[0] not in EXCLUDE) if collect else [],
             "collectors_unavailable": {k: p.get("reason") for k, p in probes.items() if not p.get("ok")},
             "collector_off_events": [e.get("message", e) for e in events],
             "driver": res.get("driver")}
+
+
+def _per_txn(row: dict, what: str) -> float:
+    """µs per transaction; whole-run CPU (server, collectors) over the transactions scaled to the whole
+    warmup + measured time, since only the measured part's transactions are counted."""
+    if what == "client":
+        return row["client_us_per_txn"]
+    n = row["transactions"] * (row["duration_s"] + row["warmup_s"]) / row["duration_s"]
+    key = "server_cpu_s_whole_run" if what == "server" else "other_children_cpu_s_whole_run"
+    return round(row[key] / max(n, 1) * 1e6, 2)
 
 
 def engine_section(engine: str, args: argparse.Namespace, report: dict) -> None:
@@ -112,7 +152,8 @@ def engine_section(engine: str, args: argparse.Namespace, report: dict) -> None:
                    "ratio_on_off": round(got[True]["tps"] / got[False]["tps"], 4)}
             rounds.append(row)
             print(engine, r + 1, "off", got[False]["tps"], "on", got[True]["tps"], "ratio", row["ratio_on_off"],
-                  "collectors cpu s", got[True]["collectors_cpu_s_whole_run"], flush=True)
+                  "other children cpu s", got[True]["other_children_cpu_s_whole_run"], got[True]["cpu_s_by_collector"],
+                  flush=True)
         ratios = [x["ratio_on_off"] for x in rounds]
         report[engine] = {"server": f"throwaway {product}, default settings", "clients": n,
                           "exclude": sorted(EXCLUDE), "rounds": rounds,
@@ -120,9 +161,16 @@ def engine_section(engine: str, args: argparse.Namespace, report: dict) -> None:
                           "tps_on_median": statistics.median(x["on"]["tps"] for x in rounds),
                           "ratio_median": statistics.median(ratios), "ratio_min": min(ratios),
                           "ratio_max": max(ratios),
-                          "collectors_cpu_s_median": statistics.median(
-                              x["on"]["collectors_cpu_s_whole_run"] for x in rounds),
-                          "collectors_started": rounds[0]["on"]["collectors_started"]}
+                          "other_children_cpu_s_median": statistics.median(
+                              x["on"]["other_children_cpu_s_whole_run"] for x in rounds),
+                          "collectors_started": rounds[0]["on"]["collectors_started"],
+                          "cpu_s_by_collector_median": {
+                              k: statistics.median(x["on"]["cpu_s_by_collector"].get(k, 0.0) for x in rounds)
+                              for k in rounds[0]["on"]["cpu_s_by_collector"]},
+                          "us_per_txn_median": {
+                              side: {what: statistics.median(_per_txn(x[side], what) for x in rounds)
+                                     for what in ("client", "server", "other_children")}
+                              for side in ("off", "on")}}
     finally:
         srv.stop()
 
@@ -136,7 +184,8 @@ def summarize(report: dict) -> str:
         lines.append(f"{eng} ({s['server']}), {s['clients']} clients: OFF {s['tps_off_median']:,.0f} TPS, "
                      f"ON {s['tps_on_median']:,.0f} TPS, ratio ON/OFF median {s['ratio_median']:.3f} "
                      f"(range {s['ratio_min']:.3f}-{s['ratio_max']:.3f}); collectors "
-                     f"{', '.join(s['collectors_started'])}; excluded {s['exclude'] or 'none'}")
+                     f"{', '.join(s['collectors_started'])}; excluded {s['exclude'] or 'none'}; "
+                     f"CPU s by collector {s['cpu_s_by_collector_median']}; µs/txn {s['us_per_txn_median']}")
     return "\n".join(lines)
 
 

@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TextIO
 
-from collectors.base import Collector, CollectorContext
+from collectors.base import Collector, CollectorContext, Probe
 from collectors.host import HostCollector
 from collectors.runner import CollectorRunner, collector_key, probe_all
 from diag import __version__, servers
@@ -159,10 +159,14 @@ def target_collectors(rt: TargetRuntime, artifacts: Path, opts: RunOptions) -> l
     ctx = CollectorContext(target=rt.target, artifacts=artifacts, server_pid=rt.pid, data_dir=rt.data_dir,
                            options={"flush_capability": opts.flush_capability})
     cols = [cls(ctx) for cls in classes]
-    with contextlib.suppress(ImportError):
-        from collectors.flush import FlushCollector
+    # Flush tracing (perf counting syscall tracepoints) slows every system call on the machine: on
+    # point-select at saturation it cost 7% TPS here (BENCHMARKS.md, collector overhead), and a read-only
+    # workload issues no commit flushes worth counting. So it runs only when a write workload does.
+    if set(opts.workloads) & WRITE_WORKLOADS:
+        with contextlib.suppress(ImportError):
+            from collectors.flush import FlushCollector
 
-        cols.append(FlushCollector(ctx))
+            cols.append(FlushCollector(ctx))
     return cols
 
 
@@ -312,6 +316,10 @@ class Run:
                 if self.opts.collect:
                     cols = target_collectors(rt, self.bundle.path / "artifacts", self.opts)
                     probes = probe_all(cols)
+                    if not set(self.opts.workloads) & WRITE_WORKLOADS:
+                        self._record_probes({f"flush--{rt.target.label}": Probe(
+                            False, "flush tracing runs only with a write workload (insert, read-write, tpcc, "
+                            "custom): its perf counting costs read-only throughput and there are no commits")})
                     self._record_probes(probes)
                     for k, p in probes.items():
                         if not p.ok:
