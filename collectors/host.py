@@ -19,6 +19,8 @@ from typing import Any
 import psutil
 
 from collectors.base import Collector, Metric, Probe
+from collectors.diskstats import read_diskstats
+from diag.errors import ParseError
 
 CPU_FIELDS = ("user", "nice", "system", "idle", "iowait", "irq", "softirq", "steal")
 PROC_FIELDS = ("user_s", "system_s", "ctx_voluntary", "ctx_involuntary", "rss_bytes", "read_bytes",
@@ -94,6 +96,8 @@ class HostCollector(Collector):
         Metric("mem.available", "bytes", "gauge", "memory available"),
         Metric("disk.<dev>.{reads,writes,read_bytes,write_bytes,busy_ms}", "count/bytes/ms", "counter",
                "per block device, from psutil"),
+        Metric("disk.<dev>.{flushes,flush_ms}", "count/ms", "counter",
+               "flush requests completed and time flushing, per block device (/proc/diskstats, kernel 5.5+)"),
         Metric("procs.server.<label>.<pid>", "s,count,bytes", "counter",
                "per server process: " + ", ".join(PROC_FIELDS)),
         Metric("procs.client.<pid>", "s,count,bytes", "counter",
@@ -136,6 +140,12 @@ class HostCollector(Collector):
                 rec[f"disk.{dev}.read_bytes"] = d.read_bytes
                 rec[f"disk.{dev}.write_bytes"] = d.write_bytes
                 rec[f"disk.{dev}.busy_ms"] = getattr(d, "busy_time", 0)
+        with contextlib.suppress(OSError, ParseError):
+            # psutil has no flush counters; the kernel's /proc/diskstats has them from 5.5 on.
+            for dev, st in read_diskstats().items():
+                if st.flushes_completed is not None and not dev.startswith(("loop", "ram")):
+                    rec[f"disk.{dev}.flushes"] = st.flushes_completed
+                    rec[f"disk.{dev}.flush_ms"] = st.flush_time_ms
         server: dict[str, dict[str, list[float]]] = {}
         for label, pid in self._server_pids().items():
             rows = {}
