@@ -133,6 +133,12 @@ def build_view(b: Bundle, findings: list[dict[str, Any]]) -> dict[str, Any]:
     if scaling:
         charts["scaling"] = line_chart([(k, sorted(v)) for k, v in sorted(scaling.items())], x_label="clients",
                                        y_label="transactions/s", log_x=True, markers=True)
+        p95s: dict[str, list[tuple[float, float | None]]] = {}
+        for r in b.results:
+            p95s.setdefault(f"{r.get('target')} {r.get('workload')}", []).append(
+                (r.get("clients", 0), (r.get("latency_ms") or {}).get("p95")))
+        charts["scaling_p95"] = line_chart([(k, sorted(v)) for k, v in sorted(p95s.items())], x_label="clients",
+                                           y_label="p95 latency (ms)", log_x=True, markers=True)
     if host:
         charts["ctx"] = line_chart([("context switches/s, whole machine",
                                      [(t - t_origin, v) for t, v in counter_series(host, "ctx_switches")])],
