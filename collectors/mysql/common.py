@@ -1,4 +1,4 @@
-"""What the MySQL / MariaDB collectors share: sessions, switchable parts, number parsing.
+"""What the MySQL / MariaDB collectors share: a base class, sessions, switchable parts, number parsing.
 
 A *part* is one source inside a collector (INNODB STATUS, INNODB_TRX,
 performance_schema...). When the server refuses it for a reason that will not
@@ -10,10 +10,12 @@ the report can say "not collected: needs PROCESS" instead of an empty chart.
 
 from __future__ import annotations
 
+import abc
 import re
 from collections.abc import Callable
-from typing import Any, TypeVar
+from typing import Any, ClassVar, TypeVar
 
+from collectors.base import Collector, CollectorContext, Probe
 from collectors.mysql.queries import SqlUnavailable, pick_sql
 from diag.db import Session
 from diag.errors import DbError
@@ -25,6 +27,7 @@ T = TypeVar("T")
 PERMANENT_KINDS = ("privilege", "undefined", "unsupported")
 GRANT_PROCESS = "GRANT PROCESS ON *.* TO {user}"
 GRANT_PS = "GRANT SELECT ON performance_schema.* TO {user}"
+CONNECT_HINT = "check the DSN, that the server runs, and the user's password"
 
 _INT_RE = re.compile(r"^-?\d+$")
 _FLOAT_RE = re.compile(r"^-?\d+\.\d+(?:[eE][-+]?\d+)?$")
@@ -124,6 +127,55 @@ class Parts:
             if h and h not in seen:
                 seen.append(h)
         return "; ".join(seen)
+
+
+class MyCollector(Collector):
+    """Base of the MySQL / MariaDB collectors: one catalog session and the switchable parts in ``hints``.
+
+    ``probe`` opens a throwaway session and hands it, with fresh parts that
+    know the account for GRANT hints, to :meth:`check`; ``start`` opens the
+    collector's own session (bounded by ``statement_timeout_ms``) and ``stop``
+    closes it.
+    """
+
+    engines = ("mysql",)
+    hints: ClassVar[dict[str, str]] = {}
+    statement_timeout_ms: ClassVar[int] = 2000
+
+    def __init__(self, ctx: CollectorContext) -> None:
+        super().__init__(ctx)
+        self.session: Session | None = None
+        self.parts = Parts(self.hints)
+
+    def probe(self) -> Probe:
+        try:
+            s = open_session(self.ctx.target)
+        except DbError as e:
+            return Probe(False, str(e), CONNECT_HINT)
+        try:
+            return self.check(s, Parts(self.hints, current_user(s)))
+        finally:
+            s.close()
+
+    @abc.abstractmethod
+    def check(self, s: Session, parts: Parts) -> Probe:
+        """The probe's answer, from what ``s`` allows; ``parts`` is this probe's own (not ``self.parts``)."""
+
+    def start(self) -> None:
+        self.session = open_session(self.ctx.target, statement_timeout_ms=self.statement_timeout_ms)
+        self.parts.user = current_user(self.session)
+
+    def note_parts_off(self, rec: dict[str, Any]) -> None:
+        """Put the parts switched off since the last record into ``rec["parts_off"]`` (none: no key)."""
+        off = self.parts.unsaid()
+        if off:
+            rec["parts_off"] = off
+
+    def stop(self) -> list[dict[str, Any]] | None:
+        if self.session is not None:
+            self.session.close()
+            self.session = None
+        return None
 
 
 def query_named(s: Session, name: str) -> list[dict[str, Any]]:

@@ -31,10 +31,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from collectors.base import Collector, CollectorContext, Metric, Probe
-from collectors.mysql.common import GRANT_PS, Parts, current_user, open_session, query_named
+from collectors.base import CollectorContext, Metric, Probe
+from collectors.mysql.common import GRANT_PS, MyCollector, Parts, query_named
 from diag.db import Session
-from diag.errors import DbError
 
 HINTS = {"changed": GRANT_PS}
 REQUIRED = ("innodb_flush_log_at_trx_commit", "sync_binlog", "log_bin", "innodb_doublewrite", "innodb_flush_method",
@@ -61,12 +60,12 @@ def _changed(s: Session) -> dict[str, dict[str, str | None]]:
             for r in query_named(s, "settings_changed")}
 
 
-class MySettingsCollector(Collector):
+class MySettingsCollector(MyCollector):
     """Durability settings and every setting changed from its default, with the server version."""
 
     name = "my_settings"
     interval_s = 5.0
-    engines = ("mysql",)
+    hints = HINTS
     metrics = (
         Metric("durability.<name>", "text", "gauge", "durability-related global variables (values as text)"),
         Metric("changed.<name>", "text", "gauge", "global variables that differ from the compiled default: "
@@ -75,30 +74,16 @@ class MySettingsCollector(Collector):
 
     def __init__(self, ctx: CollectorContext) -> None:
         super().__init__(ctx)
-        self.session: Session | None = None
-        self.parts = Parts(HINTS)
         self.last: dict[str, Any] | None = None
 
-    def probe(self) -> Probe:
-        try:
-            s = open_session(self.ctx.target)
-        except DbError as e:
-            return Probe(False, str(e), "check the DSN, that the server runs, and the user's password")
-        try:
-            parts = Parts(HINTS, current_user(s))
-            dur = _durability(s)
-            absent = [n for n in REQUIRED if n not in dur]
-            parts.call("changed", lambda: _changed(s))
-            missing = list(parts.missing())
-            if absent:
-                missing.append(f"durability: not on this server: {', '.join(absent)}")
-            return Probe(True, missing=tuple(missing), hint=parts.hint())
-        finally:
-            s.close()
-
-    def start(self) -> None:
-        self.session = open_session(self.ctx.target)
-        self.parts.user = current_user(self.session)
+    def check(self, s: Session, parts: Parts) -> Probe:
+        dur = _durability(s)
+        absent = [n for n in REQUIRED if n not in dur]
+        parts.call("changed", lambda: _changed(s))
+        missing = list(parts.missing())
+        if absent:
+            missing.append(f"durability: not on this server: {', '.join(absent)}")
+        return Probe(True, missing=tuple(missing), hint=parts.hint())
 
     def snapshot(self) -> dict[str, Any]:
         """The current settings as a record (without ``snapshot`` / ``changed_now``)."""
@@ -123,16 +108,8 @@ class MySettingsCollector(Collector):
             if not moved:
                 return None
             rec["snapshot"], rec["changed_now"] = "change", moved
-        off = self.parts.unsaid()
-        if off:
-            rec["parts_off"] = off
+        self.note_parts_off(rec)
         return rec
-
-    def stop(self) -> None:
-        if self.session is not None:
-            self.session.close()
-            self.session = None
-        return None
 
 
 def _moved(old: dict[str, Any], new: dict[str, Any]) -> set[str]:

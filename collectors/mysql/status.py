@@ -32,13 +32,11 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
-from collectors.base import Collector, CollectorContext, Metric, Probe
-from collectors.mysql.common import (GRANT_PROCESS, Parts, current_user, open_session, query_named,
-                                     redact_sql_secrets, to_number)
+from collectors.base import CollectorContext, Metric, Probe
+from collectors.mysql.common import GRANT_PROCESS, MyCollector, Parts, query_named, redact_sql_secrets, to_number
 from collectors.mysql.innodb_status import FIELD_SPECS, parse_innodb_status
 from diag.bundle import safe_name
 from diag.db import Session
-from diag.errors import DbError
 
 ARTIFACT_EVERY = 10  # keep the raw INNODB STATUS text of every Nth sample
 ARTIFACT_MAX_BYTES = 32 * 1024 * 1024
@@ -144,7 +142,7 @@ def _metrics(s: Session) -> dict[str, Any]:
     return out
 
 
-class MyStatusCollector(Collector):
+class MyStatusCollector(MyCollector):
     """SHOW GLOBAL STATUS (all numeric values), SHOW ENGINE INNODB STATUS parsed, INNODB_METRICS log counters.
 
     Works with no privilege for the status counters; INNODB STATUS and
@@ -153,7 +151,7 @@ class MyStatusCollector(Collector):
 
     name = "my_status"
     interval_s = 1.0
-    engines = ("mysql",)
+    hints = HINTS
     metrics = (
         *(Metric(f"status.{n}", u, k, d) for n, u, k, d in _STATUS_METRICS),  # type: ignore[arg-type]
         *(Metric(f"innodb.{f.name}", f.unit, f.kind, f.description) for f in FIELD_SPECS),  # type: ignore[arg-type]
@@ -165,37 +163,23 @@ class MyStatusCollector(Collector):
 
     def __init__(self, ctx: CollectorContext) -> None:
         super().__init__(ctx)
-        self.session: Session | None = None
-        self.parts = Parts(HINTS)
         self.archive = InnodbStatusArchive(ctx.artifacts, ctx.target.label)
         self.n = 0
         self._said_errors: set[str] = set()
 
-    def probe(self) -> Probe:
-        try:
-            s = open_session(self.ctx.target)
-        except DbError as e:
-            return Probe(False, str(e), "check the DSN, that the server runs, and the user's password")
-        try:
-            parts = Parts(HINTS, current_user(s))
-            rec = _status(s)
-            if not rec:
-                return Probe(False, "SHOW GLOBAL STATUS returned nothing", "check the server")
-            parts.call("innodb_status", lambda: _innodb_text(s))
-            metrics = parts.call("innodb_metrics", lambda: _metrics(s)) or {}
-            rec.update(metrics)
-            missing = list(parts.missing())
-            counter, note = log_fsync_counter(rec)
-            if counter != "status.Innodb_os_log_fsyncs":
-                missing.append(f"Innodb_os_log_fsyncs: absent on {s.product} {s.version_text.split('-')[0]}; "
-                               f"using {counter or 'nothing'}: {note}")
-            return Probe(True, missing=tuple(missing), hint=parts.hint())
-        finally:
-            s.close()
-
-    def start(self) -> None:
-        self.session = open_session(self.ctx.target)
-        self.parts.user = current_user(self.session)
+    def check(self, s: Session, parts: Parts) -> Probe:
+        rec = _status(s)
+        if not rec:
+            return Probe(False, "SHOW GLOBAL STATUS returned nothing", "check the server")
+        parts.call("innodb_status", lambda: _innodb_text(s))
+        metrics = parts.call("innodb_metrics", lambda: _metrics(s)) or {}
+        rec.update(metrics)
+        missing = list(parts.missing())
+        counter, note = log_fsync_counter(rec)
+        if counter != "status.Innodb_os_log_fsyncs":
+            missing.append(f"Innodb_os_log_fsyncs: absent on {s.product} {s.version_text.split('-')[0]}; "
+                           f"using {counter or 'nothing'}: {note}")
+        return Probe(True, missing=tuple(missing), hint=parts.hint())
 
     def sample(self) -> dict[str, Any]:
         s = self.session
@@ -208,9 +192,7 @@ class MyStatusCollector(Collector):
             self._innodb(rec, text, now)
         if self.n == 0:
             rec["log_fsync_counter"], rec["log_fsync_note"] = log_fsync_counter(rec)
-        off = self.parts.unsaid()
-        if off:
-            rec["parts_off"] = off
+        self.note_parts_off(rec)
         self.n += 1
         return rec
 
@@ -230,9 +212,3 @@ class MyStatusCollector(Collector):
             elif self.archive.full:
                 self.parts.switch_off("innodb_status_text", f"{self.archive.relative} reached "
                                       f"{self.archive.max_bytes // 2**20} MiB; later raw texts are not kept", hint="")
-
-    def stop(self) -> None:
-        if self.session is not None:
-            self.session.close()
-            self.session = None
-        return None

@@ -60,8 +60,8 @@ from collections import Counter
 from collections.abc import Iterable
 from typing import Any
 
-from collectors.base import Collector, CollectorContext, Metric, Probe
-from collectors.mysql.common import GRANT_PROCESS, GRANT_PS, Parts, current_user, open_session, query_named
+from collectors.base import CollectorContext, Metric, Probe
+from collectors.mysql.common import GRANT_PROCESS, GRANT_PS, MyCollector, Parts, query_named
 from collectors.mysql.queries import MARKER
 from diag.db import Session
 from diag.errors import DbError
@@ -185,12 +185,13 @@ class _Plan:
             parts.switch_off("processlist", "without PROCESS only this user's own threads are visible")
 
 
-class MyWaitsCollector(Collector):
+class MyWaitsCollector(MyCollector):
     """ASH-like wait profile of client threads at 10 Hz, and performance_schema wait summaries."""
 
     name = "my_waits"
     interval_s = TICK_S
-    engines = ("mysql",)
+    hints = HINTS
+    statement_timeout_ms = 1000
     metrics = (
         Metric("samples", "thread-samples", "gauge", "(thread, tick) pairs counted in waits this second"),
         Metric("ticks", "ticks", "gauge", "sampling rounds this second (10 at 10 Hz)"),
@@ -204,8 +205,6 @@ class MyWaitsCollector(Collector):
 
     def __init__(self, ctx: CollectorContext) -> None:
         super().__init__(ctx)
-        self.session: Session | None = None
-        self.parts = Parts(HINTS)
         self.plan: _Plan | None = None
         self._reset(time.monotonic())
         self._last_summary: dict[str, tuple[int, int]] = {}
@@ -221,21 +220,13 @@ class MyWaitsCollector(Collector):
         self.waits: Counter[str] = Counter()
         self.cpu_states: Counter[str] = Counter()
 
-    def probe(self) -> Probe:
-        try:
-            s = open_session(self.ctx.target)
-        except DbError as e:
-            return Probe(False, str(e), "check the DSN, that the server runs, and the user's password")
-        try:
-            parts = Parts(HINTS, current_user(s))
-            _Plan(s, parts)
-            return Probe(True, missing=parts.missing(), hint=parts.hint())
-        finally:
-            s.close()
+    def check(self, s: Session, parts: Parts) -> Probe:
+        _Plan(s, parts)
+        return Probe(True, missing=parts.missing(), hint=parts.hint())
 
     def start(self) -> None:
-        self.session = open_session(self.ctx.target, statement_timeout_ms=1000)
-        self.parts.user = current_user(self.session)
+        super().start()
+        assert self.session is not None
         self.plan = _Plan(self.session, self.parts)
         self.source = self.plan.source
         self._reset(time.monotonic())
@@ -288,9 +279,7 @@ class MyWaitsCollector(Collector):
             summary, full = self._summary(s)
             if summary or full:
                 rec["summary"], rec["summary_full"] = summary, full
-        off = self.parts.unsaid()
-        if off:
-            rec["parts_off"] = off
+        self.note_parts_off(rec)
         self.records += 1
         return rec
 
@@ -306,10 +295,6 @@ class MyWaitsCollector(Collector):
         return rec
 
     def stop(self) -> list[dict[str, Any]] | None:
-        out = None
-        if self.session is not None:
-            if self.ticks:
-                out = [self._record(self.session)]
-            self.session.close()
-            self.session = None
+        out = [self._record(self.session)] if self.session is not None and self.ticks else None
+        super().stop()
         return out

@@ -10,7 +10,7 @@ samples in the step's window: the share of the backends' time spent there.
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -159,32 +159,48 @@ def _base_evidence(p: WaitProfile, cls: str, label: str) -> dict[str, Any]:
     }
 
 
+def _steps_over(b: Bundle, cls: str, threshold: float, label: str
+                ) -> Iterator[tuple[Step, WaitProfile, float, dict[str, Any]]]:
+    """(step, profile, share, evidence) of each step whose wait class ``cls`` takes at least ``threshold``.
+
+    Steps with fewer than :data:`MIN_WAIT_SAMPLES` samples are left out. The
+    evidence starts as :func:`_base_evidence` with ``label`` naming the class's
+    waits; the rule adds its own counters to it.
+    """
+    for step in steps(b):
+        p = wait_profile(b, step)
+        if p is None or p.samples < MIN_WAIT_SAMPLES or p.share(cls) < threshold:
+            continue
+        yield step, p, p.share(cls), _base_evidence(p, cls, label)
+
+
+def _wait_finding(step: Step, category: str, title: str, ev: dict[str, Any], advice: str,
+                  share: float) -> Finding:
+    """A wait rule's finding: a warning whose impact is the class's share of the backends' time."""
+    return step.finding(category, "warning", title, ev, advice, share, share=share)
+
+
 # --------------------------------------------------------------------------- lock_contention
 
 
 def lock_contention(b: Bundle) -> list[Finding]:
     """Row / transaction lock waits take at least :data:`LOCK_SHARE` of the backends' time."""
     out: list[Finding] = []
-    for step in steps(b):
-        p = wait_profile(b, step)
-        if p is None or p.samples < MIN_WAIT_SAMPLES or p.share("lock") < LOCK_SHARE:
-            continue
-        share = p.share("lock")
+    for step, p, share, ev in _steps_over(b, "lock", LOCK_SHARE, "lock_waits"):
         top = p.keys_of("lock")[0][0]
-        ev = _base_evidence(p, "lock", "lock_waits")
         ev.update(_lock_counters(b, step))
         if step.row.get("retries"):
             ev["retries"] = int(step.row["retries"])
         errors = step.row.get("errors") or {}
         if isinstance(errors, dict) and errors:
             ev["errors"] = ", ".join(f"{k}: {v}" for k, v in sorted(errors.items()))
-        out.append(step.finding(
-            "lock_contention", "warning", f"Lock waits take {pct(share)} of backend time ({top})", ev,
+        out.append(_wait_finding(
+            step, "lock_contention", f"Lock waits take {pct(share)} of backend time ({top})", ev,
             "Transactions queue for the same rows. Keep the transactions that write them short: no client "
             "round trips, sleeps or slow statements between the write and COMMIT; take the hot row last; "
             "spread a hot counter over several rows; for work queues use SELECT ... FOR UPDATE SKIP LOCKED. "
             "More clients will not raise throughput while this lock is the bottleneck.",
-            share, share=share))
+            share))
     return out
 
 
@@ -216,20 +232,15 @@ def _lock_counters(b: Bundle, step: Step) -> dict[str, Any]:
 def latch_contention(b: Bundle) -> list[Finding]:
     """LWLock / InnoDB mutex and rw-lock waits take at least :data:`LATCH_SHARE` of the backends' time."""
     out: list[Finding] = []
-    for step in steps(b):
-        p = wait_profile(b, step)
-        if p is None or p.samples < MIN_WAIT_SAMPLES or p.share("latch") < LATCH_SHARE:
-            continue
-        share = p.share("latch")
+    for step, p, share, ev in _steps_over(b, "latch", LATCH_SHARE, "latch_waits"):
         top = p.keys_of("latch")[0][0]
-        ev = _base_evidence(p, "latch", "latch_waits")
         ev.update(_innodb_semaphores(b, step))
         advice = ("Backends queue on an internal latch, not on rows. " + _LATCH_ADVICE.get(
             top.lower(), "Look at which structure the latch protects (the top waits above) and at the top "
                          "symbols of the CPU profile; fewer concurrent clients (a connection pool sized near the "
                          "CPU count) usually raises throughput under latch contention."))
-        out.append(step.finding("latch_contention", "warning", f"Latch waits take {pct(share)} of backend time ({top})",
-                                ev, advice, share, share=share))
+        out.append(_wait_finding(step, "latch_contention", f"Latch waits take {pct(share)} of backend time ({top})",
+                                 ev, advice, share))
     return out
 
 
@@ -267,12 +278,7 @@ def commit_flush_bound(b: Bundle) -> list[Finding]:
     """Waits for the WAL / redo flush at commit take at least :data:`FLUSH_SHARE` of the backends' time."""
     out: list[Finding] = []
     flushes = _flushes_per_commit(b)
-    for step in steps(b):
-        p = wait_profile(b, step)
-        if p is None or p.samples < MIN_WAIT_SAMPLES or p.share("commit_flush") < FLUSH_SHARE:
-            continue
-        share = p.share("commit_flush")
-        ev = _base_evidence(p, "commit_flush", "flush_waits")
+    for step, p, share, ev in _steps_over(b, "commit_flush", FLUSH_SHARE, "flush_waits"):
         if p.engine == "mysql" and p.source != "performance_schema":
             ev["note"] = ("thread state 'Commit' stands for the redo flush here: without performance_schema "
                           "there are no wait events")
@@ -285,14 +291,14 @@ def commit_flush_bound(b: Bundle) -> list[Finding]:
         what = "WAL" if step.engine == "postgres" else "redo log"
         knobs = ("commit_delay / commit_siblings" if step.engine == "postgres"
                  else "binlog_commit_wait_count / binlog_commit_wait_usec (with the binary log on)")
-        out.append(step.finding(
-            "commit_flush_bound", "warning", f"Commits wait for the {what} flush: {pct(share)} of backend time", ev,
+        out.append(_wait_finding(
+            step, "commit_flush_bound", f"Commits wait for the {what} flush: {pct(share)} of backend time", ev,
             f"Each commit waits for its {what} to reach stable storage, so the disk's flush latency sets the "
             "commit rate. Keeping durability: group more changes per transaction, run more concurrent clients "
             f"so one flush carries several commits (group commit; {knobs}), or put the {what} on a device with "
             "a power-protected write cache. Relaxing the commit flush (synchronous_commit=off, "
             "innodb_flush_log_at_trx_commit=2) trades committed data for speed: say so beside any result.",
-            share, share=share))
+            share))
     return out
 
 
@@ -320,19 +326,14 @@ def _flushes_per_commit(b: Bundle) -> dict[tuple[str, str, int], dict[str, Any]]
 def io_read_bound(b: Bundle) -> list[Finding]:
     """Data-file read waits take at least :data:`IO_READ_SHARE` of the backends' time."""
     out: list[Finding] = []
-    for step in steps(b):
-        p = wait_profile(b, step)
-        if p is None or p.samples < MIN_WAIT_SAMPLES or p.share("io_read") < IO_READ_SHARE:
-            continue
-        share = p.share("io_read")
-        ev = _base_evidence(p, "io_read", "read_waits")
+    for step, _p, share, ev in _steps_over(b, "io_read", IO_READ_SHARE, "read_waits"):
         ev.update(_cache_counters(b, step))
         cache = "shared_buffers" if step.engine == "postgres" else "innodb_buffer_pool_size"
-        out.append(step.finding(
-            "io_read_bound", "warning", f"Reads from disk take {pct(share)} of backend time", ev,
+        out.append(_wait_finding(
+            step, "io_read_bound", f"Reads from disk take {pct(share)} of backend time", ev,
             f"The working set does not fit in memory: make {cache} (and the OS cache) large enough to hold it, "
             "or make queries read less (an index for a scanned predicate, fewer columns, smaller rows).",
-            share, share=share))
+            share))
     return out
 
 
