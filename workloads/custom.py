@@ -231,8 +231,24 @@ class Custom(Workload):
                 except DbError as e:
                     raise UsageError(f"{self.path}:{cmd.line}: {e}") from None
 
+    def keyed_shape(self) -> tuple[int, int, SqlCmd] | None:
+        """(lo, hi, statement) when the script is pgbench -S's shape: ``\\set x random(lo, hi)`` with
+        constant bounds, then one preparable statement using ``:x`` once; else None."""
+        if len(self.cmds) != 2 or not isinstance(self.cmds[0], SetCmd) or not isinstance(self.cmds[1], SqlCmd):
+            return None
+        var, sql = self.cmds
+        m = re.fullmatch(r"_uniform\((.*), rnd\)", var.src)
+        if not m or "v_" in m.group(1) or "rnd" in m.group(1) or sql.control or sql.stmt.verb not in PREPARABLE or sql.params != (var.name,):
+            return None
+        lo, hi = eval(f"({m.group(1)},)", _helpers())  # constant arithmetic, checked by _compile
+        return (lo, hi, sql) if lo <= hi else None
+
     def client(self, c: Client, ctx: ClientCtx) -> Runner:
         """Compile the script into one Python function: no interpretation on the query loop."""
+        shape = self.keyed_shape()
+        if shape is not None:  # the driver's point-lookup path: what the built-in point-select runs
+            lo, hi, sql = shape
+            return Runner(c.keyed_txn(c.prepare(sql.stmt), lo, hi, ctx.rng().random))
         ns: dict[str, Any] = {**_helpers(), "rnd": ctx.rng().random}
         body: list[str] = []
         nsql = 0

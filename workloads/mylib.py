@@ -326,6 +326,31 @@ class _Statement:
             return n
         return rows, run
 
+    def keyed(self, lo: int, hi: int, rnd: Callable[[], float]) -> Callable[[], int]:
+        """A transaction of this one-integer-parameter statement with a key drawn uniformly from
+        lo..hi; it returns 1 (statements sent). Rows are read off the wire, not turned into bytes."""
+        self._bind((1,))  # bind the integer buffer once; then only its value changes
+        lib, st, conn = self.lib, self.st, self.conn
+        ex, fe, fr = lib.mysql_stmt_execute, lib.mysql_stmt_fetch, lib.mysql_stmt_free_result
+        key, nf, span = self.ints[0], self.nfields, hi - lo + 1
+
+        def txn() -> int:
+            key.value = lo + int(rnd() * span)
+            if ex(st):
+                raise conn.error(st)
+            if nf:
+                while True:
+                    rc = fe(st)
+                    if rc == MYSQL_NO_DATA:
+                        break
+                    if rc != 0 and rc != MYSQL_DATA_TRUNCATED:
+                        err = conn.error(st)
+                        fr(st)
+                        raise err
+                fr(st)
+            return 1
+        return txn
+
     def _long_row(self) -> tuple[bytes | None, ...]:
         """A row with a value longer than the buffer: re-read those columns at their full length."""
         vals: list[bytes | None] = []

@@ -73,14 +73,8 @@ class PointSelect(Workload):
         return sbtest_dataset(scale)
 
     def client(self, c: Client, ctx: ClientCtx) -> Runner:
-        q = c.prepare("SELECT c FROM dbdiag.sbtest1 WHERE id = ?").run
-        n = sbtest_rows(ctx.scale)
-        rnd = ctx.rng().random
-
-        def txn() -> int:
-            q((int(rnd() * n) + 1,))
-            return 1
-        return Runner(txn)
+        q = c.prepare("SELECT c FROM dbdiag.sbtest1 WHERE id = ?")
+        return Runner(c.keyed_txn(q, 1, sbtest_rows(ctx.scale), ctx.rng().random))
 
 
 class ReadOnly(Workload):

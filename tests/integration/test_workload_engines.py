@@ -315,3 +315,49 @@ def test_libmariadb_statement_values(my_server: servers.ThrowawayServer) -> None
         assert conn.query("SELECT 1, NULL") == [(b"1", None)]
     finally:
         conn.close()
+
+
+KEYED = [("postgres", "psycopg", "psycopg"), ("postgres", "psycopg2", "psycopg2"),
+         ("mysql", "libmariadb", ""), ("mysql", "PyMySQL", "pymysql")]
+
+
+@pytest.mark.parametrize("engine,name,module", KEYED, ids=[k[1] for k in KEYED])
+@pytest.mark.parametrize("protocol", ["prepared", "simple"])
+def test_keyed_txn_draws_every_key_in_range(engine: str, name: str, module: str, protocol: str,
+                                            request: pytest.FixtureRequest) -> None:
+    """The point-lookup fast path (point-select, pgbench -S scripts) sends the key it drew, uniformly
+    over lo..hi inclusive, through every driver's own path; a failing statement raises DbError."""
+    import importlib
+    import random
+
+    from diag.db import DriverInfo
+    from diag.errors import DbError
+    from workloads import mylib
+    from workloads.client import open_client
+
+    target = request.getfixturevalue("pg_server" if engine == "postgres" else "my_server").target()
+    if name == "libmariadb":
+        drv = mylib.driver_info()
+        assert drv is not None, "libmariadb (Debian: libmariadb3) is not installed on this machine"
+    else:
+        drv = DriverInfo(name, "", importlib.import_module(module))
+    with Session(target) as s:
+        wload.ensure_schema(s)
+        s.execute("DROP TABLE IF EXISTS dbdiag.keyed_test")
+        s.execute("CREATE TABLE dbdiag.keyed_test (k integer NOT NULL)")
+    c = open_client(target, protocol, "read-committed", driver=drv)
+    try:
+        txn = c.keyed_txn(c.prepare("INSERT INTO dbdiag.keyed_test (k) VALUES (?)"), 5, 9, random.Random(3).random)
+        assert sum(txn() for _ in range(500)) == 500
+        bad = c.keyed_txn(c.prepare("INSERT INTO dbdiag.keyed_test (k) VALUES (? / 0)"), 1, 1, random.random)
+        with pytest.raises(DbError):
+            bad()
+        c.after_error()
+    finally:
+        c.close()
+    with Session(target) as s:
+        rows = s.query("SELECT k, COUNT(*) AS n FROM dbdiag.keyed_test GROUP BY k ORDER BY k")
+        s.execute("DROP TABLE dbdiag.keyed_test")
+    counts = {int(r["k"]): int(r["n"]) for r in rows}
+    assert sorted(counts) == [5, 6, 7, 8, 9] and sum(counts.values()) == 500, counts
+    assert min(counts.values()) > 60, counts  # uniform: 100 each expected

@@ -125,3 +125,23 @@ def test_histograms_merge_exactly() -> None:
     back = hist.decode(hist.encode(merged))
     assert back.get_total_count() == 8000
     assert hist.summary_ms(hist.new()) == {"p50": 0.0, "p95": 0.0, "p99": 0.0, "p999": 0.0, "max": 0.0}
+
+
+@pytest.mark.parametrize("text,shape", [
+    ("\\set aid random(1, 100000 * 1)\nSELECT abalance FROM pgbench_accounts WHERE aid = :aid;\n", (1, 100000)),
+    ("\\set aid random(3, least(5, 9))\nSELECT 1 FROM t WHERE id = :aid;\n", (3, 5)),
+    ("\\set aid random(1, 10) + 1\nSELECT 1 FROM t WHERE id = :aid;\n", None),       # not a bare random()
+    ("\\set n 10\n\\set aid random(1, :n)\nSELECT 1 FROM t WHERE id = :aid;\n", None),  # two \set lines
+    ("\\set aid random(1, 10)\nSELECT 1 FROM t WHERE id = :aid OR id = :aid;\n", None),  # two parameters
+    ("\\set aid random(1, 10)\nBEGIN;\n", None),                                      # transaction control
+    ("\\set aid random(1, random(2, 3))\nSELECT 1 FROM t WHERE id = :aid;\n", None),  # bounds drawn per run
+    ("\\set aid random(10, 1)\nSELECT 1 FROM t WHERE id = :aid;\n", None),            # fails at run time instead
+])
+def test_keyed_shape_only_for_pgbench_s_scripts(text: str, shape: tuple[int, int] | None) -> None:
+    """Only a script with pgbench -S's shape takes the driver's point-lookup path."""
+    from workloads.custom import Custom
+
+    w = Custom("")
+    w.cmds = parse_text(text)
+    got = w.keyed_shape()
+    assert (got[:2] if got else None) == shape
