@@ -295,7 +295,10 @@ class Run:
             self.step_plugins = make_step_plugins(self)
 
     def _sweep_all(self) -> None:
-        from workloads.driver import run_sweep
+        from workloads.driver import run_sweep, sweep_bar
+
+        # One progress bar over every target's sweep, so the ETA covers the whole run.
+        bar = sweep_bar(self.out, len(self.runtimes), self.opts.workloads, self.opts.driver)
 
         host: CollectorRunner | None = None
         if self.opts.collect:
@@ -333,12 +336,13 @@ class Run:
                     self._wait_for_flush_counting(runner, rt)
                 try:
                     run_sweep(rt.target, self.opts.workloads, self.opts.driver, self.bundle,
-                              hooks=_Hooks(self, rt), progress=self.out)
+                              hooks=_Hooks(self, rt), progress=self.out, bar=bar)
                 finally:
                     if runner:
                         runner.stop()
                         self.collector_pids.set(host.pids() if host else [])
         finally:
+            bar.close()
             if host:
                 host.stop()
 

@@ -4,8 +4,9 @@ Each client is a forked process with its own connection (no GIL between clients)
 running :mod:`workloads.loop`. The parent only starts them on a common schedule
 (``perf_counter_ns`` is CLOCK_MONOTONIC, shared by all processes), merges their
 per-interval figures, writes one series record per interval to
-``series/workload--<label>.jsonl`` as it goes, prints a sysbench-like line, and
-builds the step's result row. Ctrl-C: the clients ignore SIGINT; the parent sets
+``series/workload--<label>.jsonl`` as it goes, prints a sysbench-like line (and
+keeps the sweep's progress bar, :mod:`workloads.progress`, below it), and builds
+the step's result row. Ctrl-C: the clients ignore SIGINT; the parent sets
 a shared stop flag, collects what they measured (2 s at most), reports the cut
 step through the hooks and re-raises ``KeyboardInterrupt``.
 """
@@ -34,6 +35,7 @@ from workloads.insert import Insert
 from workloads.load import ensure_schema, is_loaded, load
 from workloads.loop import ClientSpec, client_main
 from workloads.pgbench import ReadWrite
+from workloads.progress import STEP_OVERHEAD_S, SweepBar
 from workloads.sysbench import PointSelect, ReadOnly
 from workloads.tpcc import Tpcc
 
@@ -122,14 +124,42 @@ def make_workload(name: str, opts: DriverOptions) -> Workload:
     raise UsageError(f"unknown workload {name!r}: choose from {', '.join(WORKLOADS)}")
 
 
+def step_seconds(opts: DriverOptions) -> float:
+    """Planned seconds of one step (warmup, measure, client start-up), for progress and ETA."""
+    return opts.warmup_s + opts.duration_s + STEP_OVERHEAD_S
+
+
+def sweep_bar(out: TextIO | None, targets: int, workloads: list[str], opts: DriverOptions) -> SweepBar:
+    """One bar for ``targets`` sweeps of these workloads and client counts (``dbdiag run``)."""
+    return SweepBar(out, targets * len(workloads) * len(opts.clients), step_seconds(opts))
+
+
 def run_sweep(target: Target, workloads: list[str], opts: DriverOptions, bundle: BundleWriter,
-              hooks: StepHooks | None = None, progress: TextIO | None = sys.stderr) -> list[dict]:
+              hooks: StepHooks | None = None, progress: TextIO | None = sys.stderr,
+              bar: SweepBar | None = None) -> list[dict]:
     """Load data as needed, then for each workload and each client count run one step; return result rows.
+
+    Lines go to ``progress`` through ``bar``, the progress bar of the whole run
+    when the caller sweeps several targets (it then closes it); without one the
+    sweep draws its own, covering its steps only, and closes it.
 
     On Ctrl-C the rows measured so far (the cut step included) are on the raised
     ``KeyboardInterrupt`` as ``.results`` and were passed to ``hooks.step_finished``.
     """
     validate(workloads, opts)
+    own_bar = bar is None
+    if bar is None:
+        bar = sweep_bar(progress, 1, workloads, opts)
+    try:
+        return _sweep(target, workloads, opts, bundle, hooks, progress, bar)
+    finally:
+        bar.hide()
+        if own_bar:
+            bar.close()
+
+
+def _sweep(target: Target, workloads: list[str], opts: DriverOptions, bundle: BundleWriter,
+           hooks: StepHooks | None, progress: TextIO | None, bar: SweepBar) -> list[dict]:
     wls = [make_workload(n, opts) for n in workloads]
     drv = fastest_driver(target.engine)
     with Session(target, statement_timeout_ms=0, application_name="dbdiag-load") as s:
@@ -142,9 +172,10 @@ def run_sweep(target: Target, workloads: list[str], opts: DriverOptions, bundle:
                 continue
             done.add(ds.name)
             if not opts.fresh and is_loaded(s, ds):
-                _say(progress, f"{target.label}: reusing dataset {ds.name} (scale {ds.scale:g})")
+                bar.say(f"{target.label}: reusing dataset {ds.name} (scale {ds.scale:g})")
                 continue
-            _say(progress, f"{target.label}: loading dataset {ds.name} (scale {ds.scale:g})")
+            bar.say(f"{target.label}: loading dataset {ds.name} (scale {ds.scale:g})")
+            bar.hide()  # the load draws its own bar on the same stream
             secs = load(s, ds, progress)
             bundle.event("workload_load", f"{target.label}: loaded {ds.name} scale {ds.scale:g} in {secs:.1f} s",
                          target=target.label, dataset=ds.name, scale=ds.scale, seconds=round(secs, 3))
@@ -160,13 +191,12 @@ def run_sweep(target: Target, workloads: list[str], opts: DriverOptions, bundle:
     steps = [(wl, n) for wl in wls for n in opts.clients]
     try:
         for i, (wl, n) in enumerate(steps, 1):
-            left = (len(steps) - i + 1) * (opts.warmup_s + opts.duration_s + 0.5)
-            _say(progress, f"[step {i}/{len(steps)} | sweep {100 * (i - 1) // len(steps)}% done, about "
-                           f"{_hms(left)} left] {target.label}: {wl.name}, {n} client{'s' if n > 1 else ''}, "
+            bar.begin_step(f"{target.label}: {wl.name}, {n} client{'s' if n > 1 else ''}, "
                            f"warmup {opts.warmup_s:g} s, measure {opts.duration_s:g} s")
-            step = _Step(target, product, drv, wl, n, opts, bundle, series, hooks, progress, seed=i)
+            step = _Step(target, product, drv, wl, n, opts, bundle, series, hooks, bar, seed=i)
             try:
                 rows.append(step.run())
+                bar.end_step()
             except KeyboardInterrupt as ki:
                 if step.row is not None:
                     rows.append(step.row)
@@ -175,17 +205,6 @@ def run_sweep(target: Target, workloads: list[str], opts: DriverOptions, bundle:
     finally:
         series.close()
     return rows
-
-
-def _hms(secs: float) -> str:
-    secs = int(secs + 0.5)
-    return f"{secs // 60}m{secs % 60:02d}s" if secs >= 60 else f"{secs}s"
-
-
-def _say(out: TextIO | None, line: str) -> None:
-    if out is not None:
-        out.write(line + "\n")
-        out.flush()
 
 
 class _Interval:
@@ -205,10 +224,10 @@ class _Step:
     """One (workload, client count) step: start clients, gather, write, summarise."""
 
     def __init__(self, target: Target, product: str, drv: Any, wl: Workload, n: int, opts: DriverOptions,
-                 bundle: BundleWriter, series: Any, hooks: StepHooks | None, progress: TextIO | None,
+                 bundle: BundleWriter, series: Any, hooks: StepHooks | None, bar: SweepBar,
                  seed: int) -> None:
         self.target, self.product, self.drv, self.wl, self.n, self.opts = target, product, drv, wl, n, opts
-        self.bundle, self.series, self.hooks, self.progress = bundle, series, hooks, progress
+        self.bundle, self.series, self.hooks, self.bar = bundle, series, hooks, bar
         self.spec = ClientSpec(target, product, drv, wl, n, float(opts.scale), opts.protocol, opts.isolation,
                                opts.max_tries, opts.rate, opts.think, seed)
         self.row: dict | None = None
@@ -299,7 +318,7 @@ class _Step:
             s.append(message)
         self.bundle.event("workload_client_error", f"{self.target.label}: client {idx}: {message}",
                           target=self.target.label, workload=self.wl.name, clients=self.n, client=idx, code=code)
-        _say(self.progress, f"  client {idx}: {message}")
+        self.bar.say(f"  client {idx}: {message}")
 
     def _measure(self, ready: list[Any], pipes: dict[Any, int], stop: Any) -> None:
         o = self.opts
@@ -332,6 +351,7 @@ class _Step:
             for c in mp.connection.wait(list(self.live), timeout=timeout):
                 self._receive(c)
             self._emit_ready(time.perf_counter_ns())
+            self.bar.tick()  # keeps the bar moving through the warmup, when no interval line is printed
         if self.info is None:
             self._started()
         end_seen = time.perf_counter_ns()
@@ -390,7 +410,7 @@ class _Step:
             self.bundle.event("workload_client_lost", f"{self.target.label}: client {idx}: {msg[2]}",
                               target=self.target.label, workload=self.wl.name, clients=self.n, client=idx,
                               code=msg[1])
-            _say(self.progress, f"  client {idx}: {msg[2]}")
+            self.bar.say(f"  client {idx}: {msg[2]}")
         elif kind == "fatal":
             self._client_error(idx, msg[1], msg[2])
             self.live.discard(c)
@@ -450,11 +470,11 @@ class _Step:
             "transactions": iv.txns, "queries": iv.queries, "errors": iv.errors, "retries": iv.retries,
             "latency_ms": lat, "client_cpu_pct": cpu_pct,
         })
-        if self.progress is not None:
+        if self.bar.out is not None:
             t_rel = (b_end - self.measure_ns) / 1e9
-            _say(self.progress, f"  [{t_rel:5.1f}s] {self.wl.name} c={self.n}: tps {iv.txns / secs:9.1f}  "
-                                f"qps {iv.queries / secs:9.1f}  p95 {lat['p95']:8.3f} ms  "
-                                f"err/s {iv.errors / secs:6.1f}  retries {iv.retries}  client cpu {cpu_pct:5.1f}%")
+            self.bar.say(f"  [{t_rel:5.1f}s] {self.wl.name} c={self.n}: tps {iv.txns / secs:9.1f}  "
+                         f"qps {iv.queries / secs:9.1f}  p95 {lat['p95']:8.3f} ms  "
+                         f"err/s {iv.errors / secs:6.1f}  retries {iv.retries}  client cpu {cpu_pct:5.1f}%")
 
     # -- result ------------------------------------------------------------------
 
@@ -483,13 +503,13 @@ class _Step:
                    "core: the load generator, not the server, may be the limit")
             self.bundle.event("driver_saturated", msg, target=self.target.label, workload=self.wl.name,
                               clients=self.n, busiest_client_pct=round(busiest, 1))
-            _say(self.progress, "  warning: " + msg)
+            self.bar.say("  warning: " + msg)
         self.bundle.event("step_finished", f"{self.target.label}: {self.wl.name} with {self.n} clients: "
                           f"{row['tps']:.1f} tps", target=self.target.label, workload=self.wl.name, clients=self.n,
                           histogram=f"artifacts/{name}")
-        _say(self.progress, f"  => {self.wl.name} c={self.n}: {row['tps']:.1f} tps, {row['qps']:.1f} qps, "
-                            f"p95 {lat['p95']:.3f} ms, p99 {lat['p99']:.3f} ms, errors {sum(self.errors.values())}, "
-                            f"retries {self.retries}, client cpu {row['client_cpu_pct']}% of {self.ncpu} cpus")
+        self.bar.say(f"  => {self.wl.name} c={self.n}: {row['tps']:.1f} tps, {row['qps']:.1f} qps, "
+                     f"p95 {lat['p95']:.3f} ms, p99 {lat['p99']:.3f} ms, errors {sum(self.errors.values())}, "
+                     f"retries {self.retries}, client cpu {row['client_cpu_pct']}% of {self.ncpu} cpus")
         if self.hooks is not None and self.info is not None:
             self.hooks.step_finished(self.info, row)
         return row
