@@ -16,6 +16,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from workloads.client import Client
+from workloads.keyloop import Batch
 from workloads.load import Dataset
 
 
@@ -30,7 +31,11 @@ class ClientCtx:
     seed: int = 0
 
     def rng(self) -> random.Random:
-        return random.Random(self.seed * 1_000_003 + self.index)
+        return random.Random(self.key_seed())
+
+    def key_seed(self) -> int:
+        """This client's seed (for generators outside Python: the C query loop)."""
+        return self.seed * 1_000_003 + self.index
 
 
 @dataclass
@@ -41,11 +46,14 @@ class Runner:
     outcomes (TPC-C new orders, intended rollbacks) that the driver reports per
     interval. ``pause_ns()``, when set and ``--think`` is on, gives the keying plus
     think time to wait before the next transaction (not part of its latency).
+    ``batch``, when set, runs many of these transactions in C between two ticks.
     """
 
     txn: Callable[[], int]
     extra: Counter[str] = field(default_factory=Counter)
     pause_ns: Callable[[], int] | None = None
+    # The same one-statement transaction as a C loop (workloads.keyloop), used by the closed loop.
+    batch: Batch | None = None
 
 
 class Workload:

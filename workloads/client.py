@@ -32,6 +32,7 @@ from typing import Any
 from diag.db import DriverInfo, connect, map_error, pick_driver
 from diag.errors import DbError
 from diag.targets import Target
+from workloads.keyloop import Batch
 from workloads.sql import Stmt, my_literal, pg_literal
 
 Rows = Sequence[Sequence[Any]]
@@ -122,6 +123,11 @@ class Client:
     def _make_run(self, stmt: Stmt, name: str, rows: Callable[[Sequence[Any]], Rows]) -> Callable[[Sequence[Any]], int]:
         return lambda params: len(rows(params))
 
+    def keyed_batch(self, q: Query, lo: int, hi: int, seed: int) -> Batch | None:
+        """The same transactions as :meth:`keyed_txn`, run by the C loop
+        (:mod:`workloads.keyloop`), or None where that loop cannot drive this driver."""
+        return None
+
     def execute(self, sql: str) -> Rows:
         """Run one statement through the simple protocol (transaction control, SET...)."""
         raise NotImplementedError
@@ -167,11 +173,16 @@ class PgPqClient(Client):
 
     def _fail(self, res: Any = None, exc: BaseException | None = None) -> DbError:
         if res is not None:
-            code = (res.error_field(self._sqlstate) or b"").decode()
-            msg = (res.error_message or b"").decode(errors="replace").strip() or "query failed"
-            err = map_error("postgres", _PgFailure(msg, code), self.target.label)
-        else:
-            err = map_error("postgres", exc or RuntimeError("query failed"), self.target.label)
+            return self._fail_text(res.error_field(self._sqlstate) or b"", res.error_message or b"")
+        err = map_error("postgres", exc or RuntimeError("query failed"), self.target.label)
+        if self.pg.status == self._bad and err.kind not in ("lost", "connect"):
+            err = DbError(str(err), code=err.code, kind="lost")
+        return err
+
+    def _fail_text(self, sqlstate: bytes, message: bytes) -> DbError:
+        """The DbError of a failed statement from its SQLSTATE and libpq's message."""
+        msg = message.decode(errors="replace").strip() or "query failed"
+        err = map_error("postgres", _PgFailure(msg, sqlstate.decode(errors="replace")), self.target.label)
         if self.pg.status == self._bad and err.kind not in ("lost", "connect"):
             err = DbError(str(err), code=err.code, kind="lost")
         return err
@@ -235,6 +246,13 @@ class PgPqClient(Client):
                 raise fail(res)
             return res.ntuples
         return run
+
+    def keyed_batch(self, q: Query, lo: int, hi: int, seed: int) -> Batch | None:
+        if self.protocol != "prepared" or q.stmt.nparams != 1:
+            return None
+        from workloads.keyloop import pq_batch
+
+        return pq_batch(self.pg, q.name.encode(), lo, hi, seed, self._fail_text)
 
     def keyed_txn(self, q: Query, lo: int, hi: int, rnd: Callable[[], float]) -> Callable[[], int]:
         if self.protocol != "prepared" or q.stmt.nparams != 1:
@@ -443,6 +461,15 @@ class MyLibClient(Client):
         if st is None or st.nparams != 1:
             return super().keyed_txn(q, lo, hi, rnd)
         return st.keyed(lo, hi, rnd)
+
+    def keyed_batch(self, q: Query, lo: int, hi: int, seed: int) -> Batch | None:
+        st = self._stmts.get(q.name)
+        if st is None or st.nparams != 1:
+            return None
+        from workloads.keyloop import my_batch
+
+        st.keyed(lo, hi, lambda: 0.0)  # binds the integer parameter buffer the C loop writes
+        return my_batch(st, lo, hi, seed)
 
     def execute(self, sql: str) -> Rows:
         return self.conn.query(sql)

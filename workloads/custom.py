@@ -248,7 +248,8 @@ class Custom(Workload):
         shape = self.keyed_shape()
         if shape is not None:  # the driver's point-lookup path: what the built-in point-select runs
             lo, hi, sql = shape
-            return Runner(c.keyed_txn(c.prepare(sql.stmt), lo, hi, ctx.rng().random))
+            q = c.prepare(sql.stmt)
+            return Runner(c.keyed_txn(q, lo, hi, ctx.rng().random), batch=c.keyed_batch(q, lo, hi, ctx.key_seed()))
         ns: dict[str, Any] = {**_helpers(), "rnd": ctx.rng().random}
         body: list[str] = []
         nsql = 0

@@ -29,6 +29,7 @@ from diag.errors import UsageError
 from diag.targets import Target
 from workloads import hist
 from workloads.base import Workload
+from workloads.keyloop import LABEL as KEYLOOP_LABEL
 from workloads.client import ISOLATION_SQL, PROTOCOLS, driver_label, fastest_driver, open_client
 from workloads.custom import Custom, parse_script
 from workloads.insert import Insert
@@ -231,6 +232,7 @@ class _Step:
         self.spec = ClientSpec(target, product, drv, wl, n, float(opts.scale), opts.protocol, opts.isolation,
                                opts.max_tries, opts.rate, opts.think, seed)
         self.row: dict | None = None
+        self.c_loops: list[bool] = []  # per ready client: it runs the C query loop
         self.total = hist.new()
         self.txns = self.queries = self.retries = 0
         self.errors: Counter[str] = Counter()
@@ -305,11 +307,17 @@ class _Step:
                 if msg[0] == "ready":
                     ready.append(c)
                     self.pids.append(msg[1])
+                    self.c_loops.append(bool(msg[2]))
                 else:
                     self._client_error(pipes[c], msg[1], msg[2])
         for c in pending:
             self._client_error(pipes[c], "timeout", f"client not ready within {READY_TIMEOUT_S:.0f} s")
         return ready
+
+    def _driver_label(self) -> str:
+        """The driver and version; "+ C query loop" when every client ran workloads.keyloop."""
+        label = driver_label(self.drv)
+        return f"{label} + {KEYLOOP_LABEL}" if self.c_loops and all(self.c_loops) else label
 
     def _client_error(self, idx: int, code: str, message: str) -> None:
         self.errors[code] += 1
@@ -485,7 +493,7 @@ class _Step:
             "target": self.target.label, "engine": self.product, "workload": self.wl.name, "clients": self.n,
             "duration_s": round(duration, 3), "transactions": self.txns, "tps": round(self.txns / duration, 2),
             "qps": round(self.queries / duration, 2), "latency_ms": lat, "errors": dict(self.errors),
-            "retries": self.retries, "driver": driver_label(self.drv), "protocol": self.opts.protocol,
+            "retries": self.retries, "driver": self._driver_label(), "protocol": self.opts.protocol,
             "isolation": self.opts.isolation,
             "client_cpu_pct": round(self.cpu_s / (duration * self.ncpu) * 100, 1),
             "t_start": self.unix(self.measure_ns), "t_end": self.unix(self.stopped_ns),

@@ -10,7 +10,7 @@ a few sample messages; a lost connection ends this client with an error record.
 
 Messages to the parent (a pipe per client)::
 
-    ("ready", pid)                    connected and prepared
+    ("ready", pid, c_loop)            connected and prepared; c_loop: the C query loop will run
     ("fatal", code, message)          could not start (or a bug): this client is out
     ("iv", k, txns, queries, errors, retries, {µs: n}, cpu_s, extra)
     ("lost", code, message)           connection lost mid-run; "done" follows
@@ -23,6 +23,7 @@ import os
 import random
 import signal
 import time
+from array import array
 from collections import Counter
 from dataclasses import dataclass
 from typing import Any
@@ -35,6 +36,7 @@ from workloads.client import Client, open_client
 from workloads.hist import fold
 
 TICK_NS = 100_000_000
+BATCH_CAP = 1 << 16  # latencies one C batch may write: far above a tick's worth at 1 µs per query
 LOST_KINDS = ("lost", "connect")
 # MariaDB 11.6+ with innodb_snapshot_isolation: "Record has changed since last read".
 RETRY_CODES = ("1020",)
@@ -196,6 +198,42 @@ class ClientLoop:
                 t1 = pcn()  # time spent in the tick is not the next transaction's
             t0 = t1
 
+    def closed_batch(self) -> None:
+        """The closed loop with the transactions run by the C loop (``runner.batch``) until each
+        tick; failures take the same path as in :meth:`closed` (a retry runs ``runner.txn``)."""
+        pcn = time.perf_counter_ns
+        batch = self.runner.batch
+        assert batch is not None
+        buf = array("q", bytes(8 * BATCH_CAP))
+        lat: list[int] = []
+        ap = lat.append
+        nq = 0
+        t0 = pcn()
+        next_tick = min(t0 + TICK_NS, self.boundary, self.end_ns)
+        while True:
+            n, t1, err = batch(t0, next_tick, buf)
+            if n:
+                lat += buf[:n]
+                nq += n
+            if err is not None:
+                try:
+                    q = self.failed(err)
+                except _End:
+                    self.flush(lat, nq)
+                    return
+                t1 = pcn()
+                if q is not None:
+                    nq += q
+                    ap(t1 - t0)
+            if t1 >= next_tick:
+                next_tick = self.tick(t1, lat, nq)
+                if self.flushed:
+                    nq = 0
+                if not next_tick:
+                    return
+                t1 = pcn()
+            t0 = t1
+
     def paced(self, start_ns: int) -> None:
         """Open loop (``--rate``: Poisson arrivals, latency from the scheduled start, so a
         stalled server shows up as latency, not as fewer samples) or think time (TPC-C
@@ -258,7 +296,7 @@ def client_main(index: int, spec: ClientSpec, pipe: Any, stop: Any) -> None:
         except DbError as e:
             pipe.send(("fatal", error_key(e), str(e)))
             return
-        pipe.send(("ready", os.getpid()))
+        pipe.send(("ready", os.getpid(), runner.batch is not None and not spec.rate and not spec.think))
         msg = pipe.recv()
         if msg[0] != "go":
             return
@@ -269,6 +307,8 @@ def client_main(index: int, spec: ClientSpec, pipe: Any, stop: Any) -> None:
         loop = ClientLoop(spec, client, runner, pipe, stop, measure_ns, end_ns, interval_ns, start_ns)
         if spec.rate or (spec.think and runner.pause_ns is not None):
             loop.paced(start_ns)
+        elif runner.batch is not None and not spec.think:
+            loop.closed_batch()
         else:
             loop.closed()
         cpu = loop._cpu() - loop.cpu0 if loop.k >= 0 else 0.0

@@ -74,7 +74,8 @@ class PointSelect(Workload):
 
     def client(self, c: Client, ctx: ClientCtx) -> Runner:
         q = c.prepare("SELECT c FROM dbdiag.sbtest1 WHERE id = ?")
-        return Runner(c.keyed_txn(q, 1, sbtest_rows(ctx.scale), ctx.rng().random))
+        n = sbtest_rows(ctx.scale)
+        return Runner(c.keyed_txn(q, 1, n, ctx.rng().random), batch=c.keyed_batch(q, 1, n, ctx.key_seed()))
 
 
 class ReadOnly(Workload):

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import _thread
 import json
+from array import array
 import os
 import signal
 import threading
@@ -347,17 +348,48 @@ def test_keyed_txn_draws_every_key_in_range(engine: str, name: str, module: str,
         s.execute("CREATE TABLE dbdiag.keyed_test (k integer NOT NULL)")
     c = open_client(target, protocol, "read-committed", driver=drv)
     try:
-        txn = c.keyed_txn(c.prepare("INSERT INTO dbdiag.keyed_test (k) VALUES (?)"), 5, 9, random.Random(3).random)
+        q = c.prepare("INSERT INTO dbdiag.keyed_test (k) VALUES (?)")
+        txn = c.keyed_txn(q, 5, 9, random.Random(3).random)
         assert sum(txn() for _ in range(500)) == 500
-        bad = c.keyed_txn(c.prepare("INSERT INTO dbdiag.keyed_test (k) VALUES (? / 0)"), 1, 1, random.random)
+        bad_q = c.prepare("INSERT INTO dbdiag.keyed_test (k) VALUES (? / 0)")
+        bad = c.keyed_txn(bad_q, 1, 1, random.random)
         with pytest.raises(DbError):
             bad()
         c.after_error()
+        batch = c.keyed_batch(q, 5, 9, seed=7)
+        c_loop = protocol == "prepared" and name in ("psycopg", "libmariadb")
+        assert (batch is not None) == c_loop, "the C query loop (workloads/_keyloop.c) is not built: pip install -e ."
+        if batch is not None:
+            buf = array("q", bytes(8 * 500))
+            t0 = time.perf_counter_ns()
+            n, t1, err = batch(t0, t0 + 10**12, buf)  # stops when the buffer is full
+            assert (n, err) == (500, None) and t0 < t1 <= time.perf_counter_ns()
+            assert all(v > 0 for v in buf) and sum(buf) == t1 - t0  # back-to-back latencies, ns
+            bad_batch = c.keyed_batch(bad_q, 1, 1, seed=1)
+            assert bad_batch is not None
+            n, _, err = bad_batch(time.perf_counter_ns(), 0, buf)
+            assert n == 0 and isinstance(err, DbError) and err.code == ("22012" if engine == "postgres" else "1365")
+            c.after_error()
     finally:
         c.close()
     with Session(target) as s:
         rows = s.query("SELECT k, COUNT(*) AS n FROM dbdiag.keyed_test GROUP BY k ORDER BY k")
         s.execute("DROP TABLE dbdiag.keyed_test")
     counts = {int(r["k"]): int(r["n"]) for r in rows}
-    assert sorted(counts) == [5, 6, 7, 8, 9] and sum(counts.values()) == 500, counts
-    assert min(counts.values()) > 60, counts  # uniform: 100 each expected
+    total = 1000 if c_loop else 500
+    assert sorted(counts) == [5, 6, 7, 8, 9] and sum(counts.values()) == total, counts
+    assert min(counts.values()) > total / 5 * 0.6, counts  # uniform: total / 5 each expected
+
+
+@pytest.mark.parametrize("py_loop", ["", "1"], ids=["c-loop", "python-loop"])
+def test_point_select_loop_is_recorded_in_the_result(target: Target, py_loop: str, tmp_path: Path,
+                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+    """point-select runs the C query loop unless DBDIAG_PY_LOOP=1, and the result says which ran;
+    both give the same kind of result."""
+    monkeypatch.setenv("DBDIAG_PY_LOOP", py_loop)
+    rows = run_sweep(target, ["point-select"], _opts(clients=(2,), duration_s=1.0, warmup_s=0.2),
+                     BundleWriter(tmp_path / "run"), progress=None)
+    r = rows[0]
+    assert r["transactions"] > 100 and r["errors"] == {} and r["qps"] == r["tps"], r
+    assert r["driver"].endswith("+ C query loop") == (py_loop == ""), r["driver"]
+    assert 0 < r["latency_ms"]["p50"] <= r["latency_ms"]["p99"] <= r["latency_ms"]["max"]
