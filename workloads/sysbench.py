@@ -9,6 +9,7 @@ pgbench -S), so the comparison in BENCHMARKS.md uses that option.
 from __future__ import annotations
 
 import random
+import struct
 from collections.abc import Iterator
 
 from workloads.base import ClientCtx, Runner, Workload
@@ -27,6 +28,11 @@ def sbtest_rows(scale: float) -> int:
 
 def _digits(rng: random.Random, groups: int) -> str:
     return "-".join("".join(rng.choice("0123456789") for _ in range(11)) for _ in range(groups))
+
+
+def _field(text: str) -> bytes:
+    b = text.encode()
+    return struct.pack(">i", len(b)) + b
 
 
 def sbtest_dataset(scale: float) -> Dataset:
@@ -60,8 +66,20 @@ def sbtest_dataset(scale: float) -> Dataset:
                 hi = min(lo + step, n + 1)
                 yield hi - lo, ",".join([f"({i},{int(rnd() * n) + 1}{tails[i % _POOL]}" for i in range(lo, hi)])
 
+    def pg_binary() -> Iterator[tuple[int, bytes]]:
+        # COPY BINARY rows (field count, then length + value per field): the same rows, without the
+        # server parsing 190 MB of text at scale 10 (measured: its COPY takes about a quarter less).
+        rng, cs, pads = pools()
+        rnd = rng.random
+        tails = [_field(cs[j]) + _field(pads[(j * 7) % _POOL]) for j in range(_POOL)]
+        head = struct.Struct(">hiiii").pack
+        step = 20000
+        for lo in range(1, n + 1, step):
+            hi = min(lo + step, n + 1)
+            yield hi - lo, b"".join([head(4, 4, i, 4, int(rnd() * n) + 1) + tails[i % _POOL] for i in range(lo, hi)])
+
     t = Table("sbtest1", "id integer NOT NULL, k integer NOT NULL DEFAULT 0, c char(120) NOT NULL DEFAULT '', "
-              "pad char(60) NOT NULL DEFAULT ''", "id", (("k_1", "k"),), rows, n, chunks)
+              "pad char(60) NOT NULL DEFAULT ''", "id", (("k_1", "k"),), rows, n, chunks, pg_binary)
     return Dataset("sbtest", 2, scale, [t])
 
 

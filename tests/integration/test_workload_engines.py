@@ -393,3 +393,25 @@ def test_point_select_loop_is_recorded_in_the_result(target: Target, py_loop: st
     assert r["transactions"] > 100 and r["errors"] == {} and r["qps"] == r["tps"], r
     assert r["driver"].endswith("+ C query loop") == (py_loop == ""), r["driver"]
     assert 0 < r["latency_ms"]["p50"] <= r["latency_ms"]["p99"] <= r["latency_ms"]["max"]
+
+
+def test_sbtest_binary_copy_loads_the_same_rows_as_text(pg_server: servers.ThrowawayServer) -> None:
+    """PostgreSQL loads sbtest through COPY BINARY; the rows equal the text path's, value for value."""
+    import dataclasses
+
+    def checksum(s: Session) -> tuple:
+        r = s.query("SELECT COUNT(*) AS n, SUM(k) AS k, MD5(STRING_AGG(id || ':' || k || ':' || c || ':' || pad, ',' "
+                    "ORDER BY id)) AS h, MAX(OCTET_LENGTH(c)) AS lc FROM dbdiag.sbtest1")[0]
+        return r["n"], r["k"], r["h"], r["lc"]
+
+    with Session(pg_server.target(), statement_timeout_ms=0) as s:
+        wload.ensure_schema(s)
+        ds = sbtest_dataset(0.03)
+        assert ds.tables[0].pg_binary is not None
+        wload.load(s, ds, None)
+        binary = checksum(s)
+        ds.tables[0] = dataclasses.replace(ds.tables[0], pg_binary=None)
+        wload.load(s, ds, None)
+        text = checksum(s)
+        wload.drop(s, ds)
+    assert binary == text and binary[0] == 3000 and binary[3] == 120, (binary, text)
