@@ -44,6 +44,8 @@ from workloads.pgbench import pgbench_dataset  # noqa: E402
 from workloads.sysbench import sbtest_dataset  # noqa: E402
 
 PGBENCH_S_SCRIPT = "\\set aid random(1, 100000 * 1)\nSELECT abalance FROM pgbench_accounts WHERE aid = :aid;\n"
+# Our point-select's statement on our sbtest table, for pgbench -f: the same query from both clients.
+POINT_SELECT_SCRIPT = "\\set id random(1, 100000)\nSELECT c FROM dbdiag.sbtest1 WHERE id = :id;\n"
 
 
 def _child_cpu() -> float:
@@ -78,7 +80,15 @@ def run_tool(cmd: list[str], timeout: float) -> tuple[str, float, float]:
 
 
 def ours(target: Any, workload: str, clients: int, duration: float, scale: float = 1, script: str | None = None,
-         protocol: str = "prepared") -> dict:
+         protocol: str = "prepared", py_loop: bool = False) -> dict:
+    """One step of our driver; ``py_loop`` runs the Python query loop instead of the C one
+    (DBDIAG_PY_LOOP=1, inherited by the forked clients)."""
+    if py_loop:
+        os.environ["DBDIAG_PY_LOOP"] = "1"
+        try:
+            return ours(target, workload, clients, duration, scale, script, protocol)
+        finally:
+            del os.environ["DBDIAG_PY_LOOP"]
     # No warmup: like the tools, the whole run is measured (caches were warmed before the rounds).
     opts = DriverOptions(clients=(clients,), duration_s=duration, warmup_s=0.0, scale=scale,  # type: ignore[arg-type]
                          script=script, protocol=protocol)
@@ -105,19 +115,37 @@ def pg_section(args: argparse.Namespace, report: dict) -> None:
         pgbench = shutil.which("pgbench") or "/usr/bin/pgbench"
         # -- load times ---------------------------------------------------------------
         loads: list[dict] = []
+        sysbench = shutil.which("sysbench")
+        sb_pg = [sysbench or "sysbench", "oltp_point_select", "--db-driver=pgsql", "--pgsql-host=127.0.0.1",
+                 f"--pgsql-port={srv.port}", "--pgsql-user=postgres", "--pgsql-db=postgres", "--tables=1",
+                 "--table-size=1000000"]
+        def checkpoint() -> None:
+            # Each timed load starts with no checkpoint pending from the previous one's WAL.
+            with Session(t, statement_timeout_ms=0) as s:
+                s.execute("CHECKPOINT")
+
         for r in range(args.load_rounds):
+            checkpoint()
             _, wall, _ = run_tool([pgbench, *base, "-i", "-s", "10", "-q", "postgres"], 600)
             row = {"round": r + 1, "pgbench -i -s 10": round(wall, 2)}
+            if sysbench:  # the like-for-like reference for sbtest: sysbench's own load of the same table
+                checkpoint()
+                _, sb_wall, _ = run_tool([*sb_pg, "prepare"], 900)
+                run_tool([*sb_pg, "cleanup"], 300)
+                row["sysbench prepare 1M rows (pgsql)"] = round(sb_wall, 2)
             with Session(t, statement_timeout_ms=0) as s:
                 wload.ensure_schema(s)
+                checkpoint()
                 row["point-select scale 10"] = round(wload.load(s, sbtest_dataset(10), None), 2)
+                checkpoint()
                 row["read-write scale 10"] = round(wload.load(s, pgbench_dataset(10), None), 2)
                 wload.drop(s, sbtest_dataset(10))
                 wload.drop(s, pgbench_dataset(10))
             loads.append(row)
             print("load", row, flush=True)
         report["pg_load"] = {"command": f"{pgbench} -h 127.0.0.1 -p PORT -U postgres -i -s 10 -q postgres",
-                             "rounds": loads}
+                             "sysbench_command": " ".join(sb_pg).replace(str(srv.port), "PORT") + " prepare"
+                             if sysbench else "sysbench not installed", "rounds": loads}
         # -- TPS ----------------------------------------------------------------------
         run_tool([pgbench, *base, "-i", "-s", "1", "-q", "postgres"], 600)
         with Session(t, statement_timeout_ms=0) as s:
@@ -127,6 +155,8 @@ def pg_section(args: argparse.Namespace, report: dict) -> None:
         tmpdir = tempfile.TemporaryDirectory(prefix="dbdiag-bench-")
         script = Path(tmpdir.name) / "pgbench-S.sql"
         script.write_text(PGBENCH_S_SCRIPT)
+        ps_script = Path(tmpdir.name) / "point-select.sql"
+        ps_script.write_text(POINT_SELECT_SCRIPT)
         ncpu = os.cpu_count() or 1
         rows: list[dict] = []
         # Warm both sides' caches once, unmeasured.
@@ -145,6 +175,13 @@ def pg_section(args: argparse.Namespace, report: dict) -> None:
                 s2 = server_cpu(srv)
                 cs = ours(t, "custom", n, args.duration, script=str(script))
                 s3 = server_cpu(srv)
+                py = ours(t, "point-select", n, args.duration, py_loop=True)
+                s4 = server_cpu(srv)
+                out_f, _, cpu_f = run_tool([pgbench, *base, "-f", str(ps_script), "-M", "prepared", "-c", str(n), "-j",
+                                            str(n), "-T", str(int(args.duration)), "postgres"], args.duration + 60)
+                s5 = server_cpu(srv)
+                tps_f = float(re.search(r"tps = ([\d.]+) \(without", out_f).group(1))  # type: ignore[union-attr]
+                txns_f = int(re.search(r"actually processed: (\d+)", out_f).group(1))  # type: ignore[union-attr]
                 row = {"clients": n, "round": r + 1, "pgbench_tps": round(tps, 1),
                        "pgbench_us_per_txn": round(cpu / txns * 1e6, 2),
                        "pgbench_server_us_per_txn": round((s1 - s0) / txns * 1e6, 2),
@@ -154,17 +191,30 @@ def pg_section(args: argparse.Namespace, report: dict) -> None:
                        "ours_pgbench_script_tps": cs["tps"],
                        "ours_pgbench_script_us_per_txn": _us(cs["client_cpu_s"], cs["transactions"]),
                        "ours_pgbench_script_server_us_per_txn": _us(s3 - s2, cs["transactions"]),
-                       "driver": ps["driver"]}
+                       "ours_python_loop_tps": py["tps"],
+                       "ours_python_loop_us_per_txn": _us(py["client_cpu_s"], py["transactions"]),
+                       "ours_python_loop_server_us_per_txn": _us(s4 - s3, py["transactions"]),
+                       "pgbench_f_tps": round(tps_f, 1), "pgbench_f_us_per_txn": _us(cpu_f, txns_f),
+                       "pgbench_f_server_us_per_txn": _us(s5 - s4, txns_f),
+                       "driver": ps["driver"], "driver_python_loop": py["driver"]}
                 # What the CPU cost per transaction implies when the machine's CPUs are the limit
                 # (client and server share them): insensitive to other tenants' load.
                 row["cpu_ratio_point_select"] = _cpu_ratio(row, "pgbench", "ours_point_select")
                 row["cpu_ratio_pgbench_script"] = _cpu_ratio(row, "pgbench", "ours_pgbench_script")
+                row["cpu_ratio_python_loop"] = _cpu_ratio(row, "pgbench", "ours_python_loop")
                 row["ratio_point_select"] = round(row["ours_point_select_tps"] / tps, 3)
                 row["ratio_pgbench_script"] = round(row["ours_pgbench_script_tps"] / tps, 3)
+                row["ratio_python_loop"] = round(py["tps"] / tps, 3)
+                # The same statement on the same table from pgbench and from us: the driver alone.
+                row["ratio_point_select_same_query"] = round(ps["tps"] / tps_f, 3)
+                row["cpu_ratio_point_select_same_query"] = _cpu_ratio(row, "pgbench_f", "ours_point_select")
                 rows.append(row)
                 print("pg", row, flush=True)
         report["pg_tps"] = {"command": "pgbench -h 127.0.0.1 -p PORT -U postgres -S -M prepared -c N -j N -T "
                                        f"{int(args.duration)} postgres", "rounds": rows,
+                            "command_same_query": "pgbench -h 127.0.0.1 -p PORT -U postgres -f point-select.sql "
+                                                  f"-M prepared -c N -j N -T {int(args.duration)} postgres",
+                            "point_select_script": POINT_SELECT_SCRIPT,
                             "server": "throwaway PostgreSQL (diag.servers.start_postgres, default settings)"}
         if args.drivers:
             report["pg_drivers"] = driver_loops(t, args)
@@ -224,14 +274,21 @@ def my_section(args: argparse.Namespace, report: dict) -> None:
                 txns, tps = int(m.group(1)), float(m.group(2))
                 ps = ours(t, "point-select", n, args.duration)
                 s2 = server_cpu(srv)
+                py = ours(t, "point-select", n, args.duration, py_loop=True)
+                s3 = server_cpu(srv)
                 row = {"clients": n, "round": r + 1, "sysbench_tps": tps, "sysbench_us_per_txn":
                        round(cpu / txns * 1e6, 2), "sysbench_server_us_per_txn": _us(s1 - s0, txns),
                        "ours_point_select_tps": ps["tps"],
                        "ours_point_select_us_per_txn": _us(ps["client_cpu_s"], ps["transactions"]),
                        "ours_point_select_server_us_per_txn": _us(s2 - s1, ps["transactions"]),
-                       "driver": ps["driver"]}
+                       "ours_python_loop_tps": py["tps"],
+                       "ours_python_loop_us_per_txn": _us(py["client_cpu_s"], py["transactions"]),
+                       "ours_python_loop_server_us_per_txn": _us(s3 - s2, py["transactions"]),
+                       "driver": ps["driver"], "driver_python_loop": py["driver"]}
                 row["cpu_ratio_point_select"] = _cpu_ratio(row, "sysbench", "ours_point_select")
+                row["cpu_ratio_python_loop"] = _cpu_ratio(row, "sysbench", "ours_python_loop")
                 row["ratio_point_select"] = round(ps["tps"] / tps, 3)
+                row["ratio_python_loop"] = round(py["tps"] / tps, 3)
                 rows.append(row)
                 print("my", row, flush=True)
         report["my_tps"] = {"command": " ".join(sb).replace(str(srv.port), "PORT") +
@@ -279,7 +336,9 @@ def summarize(report: dict) -> str:
             continue
         for n in sorted({r["clients"] for r in sec["rounds"]}, reverse=True):
             rs = [r for r in sec["rounds"] if r["clients"] == n]
-            for col in cols:
+            for col in (*cols, "ratio_python_loop", "cpu_ratio_python_loop", "ratio_point_select_same_query"):
+                if col not in rs[0]:
+                    continue
                 lines.append(f"{key} clients={n} {col}: median {statistics.median(r[col] for r in rs):.3f} "
                              f"(rounds {', '.join(str(r[col]) for r in rs)})")
     return "\n".join(lines)

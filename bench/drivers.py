@@ -114,7 +114,14 @@ def _loop(target: Any, variant: str, duration: float, q: Any) -> None:
     q.put((n, t1.user - t0.user + t1.system - t0.system))
 
 
+_MODULES = {"psycopg3": "psycopg", "psycopg2": "psycopg2", "mysqlclient": "MySQLdb", "PyMySQL": "pymysql"}
+
+
 def measure(target: Any, variant: str, clients: int, duration: float) -> dict:
+    # A driver that is not installed is said at once, not after the children die and the wait times out.
+    module = _MODULES.get(variant.split()[0])
+    if module:
+        importlib.import_module(module)
     ctx = mp.get_context("fork")
     q = ctx.Queue()
     procs = [ctx.Process(target=_loop, args=(target, variant, duration, q)) for _ in range(clients)]

@@ -21,18 +21,22 @@ def _range(rows: list[dict], key: str) -> str:
     return f"{min(vals):.2f}-{max(vals):.2f}"
 
 
-def tps_table(sec: dict, tool: str, ours: list[tuple[str, str]]) -> list[str]:
-    out = [f"| clients | {tool} TPS | {tool} client µs/txn | {tool} server µs/txn | ours | ours TPS | "
+def tps_table(sec: dict, tool: str, ours: list[tuple[str, str]], name: str = "", suffix: str = "") -> list[str]:
+    """``tool`` prefixes the reference tool's keys; ratio keys are ``ratio_<ours key>{suffix}``."""
+    name = name or tool
+    out = [f"| clients | {name} TPS | {name} client µs/txn | {name} server µs/txn | ours | ours TPS | "
            "ours client µs/txn | ours server µs/txn | TPS ratio, median (range) | CPU-cost ratio, median |",
            "|---|---|---|---|---|---|---|---|---|---|"]
     for n in sorted({r["clients"] for r in sec["rounds"]}, reverse=True):
-        rs = [r for r in sec["rounds"] if r["clients"] == n]
+        rs = [r for r in sec["rounds"] if r["clients"] == n and f"{tool}_tps" in r]
+        if not rs:
+            continue
         for label, key in ours:
             out.append(f"| {n} | {_med(rs, f'{tool}_tps'):,.0f} | {_med(rs, f'{tool}_us_per_txn'):.1f} | "
                        f"{_med(rs, f'{tool}_server_us_per_txn'):.1f} | {label} | {_med(rs, f'{key}_tps'):,.0f} | "
                        f"{_med(rs, f'{key}_us_per_txn'):.1f} | {_med(rs, f'{key}_server_us_per_txn'):.1f} | "
-                       f"**{_med(rs, 'ratio_' + key[5:]):.3f}** ({_range(rs, 'ratio_' + key[5:])}) | "
-                       f"{_med(rs, 'cpu_ratio_' + key[5:]):.3f} |")
+                       f"**{_med(rs, 'ratio_' + key[5:] + suffix):.3f}** ({_range(rs, 'ratio_' + key[5:] + suffix)}) | "
+                       f"{_med(rs, 'cpu_ratio_' + key[5:] + suffix):.3f} |")
     return out
 
 
@@ -60,13 +64,30 @@ def main(path: str) -> None:
     if "pg_tps" in r:
         lines += ["PostgreSQL: `" + r["pg_tps"]["command"] + "`", ""]
         lines += tps_table(r["pg_tps"], "pgbench", [("point-select", "ours_point_select"),
-                                                    ("pgbench -S script", "ours_pgbench_script")]) + [""]
+                                                    ("pgbench -S script", "ours_pgbench_script"),
+                                                    ("point-select, Python loop", "ours_python_loop")]) + [""]
+        if "command_same_query" in r["pg_tps"]:
+            lines += ["The same statement on the same table from both clients: `" + r["pg_tps"]["command_same_query"]
+                      + "`, with point-select.sql = `" + r["pg_tps"]["point_select_script"].replace("\n", " ").strip()
+                      + "`", ""]
+            lines += tps_table(r["pg_tps"], "pgbench_f", [("point-select", "ours_point_select")],
+                               name="pgbench -f", suffix="_same_query") + [""]
     if "my_tps" in r:
         lines += ["MariaDB: `" + r["my_tps"]["command"] + "`", ""]
-        lines += tps_table(r["my_tps"], "sysbench", [("point-select", "ours_point_select")]) + [""]
+        lines += tps_table(r["my_tps"], "sysbench", [("point-select", "ours_point_select"),
+                                                     ("point-select, Python loop", "ours_python_loop")]) + [""]
+        if "command_same_query" in r["pg_tps"]:
+            lines += ["The same statement on the same table from both clients: `" + r["pg_tps"]["command_same_query"]
+                      + "`, with point-select.sql = `" + r["pg_tps"]["point_select_script"].replace("\n", " ").strip()
+                      + "`", ""]
+            lines += tps_table(r["pg_tps"], "pgbench_f", [("point-select", "ours_point_select")],
+                               name="pgbench -f", suffix="_same_query") + [""]
     for key, what in (("pg_load", "PostgreSQL load"), ("my_load", "MariaDB load")):
         if r.get(key, {}).get("rounds"):
-            lines += [f"{what}: `{r[key]['command']}`", ""] + load_table(r[key]["rounds"]) + [""]
+            lines += [f"{what}: `{r[key]['command']}`", ""]
+            if r[key].get("sysbench_command"):
+                lines += [f"and `{r[key]['sysbench_command']}`", ""]
+            lines += load_table(r[key]["rounds"]) + [""]
     for key, what in (("pg_drivers", "PostgreSQL drivers"), ("my_drivers", "MariaDB drivers")):
         if key in r:
             lines += [f"{what} (bare point-select loop, {r[key][0].get('clients', '')} processes):", ""]

@@ -11,8 +11,9 @@
  *
  * Each call runs transactions until the monotonic clock (the clock of Python's
  * time.perf_counter_ns) reaches `until_ns` or the latency buffer is full, and writes one
- * latency (ns, from the previous transaction's end) per transaction. On the first failed
- * statement it stops and returns what the library said, for the caller's usual error path.
+ * latency (ns, from the previous transaction's end) per transaction, and returns when the last
+ * one ended. On the first failed statement it stops and returns what the library said and when
+ * that failed transaction started, for the caller's usual error path (which times its retry).
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
@@ -104,7 +105,6 @@ static PyObject *pq_loop(PyObject *self, PyObject *args) {
             err = Py_BuildValue("(yy)", code ? code : "", msg ? msg : "");
             if (res)
                 clear(res);
-            t1 = now_ns();
             break;
         }
         clear(res);
@@ -156,7 +156,6 @@ static PyObject *my_loop(PyObject *self, PyObject *args) {
         *keyp = draw(state, lo, (uint64_t)span);
         if (exec(stmt)) {
             failed = 1;
-            t1 = now_ns();
             break;
         }
         if (has_rows) {
@@ -166,7 +165,6 @@ static PyObject *my_loop(PyObject *self, PyObject *args) {
             if (rc != MYSQL_NO_DATA) {
                 failed = 1;
                 free_result(stmt);
-                t1 = now_ns();
                 break;
             }
             free_result(stmt);

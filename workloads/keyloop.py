@@ -4,8 +4,9 @@ A *batch* is ``batch(t0_ns, until_ns, buf) -> (n, t_last_ns, error)``: it runs p
 lookups until the clock passes ``until_ns`` (or ``buf``, an ``array('q')``, is full),
 writes each transaction's latency in ns (from the previous one's end, the first from
 ``t0_ns``) into ``buf[:n]`` and returns the time the last one ended. ``error`` is None or
-the :class:`DbError` of the statement that failed (not counted in ``n``); the caller
-handles it as it handles a failed Python transaction.
+the :class:`DbError` of the statement that failed (not counted in ``n``; ``t_last_ns`` is
+then when that transaction started); the caller handles it as it handles a failed Python
+transaction.
 
 The C code is handed the addresses of the very library functions that the Python driver
 uses for this connection (psycopg's libpq, or the libmariadb loaded by ctypes), checked

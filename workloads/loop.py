@@ -131,6 +131,21 @@ class ClientLoop:
             self.record(e)
             return None
 
+    def recover(self, e: DbError, lat: list[int], nq: int, t0: int) -> tuple[int, int] | None:
+        """After a failed transaction that started at ``t0``: (queries of its successful retry or
+        0, now), its latency appended when a retry succeeded; None when this client ends (its
+        figures flushed)."""
+        try:
+            q = self.failed(e)
+        except _End:
+            self.flush(lat, nq)
+            return None
+        t1 = time.perf_counter_ns()
+        if q is None:
+            return 0, t1
+        lat.append(t1 - t0)
+        return q, t1
+
     # -- ticks ----------------------------------------------------------------------
 
     def tick(self, t1: int, lat: list[int], nq: int) -> int:
@@ -180,15 +195,11 @@ class ClientLoop:
                 t1 = pcn()
                 ap(t1 - t0)
             except DbError as e:
-                try:
-                    q = self.failed(e)
-                except _End:
-                    self.flush(lat, nq)
+                got = self.recover(e, lat, nq, t0)
+                if got is None:
                     return
-                t1 = pcn()
-                if q is not None:
-                    nq += q
-                    ap(t1 - t0)
+                q, t1 = got
+                nq += q
             if t1 >= next_tick:
                 next_tick = self.tick(t1, lat, nq)
                 if self.flushed:
@@ -206,7 +217,6 @@ class ClientLoop:
         assert batch is not None
         buf = array("q", bytes(8 * BATCH_CAP))
         lat: list[int] = []
-        ap = lat.append
         nq = 0
         t0 = pcn()
         next_tick = min(t0 + TICK_NS, self.boundary, self.end_ns)
@@ -216,15 +226,11 @@ class ClientLoop:
                 lat += buf[:n]
                 nq += n
             if err is not None:
-                try:
-                    q = self.failed(err)
-                except _End:
-                    self.flush(lat, nq)
+                got = self.recover(err, lat, nq, t1)
+                if got is None:
                     return
-                t1 = pcn()
-                if q is not None:
-                    nq += q
-                    ap(t1 - t0)
+                q, t1 = got
+                nq += q
             if t1 >= next_tick:
                 next_tick = self.tick(t1, lat, nq)
                 if self.flushed:
@@ -272,15 +278,11 @@ class ClientLoop:
                 t1 = pcn()
                 ap(t1 - t0)
             except DbError as e:
-                try:
-                    q = self.failed(e)
-                except _End:
-                    self.flush(lat, nq)
+                got = self.recover(e, lat, nq, t0)
+                if got is None:
                     return
-                t1 = pcn()
-                if q is not None:
-                    nq += q
-                    ap(t1 - t0)
+                q, t1 = got
+                nq += q
             sched = (sched if pause is None else t1) + gap()
 
 

@@ -367,8 +367,10 @@ def test_keyed_txn_draws_every_key_in_range(engine: str, name: str, module: str,
             assert all(v > 0 for v in buf) and sum(buf) == t1 - t0  # back-to-back latencies, ns
             bad_batch = c.keyed_batch(bad_q, 1, 1, seed=1)
             assert bad_batch is not None
-            n, _, err = bad_batch(time.perf_counter_ns(), 0, buf)
+            t0 = time.perf_counter_ns()
+            n, t1, err = bad_batch(t0, 0, buf)
             assert n == 0 and isinstance(err, DbError) and err.code == ("22012" if engine == "postgres" else "1365")
+            assert t1 == t0  # on a failure: when the failed transaction started
             c.after_error()
     finally:
         c.close()
