@@ -10,6 +10,7 @@ that needs it, with the reason: nothing is skipped silently.
 from __future__ import annotations
 
 import os
+import signal
 from collections.abc import Iterator
 
 import pytest
@@ -18,6 +19,12 @@ from diag import servers
 from diag.db import Session
 from diag.errors import DiagError
 from diag.targets import Target, parse_target
+
+# A test run started in the background by a script (`cmd &`) inherits SIGINT ignored, and so would
+# every dbdiag process the tests start; the Ctrl-C tests need it delivered. A Python handler here is
+# reset to the default at exec, so the children get their usual KeyboardInterrupt too.
+if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+    signal.signal(signal.SIGINT, signal.default_int_handler)
 
 PG_SERVICE = os.environ.get("DBDIAG_TEST_PG", "postgresql://postgres@127.0.0.1:5432/postgres")
 MY_SERVICE = os.environ.get("DBDIAG_TEST_MY", "mysql://root@127.0.0.1:3306/")

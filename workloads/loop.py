@@ -82,7 +82,6 @@ class ClientLoop:
         self.errors: Counter[str] = Counter()
         self.samples: dict[str, list[str]] = {}
         self.retries = 0
-        self.flushed = False
         if start_ns >= measure_ns:
             self.k, self.boundary = 0, measure_ns + interval_ns
             self.cpu0 = self.cpu_mark = self._cpu()
@@ -148,20 +147,20 @@ class ClientLoop:
 
     # -- ticks ----------------------------------------------------------------------
 
-    def tick(self, t1: int, lat: list[int], nq: int) -> int:
-        """Flush at interval boundaries; the next tick time, or 0 to stop."""
-        self.flushed = False
+    def tick(self, t1: int, lat: list[int], nq: int) -> tuple[int, int]:
+        """Flush at interval boundaries: (the next tick time or 0 to stop, the query count
+        going on: 0 after a flush, else ``nq``)."""
         if t1 >= self.end_ns or self.stop.value:
             self.flush(lat, nq)
-            return 0
+            return 0, 0
         if t1 >= self.boundary:
             self.flush(lat, nq)
             self.k = (t1 - self.measure_ns) // self.interval_ns
             self.boundary = self.measure_ns + (self.k + 1) * self.interval_ns
-        return min(t1 + TICK_NS, self.boundary, self.end_ns)
+            nq = 0
+        return min(t1 + TICK_NS, self.boundary, self.end_ns), nq
 
     def flush(self, lat: list[int], nq: int) -> None:
-        self.flushed = True
         if self.k < 0:  # warmup: nothing counts
             self.errors.clear()
             self.retries = 0
@@ -201,9 +200,7 @@ class ClientLoop:
                 q, t1 = got
                 nq += q
             if t1 >= next_tick:
-                next_tick = self.tick(t1, lat, nq)
-                if self.flushed:
-                    nq = 0
+                next_tick, nq = self.tick(t1, lat, nq)
                 if not next_tick:
                     return
                 t1 = pcn()  # time spent in the tick is not the next transaction's
@@ -232,9 +229,7 @@ class ClientLoop:
                 q, t1 = got
                 nq += q
             if t1 >= next_tick:
-                next_tick = self.tick(t1, lat, nq)
-                if self.flushed:
-                    nq = 0
+                next_tick, nq = self.tick(t1, lat, nq)
                 if not next_tick:
                     return
                 t1 = pcn()
@@ -263,9 +258,7 @@ class ClientLoop:
         while True:
             now = pcn()
             if now >= next_tick:
-                next_tick = self.tick(now, lat, nq)
-                if self.flushed:
-                    nq = 0
+                next_tick, nq = self.tick(now, lat, nq)
                 if not next_tick:
                     return
                 continue
