@@ -1,7 +1,8 @@
 """Cost of the collectors: point-select at saturation with all collectors OFF vs ON, same servers, same run.
 
     python3 -m bench.collectors_overhead [--rounds 5] [--duration 8] [--warmup 1] [--only pg|mariadb]
-                                         [--exclude NAME[,NAME]] [--out bench/results/NAME.json]
+                                         [--workload point-select|insert|...] [--exclude NAME[,NAME]]
+                                         [--out bench/results/NAME.json]
 
 One throwaway PostgreSQL (diag.servers.start_postgres) and one throwaway MariaDB (start_mysql), default
 settings. On each, point-select (scale 1) with N = 2 x cores clients is run through the real orchestrator,
@@ -91,7 +92,7 @@ def _children_cpu() -> float:
 def one_run(srv: servers.ThrowawayServer, collect: bool, clients: int, args: argparse.Namespace) -> dict:
     drv = DriverOptions(clients=(clients,), duration_s=args.duration, warmup_s=args.warmup, scale=1)
     with tempfile.TemporaryDirectory(prefix="dbdiag-colbench-") as d:
-        opts = drun.RunOptions(targets=[srv.dsn()], workloads=["point-select"], driver=drv, out=Path(d) / "b",
+        opts = drun.RunOptions(targets=[srv.dsn()], workloads=[args.workload], driver=drv, out=Path(d) / "b",
                                name="collectors-overhead", collect=collect, profile=False, render=False)
         log = io.StringIO()
         COLLECTOR_CPU.clear()
@@ -142,7 +143,7 @@ def engine_section(engine: str, args: argparse.Namespace, report: dict) -> None:
                 wload.load(s, sbtest_dataset(1), None)
             product = f"{s.product} {s.version_text.split(' on ')[0]}"
         n = 2 * (os.cpu_count() or 1)
-        one_run(srv, False, n, argparse.Namespace(duration=3, warmup=0))  # warm caches, unmeasured
+        one_run(srv, False, n, argparse.Namespace(duration=3, warmup=0, workload=args.workload))  # warm caches
         rounds = []
         for r in range(args.rounds):
             order = (False, True) if r % 2 == 0 else (True, False)
@@ -195,6 +196,8 @@ def main() -> None:
     ap.add_argument("--duration", type=float, default=8.0)
     ap.add_argument("--warmup", type=float, default=1.0, help="unmeasured seconds before each measured run")
     ap.add_argument("--only", choices=("pg", "mariadb"), default=None)
+    ap.add_argument("--workload", default="point-select",
+                    help="the workload both sides run (insert: the flush collector's cost on commits)")
     ap.add_argument("--exclude", default="", help="collector names left out of the ON runs, comma-separated")
     ap.add_argument("--out", default="bench/results/collectors-last-run.json")
     args = ap.parse_args()
