@@ -198,17 +198,6 @@ class PgPqClient(Client):
             if res.status not in ok:
                 raise fail(res)
             ex = pg.exec_prepared
-            if stmt.nparams == 1:  # the point-select shape: no loop over parameters
-                def rows(params: Sequence[Any]) -> Rows:
-                    v = params[0]
-                    try:
-                        res = ex(bname, [None if v is None else str(v).encode()])
-                    except exc_t as e:
-                        raise fail(exc=e) from None
-                    if res.status not in ok:
-                        raise fail(res)
-                    return _pq_rows(res)
-                return rows
 
             def rows(params: Sequence[Any]) -> Rows:
                 try:
