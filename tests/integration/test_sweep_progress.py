@@ -3,7 +3,7 @@
 Each test sweeps point-select in a scratch database ``dbdiag_test_progress_<pid>``
 (1,000 sbtest rows, dropped at the end), two steps of 1 s, no warmup: about
 3 s each. A terminal is an ``io.StringIO`` whose ``isatty()`` is true; what it
-would show is worked out by ``_screen`` (carriage return = back to column 0).
+would show is worked out by ``tests.terminal.screen`` (carriage return = back to column 0).
 """
 
 from __future__ import annotations
@@ -23,16 +23,13 @@ from diag.db import Session
 from diag.run import Run, RunOptions
 from diag.targets import Target
 from tests.conftest import PG_SERVICE
+from tests.terminal import FakeTTY, screen
 from workloads.driver import DriverOptions, run_sweep
 
 DB = f"dbdiag_test_progress_{os.getpid()}"
 OPTS = DriverOptions(clients=(1, 2), duration_s=1.0, warmup_s=0.0, scale=0.01)
 BAR = re.compile(r"\[[#-]+\] +(\d+)% (\S+)/(\S+) ETA (\S+)  step (\d+)/(\d+)")
 
-
-class FakeTTY(io.StringIO):
-    def isatty(self) -> bool:
-        return True
 
 
 @pytest.fixture(autouse=True)
@@ -53,26 +50,6 @@ def scratch(pg_service: Target) -> Iterator[Target]:
             s.execute(f"DROP DATABASE IF EXISTS {DB} WITH (FORCE)")
 
 
-def _screen(text: str) -> list[str]:
-    lines: list[str] = []
-    cur: list[str] = []
-    col = 0
-    for ch in text:
-        if ch == "\n":
-            lines.append("".join(cur).rstrip())
-            cur, col = [], 0
-        elif ch == "\r":
-            col = 0
-        else:
-            if col < len(cur):
-                cur[col] = ch
-            else:
-                cur.append(ch)
-            col += 1
-    lines.append("".join(cur).rstrip())
-    return lines
-
-
 def _check_terminal(text: str, total: str) -> list[str]:
     """Bar drawn in place, moving forward to 100%; erased before every other line. Returns the screen."""
     assert "\r" in text
@@ -83,21 +60,21 @@ def _check_terminal(text: str, total: str) -> list[str]:
     assert any(0 < p < 50 for p in pcts), pcts  # it moved during the first step, not only between steps
     assert {t for _, t, _ in draws} == {total}  # the plan covers every step from the start
     assert [s for p, _, s in draws if p == 100] and all(s == 2 for p, _, s in draws if p == 100)
-    screen = _screen(text)
-    assert screen[-1] == ""  # the final bar ends its own line
-    assert [ln for ln in screen if "ETA" in ln] == [screen[-2]]  # no bar left on any other line
-    assert BAR.search(screen[-2]).group(1) == "100"  # type: ignore[union-attr]
-    intervals = [ln for ln in screen if re.match(r"  \[ *\d+\.\d+s\] point-select c=\d: tps ", ln)]
-    assert len(intervals) == 2, screen  # one per 1-s step, each on a clean line of its own
-    return screen
+    shown = screen(text)
+    assert shown[-1] == ""  # the final bar ends its own line
+    assert [ln for ln in shown if "ETA" in ln] == [shown[-2]]  # no bar left on any other line
+    assert BAR.search(shown[-2]).group(1) == "100"  # type: ignore[union-attr]
+    intervals = [ln for ln in shown if re.match(r"  \[ *\d+\.\d+s\] point-select c=\d: tps ", ln)]
+    assert len(intervals) == 2, shown  # one per 1-s step, each on a clean line of its own
+    return shown
 
 
 def test_bar_on_a_terminal(scratch: Target, tmp_path: Path) -> None:
     out = FakeTTY()
     rows = run_sweep(scratch, ["point-select"], OPTS, BundleWriter(tmp_path / "run"), progress=out)
     assert [r["clients"] for r in rows] == [1, 2] and all(r["transactions"] > 0 for r in rows)
-    screen = _check_terminal(out.getvalue(), "3s")  # 2 steps x (0 s warmup + 1 s + 0.5 s start-up)
-    headers = [ln for ln in screen if ln.startswith("[step ")]
+    shown = _check_terminal(out.getvalue(), "3s")  # 2 steps x (0 s warmup + 1 s + 0.5 s start-up)
+    headers = [ln for ln in shown if ln.startswith("[step ")]
     assert [h.split(" | ")[0] for h in headers] == ["[step 1/2", "[step 2/2"]
     assert "sweep 0% done" in headers[0] and "sweep 50% done" in headers[1]
 
@@ -124,8 +101,8 @@ def test_one_bar_for_a_whole_run_of_two_targets(scratch: Target, tmp_path: Path)
                       driver=replace(OPTS, clients=(1,)), out=tmp_path / "run", collect=False, profile=False,
                       render=False)
     Run(opts, out=out).execute()
-    screen = _check_terminal(out.getvalue(), "3s")  # 2 targets x 1 step x 1.5 s
-    headers = [ln for ln in screen if ln.startswith("[step ")]
+    shown = _check_terminal(out.getvalue(), "3s")  # 2 targets x 1 step x 1.5 s
+    headers = [ln for ln in shown if ln.startswith("[step ")]
     assert len(headers) == 2
     assert headers[0].startswith("[step 1/2 | sweep 0% done") and "] a: point-select" in headers[0]
     assert headers[1].startswith("[step 2/2 | sweep 50% done") and "] b: point-select" in headers[1]

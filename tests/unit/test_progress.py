@@ -8,12 +8,9 @@ import re
 import pytest
 from hypothesis import given, strategies as st
 
+from tests.terminal import FakeTTY, screen
 from workloads.progress import SweepBar, format_bar, hms
 
-
-class FakeTTY(io.StringIO):
-    def isatty(self) -> bool:
-        return True
 
 
 @pytest.fixture(autouse=True)
@@ -64,27 +61,6 @@ def test_format_bar_shape(done: float, more: float, total: float, width: int) ->
     assert full2 >= full and pct2 >= pct  # more done: never less bar
 
 
-def _screen(text: str) -> list[str]:
-    """What a terminal shows: '\\r' returns to column 0 and later characters overwrite."""
-    lines: list[str] = []
-    cur: list[str] = []
-    col = 0
-    for ch in text:
-        if ch == "\n":
-            lines.append("".join(cur).rstrip())
-            cur, col = [], 0
-        elif ch == "\r":
-            col = 0
-        else:
-            if col < len(cur):
-                cur[col] = ch
-            else:
-                cur.append(ch)
-            col += 1
-    lines.append("".join(cur).rstrip())
-    return lines
-
-
 def test_terminal_bar_is_redrawn_in_place_and_erased_before_lines() -> None:
     out, clock = FakeTTY(), Clock()
     bar = SweepBar(out, steps=2, step_s=10.0, clock=clock)
@@ -112,13 +88,13 @@ def test_terminal_bar_is_redrawn_in_place_and_erased_before_lines() -> None:
     draws = [int(p) for p in re.findall(r"\] +(\d+)% ", text)]
     assert draws == sorted(draws) and draws[-1] == 100 and 25 in draws and 50 in draws
     assert max(d for d in draws if d < 100) == 50  # the running step never counts beyond its plan
-    screen = _screen(text)
-    assert screen[-1] == ""  # the final bar ends its line
-    assert [ln for ln in screen if "ETA" in ln] == [screen[-2]]  # every earlier bar was erased
-    assert "100%" in screen[-2] and "step 2/2" in screen[-2]
-    assert screen[1].startswith("[step 1/2 | sweep 0% done, 0s of 20s, about 20s left] pg: point-select, 1 client")
-    assert screen[2] == "  [  1.0s] point-select c=1: tps 100"  # no bar left on the interval's line
-    assert screen[3].startswith("[step 2/2 | sweep 50% done, 10s of 20s")
+    shown = screen(text)
+    assert shown[-1] == ""  # the final bar ends its line
+    assert [ln for ln in shown if "ETA" in ln] == [shown[-2]]  # every earlier bar was erased
+    assert "100%" in shown[-2] and "step 2/2" in shown[-2]
+    assert shown[1].startswith("[step 1/2 | sweep 0% done, 0s of 20s, about 20s left] pg: point-select, 1 client")
+    assert shown[2] == "  [  1.0s] point-select c=1: tps 100"  # no bar left on the interval's line
+    assert shown[3].startswith("[step 2/2 | sweep 50% done, 10s of 20s")
 
 
 def test_log_gets_no_redraws() -> None:
@@ -151,7 +127,7 @@ def test_hide_takes_the_bar_away_until_the_next_step() -> None:
     bar.tick()
     bar.say("loading dataset tpcc")
     assert out.getvalue()[mark:] == "loading dataset tpcc\n"
-    assert _screen(out.getvalue())[-2:] == ["loading dataset tpcc", ""]
+    assert screen(out.getvalue())[-2:] == ["loading dataset tpcc", ""]
 
 
 def test_no_stream_writes_nothing() -> None:
@@ -174,7 +150,7 @@ def test_bar_fits_a_narrow_terminal(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("COLUMNS", "30")
     bar.tick()
     bar.end_step()
-    assert len(_screen(out.getvalue())[-1]) == 29  # cut rather than wrapped (the old, longer bar erased)
+    assert len(screen(out.getvalue())[-1]) == 29  # cut rather than wrapped (the old, longer bar erased)
 
 
 def test_nothing_to_sum_up_when_no_step_started() -> None:
