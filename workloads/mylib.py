@@ -326,10 +326,15 @@ class _Statement:
             return n
         return rows, run
 
+    def bind_key(self) -> None:
+        """Bind the one parameter as a 64-bit integer buffer (``ints[0]``); from then on only
+        its value changes (the point-lookup paths, Python and C, write it)."""
+        self._bind((1,))
+
     def keyed(self, lo: int, hi: int, rnd: Callable[[], float]) -> Callable[[], int]:
         """A transaction of this one-integer-parameter statement with a key drawn uniformly from
         lo..hi; it returns 1 (statements sent). Rows are read off the wire, not turned into bytes."""
-        self._bind((1,))  # bind the integer buffer once; then only its value changes
+        self.bind_key()
         lib, st, conn = self.lib, self.st, self.conn
         ex, fe, fr = lib.mysql_stmt_execute, lib.mysql_stmt_fetch, lib.mysql_stmt_free_result
         key, nf, span = self.ints[0], self.nfields, hi - lo + 1
