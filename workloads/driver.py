@@ -29,10 +29,10 @@ from diag.errors import UsageError
 from diag.targets import Target
 from workloads import hist
 from workloads.base import Workload
-from workloads.keyloop import LABEL as KEYLOOP_LABEL
 from workloads.client import ISOLATION_SQL, PROTOCOLS, driver_label, fastest_driver, open_client
 from workloads.custom import Custom, parse_script
 from workloads.insert import Insert
+from workloads.keyloop import LABEL as KEYLOOP_LABEL
 from workloads.load import ensure_schema, is_loaded, load
 from workloads.loop import ClientSpec, client_main
 from workloads.pgbench import ReadWrite
