@@ -152,6 +152,7 @@ def pg_section(args: argparse.Namespace, report: dict) -> None:
             wload.ensure_schema(s)
             if not wload.is_loaded(s, sbtest_dataset(1)):
                 wload.load(s, sbtest_dataset(1), None)
+            version = s.version_text.split(" on ")[0]
         tmpdir = tempfile.TemporaryDirectory(prefix="dbdiag-bench-")
         script = Path(tmpdir.name) / "pgbench-S.sql"
         script.write_text(PGBENCH_S_SCRIPT)
@@ -215,7 +216,7 @@ def pg_section(args: argparse.Namespace, report: dict) -> None:
                             "command_same_query": "pgbench -h 127.0.0.1 -p PORT -U postgres -f point-select.sql "
                                                   f"-M prepared -c N -j N -T {int(args.duration)} postgres",
                             "point_select_script": POINT_SELECT_SCRIPT,
-                            "server": "throwaway PostgreSQL (diag.servers.start_postgres, default settings)"}
+                            "server": f"throwaway {version} (diag.servers.start_postgres, default settings)"}
         if args.drivers:
             report["pg_drivers"] = driver_loops(t, args)
     finally:
@@ -232,7 +233,7 @@ def my_section(args: argparse.Namespace, report: dict) -> None:
         t = srv.target()
         with Session(t, statement_timeout_ms=0) as s:
             s.execute("CREATE DATABASE IF NOT EXISTS sbtest")
-            product = s.product
+            product = f"{s.product} {s.version_text.split(' on ')[0]}"
         sb = [sysbench, "oltp_point_select", "--db-driver=mysql", "--mysql-host=127.0.0.1",
               f"--mysql-port={srv.port}", "--mysql-user=root", "--mysql-db=sbtest", "--tables=1"]
         loads = []
