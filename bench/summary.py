@@ -76,12 +76,6 @@ def main(path: str) -> None:
         lines += ["MariaDB: `" + r["my_tps"]["command"] + "`", ""]
         lines += tps_table(r["my_tps"], "sysbench", [("point-select", "ours_point_select"),
                                                      ("point-select, Python loop", "ours_python_loop")]) + [""]
-        if "command_same_query" in r["pg_tps"]:
-            lines += ["The same statement on the same table from both clients: `" + r["pg_tps"]["command_same_query"]
-                      + "`, with point-select.sql = `" + r["pg_tps"]["point_select_script"].replace("\n", " ").strip()
-                      + "`", ""]
-            lines += tps_table(r["pg_tps"], "pgbench_f", [("point-select", "ours_point_select")],
-                               name="pgbench -f", suffix="_same_query") + [""]
     for key, what in (("pg_load", "PostgreSQL load"), ("my_load", "MariaDB load")):
         if r.get(key, {}).get("rounds"):
             lines += [f"{what}: `{r[key]['command']}`", ""]
