@@ -100,6 +100,18 @@ def _us(secs: float, txns: int) -> float:
     return round(secs / max(txns, 1) * 1e6, 2)
 
 
+def _pgbench_figures(out: str) -> tuple[float, int]:
+    """(TPS without connection time, transactions processed) from pgbench's output."""
+    tps = float(re.search(r"tps = ([\d.]+) \(without", out).group(1))  # type: ignore[union-attr]
+    return tps, int(re.search(r"actually processed: (\d+)", out).group(1))  # type: ignore[union-attr]
+
+
+def _ours_cols(prefix: str, res: dict, server_s: float) -> dict:
+    """TPS, client and server µs per transaction of one of our result rows, as ``<prefix>_...`` keys."""
+    return {f"{prefix}_tps": res["tps"], f"{prefix}_us_per_txn": _us(res["client_cpu_s"], res["transactions"]),
+            f"{prefix}_server_us_per_txn": _us(server_s, res["transactions"])}
+
+
 def _cpu_ratio(row: dict, theirs: str, ours_: str) -> float:
     """(their client + server µs/txn) / (our client + server µs/txn)."""
     t = row[f"{theirs}_us_per_txn"] + row[f"{theirs}_server_us_per_txn"]
@@ -170,8 +182,7 @@ def pg_section(args: argparse.Namespace, report: dict) -> None:
                 s0 = server_cpu(srv)
                 out, _, cpu = run_tool(cmd, args.duration + 60)
                 s1 = server_cpu(srv)
-                tps = float(re.search(r"tps = ([\d.]+) \(without", out).group(1))  # type: ignore[union-attr]
-                txns = int(re.search(r"actually processed: (\d+)", out).group(1))  # type: ignore[union-attr]
+                tps, txns = _pgbench_figures(out)
                 ps = ours(t, "point-select", n, args.duration)
                 s2 = server_cpu(srv)
                 cs = ours(t, "custom", n, args.duration, script=str(script))
@@ -181,20 +192,13 @@ def pg_section(args: argparse.Namespace, report: dict) -> None:
                 out_f, _, cpu_f = run_tool([pgbench, *base, "-f", str(ps_script), "-M", "prepared", "-c", str(n), "-j",
                                             str(n), "-T", str(int(args.duration)), "postgres"], args.duration + 60)
                 s5 = server_cpu(srv)
-                tps_f = float(re.search(r"tps = ([\d.]+) \(without", out_f).group(1))  # type: ignore[union-attr]
-                txns_f = int(re.search(r"actually processed: (\d+)", out_f).group(1))  # type: ignore[union-attr]
+                tps_f, txns_f = _pgbench_figures(out_f)
                 row = {"clients": n, "round": r + 1, "pgbench_tps": round(tps, 1),
                        "pgbench_us_per_txn": round(cpu / txns * 1e6, 2),
                        "pgbench_server_us_per_txn": round((s1 - s0) / txns * 1e6, 2),
-                       "ours_point_select_tps": ps["tps"],
-                       "ours_point_select_us_per_txn": _us(ps["client_cpu_s"], ps["transactions"]),
-                       "ours_point_select_server_us_per_txn": _us(s2 - s1, ps["transactions"]),
-                       "ours_pgbench_script_tps": cs["tps"],
-                       "ours_pgbench_script_us_per_txn": _us(cs["client_cpu_s"], cs["transactions"]),
-                       "ours_pgbench_script_server_us_per_txn": _us(s3 - s2, cs["transactions"]),
-                       "ours_python_loop_tps": py["tps"],
-                       "ours_python_loop_us_per_txn": _us(py["client_cpu_s"], py["transactions"]),
-                       "ours_python_loop_server_us_per_txn": _us(s4 - s3, py["transactions"]),
+                       **_ours_cols("ours_point_select", ps, s2 - s1),
+                       **_ours_cols("ours_pgbench_script", cs, s3 - s2),
+                       **_ours_cols("ours_python_loop", py, s4 - s3),
                        "pgbench_f_tps": round(tps_f, 1), "pgbench_f_us_per_txn": _us(cpu_f, txns_f),
                        "pgbench_f_server_us_per_txn": _us(s5 - s4, txns_f),
                        "driver": ps["driver"], "driver_python_loop": py["driver"]}
@@ -279,12 +283,8 @@ def my_section(args: argparse.Namespace, report: dict) -> None:
                 s3 = server_cpu(srv)
                 row = {"clients": n, "round": r + 1, "sysbench_tps": tps, "sysbench_us_per_txn":
                        round(cpu / txns * 1e6, 2), "sysbench_server_us_per_txn": _us(s1 - s0, txns),
-                       "ours_point_select_tps": ps["tps"],
-                       "ours_point_select_us_per_txn": _us(ps["client_cpu_s"], ps["transactions"]),
-                       "ours_point_select_server_us_per_txn": _us(s2 - s1, ps["transactions"]),
-                       "ours_python_loop_tps": py["tps"],
-                       "ours_python_loop_us_per_txn": _us(py["client_cpu_s"], py["transactions"]),
-                       "ours_python_loop_server_us_per_txn": _us(s3 - s2, py["transactions"]),
+                       **_ours_cols("ours_point_select", ps, s2 - s1),
+                       **_ours_cols("ours_python_loop", py, s3 - s2),
                        "driver": ps["driver"], "driver_python_loop": py["driver"]}
                 row["cpu_ratio_point_select"] = _cpu_ratio(row, "sysbench", "ours_point_select")
                 row["cpu_ratio_python_loop"] = _cpu_ratio(row, "sysbench", "ours_python_loop")
