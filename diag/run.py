@@ -29,15 +29,6 @@ from diag.errors import DiagError, ToolUnavailable
 from diag.hostinfo import data_directory, host_facts, server_binary, server_pid, storage_facts
 from diag.targets import Target, parse_target, redact_argv
 
-KEY_SETTINGS = {
-    "postgres": ("fsync", "synchronous_commit", "wal_sync_method", "full_page_writes", "commit_delay",
-                 "commit_siblings", "wal_level", "shared_buffers", "max_wal_size", "max_connections"),
-    "mysql": ("innodb_flush_log_at_trx_commit", "sync_binlog", "log_bin", "innodb_doublewrite",
-              "innodb_flush_method", "innodb_buffer_pool_size", "innodb_log_file_size", "innodb_io_capacity",
-              "performance_schema", "thread_handling", "max_connections"),
-}
-
-
 WRITE_WORKLOADS = {"insert", "read-write", "tpcc", "custom"}
 FSYNC_TEST_SECONDS = 0.3  # per method: 12 methods, about 4 s per device, enough for ~1,000 flushes each here
 
@@ -109,19 +100,7 @@ def default_out(name: str) -> Path:
 
 def key_settings(s: Session) -> dict[str, str]:
     """The durability and sizing settings every result should be read with."""
-    names = KEY_SETTINGS[s.engine]
-    out: dict[str, str] = {}
-    if s.engine == "postgres":
-        rows = s.query("SELECT name, setting, unit FROM pg_settings WHERE name = ANY(%s)", (list(names),))
-        for r in rows:
-            out[r["name"]] = f"{r['setting']}{' ' + r['unit'] if r['unit'] else ''}"
-    else:
-        rows = s.query("SHOW GLOBAL VARIABLES WHERE Variable_name IN (%s)" % ",".join(["%s"] * len(names)),
-                       list(names))
-        for r in rows:
-            vals = list(r.values())
-            out[str(vals[0])] = str(vals[1])
-    return out
+    return s.key_settings()
 
 
 def identify(rt: TargetRuntime) -> None:

@@ -17,18 +17,9 @@ import re
 from dataclasses import dataclass, field, replace
 from urllib.parse import parse_qs, unquote, urlsplit
 
+from diag.engines import ENGINES, Engine, engine_for, engine_for_scheme
 from diag.errors import UsageError
 
-ENGINES = ("postgres", "mysql")
-_SCHEMES = {
-    "postgresql": "postgres",
-    "postgres": "postgres",
-    "mysql": "mysql",
-    "mariadb": "mysql",
-}
-_DEFAULT_PORT = {"postgres": 5432, "mysql": 3306}
-_DEFAULT_USER = {"postgres": "postgres", "mysql": "root"}
-_DEFAULT_DB = {"postgres": "postgres", "mysql": ""}
 _LABEL_RE = re.compile(r"^([A-Za-z0-9_.@-]+)=(.+)$")
 
 
@@ -52,19 +43,23 @@ class Target:
     embedded: bool = False
     label_given: bool = False
 
+    @property
+    def dbms(self) -> Engine:
+        """The engine object for ``engine``: what to ask instead of comparing names."""
+        return engine_for(self.engine)
+
     def redacted(self) -> str:
         """The DSN with the password replaced by ``***`` (safe to print and store)."""
         if self.embedded:
             return f"embedded:{self.engine}"
-        scheme = "postgresql" if self.engine == "postgres" else "mysql"
+        scheme = self.dbms.schemes[0]
         auth = self.user + (":***" if self.password else "")
         where = self.host or ""
         if self.port:
             where += f":{self.port}"
         dsn = f"{scheme}://{auth}@{where}/{self.database}"
         if self.socket:
-            key = "host" if self.engine == "postgres" else "unix_socket"
-            dsn += f"?{key}={self.socket}"
+            dsn += f"?{self.dbms.socket_param}={self.socket}"
         return dsn
 
     def to_dict(self) -> dict[str, object]:
@@ -109,19 +104,20 @@ def parse_target(text: str) -> Target:
     if m and "://" not in m.group(1) and ":" not in m.group(1):
         label, text = m.group(1), m.group(2)
     if text.startswith("embedded:"):
-        engine = text.split(":", 1)[1].strip().lower()
-        engine = {"postgresql": "postgres", "mariadb": "mysql"}.get(engine, engine)
-        if engine not in ENGINES:
-            raise UsageError(f"unknown embedded engine {engine!r}: use embedded:postgres or embedded:mysql")
-        t = Target(label=label, engine=engine, embedded=True, label_given=bool(label),
-                   user=_DEFAULT_USER[engine], database=_DEFAULT_DB[engine])
+        name = text.split(":", 1)[1].strip().lower()
+        eng = next((e for e in ENGINES if e.knows(name)), None)
+        if eng is None:
+            raise UsageError(f"unknown embedded engine {name!r}: use "
+                             + " or ".join(f"embedded:{e.name}" for e in ENGINES))
+        t = Target(label=label, engine=eng.name, embedded=True, label_given=bool(label),
+                   user=eng.default_user, database=eng.default_database)
         return replace(t, label=label or default_label(t))
     if "://" not in text:
         raise UsageError(
             f"cannot read target {_scrub(text)!r}: expected postgresql://, mysql://, mariadb:// or embedded:ENGINE")
     scheme = text.split("://", 1)[0].lower()
-    engine = _SCHEMES.get(scheme)
-    if engine is None:
+    eng = engine_for_scheme(scheme)
+    if eng is None:
         raise UsageError(f"unknown scheme {scheme!r} in target: use postgresql://, postgres://, mysql://, "
                          "mariadb:// or embedded:postgres|mysql")
     try:
@@ -132,17 +128,16 @@ def parse_target(text: str) -> Target:
     query = {k: v[-1] for k, v in parse_qs(parts.query).items()}
     host = unquote(parts.hostname or "") or None
     socket = None
-    sock_key = "host" if engine == "postgres" else "unix_socket"
-    if query.get(sock_key, "").startswith("/"):
-        socket = query[sock_key]
+    if query.get(eng.socket_param, "").startswith("/"):
+        socket = query[eng.socket_param]
     elif host and host.startswith("/"):
         socket, host = host, None
-    database = unquote(parts.path.lstrip("/")) or query.get("dbname", "") or _DEFAULT_DB[engine]
-    user = unquote(parts.username or "") or query.get("user", "") or _DEFAULT_USER[engine]
+    database = unquote(parts.path.lstrip("/")) or query.get("dbname", "") or eng.default_database
+    user = unquote(parts.username or "") or query.get("user", "") or eng.default_user
     password = unquote(parts.password) if parts.password is not None else query.get("password")
     if not host and not socket:
         host = "127.0.0.1"
-    t = Target(label=label, engine=engine, host=host, port=port or _DEFAULT_PORT[engine], socket=socket,
+    t = Target(label=label, engine=eng.name, host=host, port=port or eng.default_port, socket=socket,
                user=user, password=password, database=database, label_given=bool(label))
     return replace(t, label=label or default_label(t))
 

@@ -1,0 +1,159 @@
+"""What every database engine answers: the :class:`Engine` contract.
+
+An engine is an object that code asks (``target.dbms.log_name``), never a string
+it compares. One module per engine (:mod:`diag.engines.postgres`,
+:mod:`diag.engines.mysql`) holds everything engine-specific that the core needs:
+driver choice and error mapping, connection arguments, identification, key and
+durability settings, statement timeouts, and the vocabulary reports use.
+Sources (collectors) and report rules that are engine-specific are registered
+per engine in their own layer, keyed by :attr:`Engine.name`.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import importlib
+import importlib.metadata
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, ClassVar
+
+from diag.errors import DbError
+
+if TYPE_CHECKING:  # type hints only: targets import engines at run time, not the other way
+    from diag.targets import Target
+
+# Modules whose exceptions are driver errors (mapped), as opposed to bugs (raised as is).
+_DRIVER_MODULES = ("psycopg", "psycopg2", "pymysql", "MySQLdb", "socket", "workloads")
+_HINTS = {
+    "auth": "check the user and password",
+    "connect": "is the server running, and are host, port and database right?",
+    "privilege": "the user lacks a privilege",
+    "lost": "the server closed the connection",
+}
+
+
+@dataclass(frozen=True)
+class DriverInfo:
+    """Which Python driver talks to an engine, e.g. ``psycopg 3.3.9``."""
+
+    name: str
+    version: str
+    module: Any
+
+    def __str__(self) -> str:
+        return f"{self.name} {self.version}"
+
+
+@dataclass(frozen=True)
+class Identity:
+    """What a server says it is: ``version_num`` is e.g. 150019 or 101119."""
+
+    product: str
+    version_text: str
+    version_num: int
+
+
+class Engine:
+    """Base of the engine objects; subclasses fill the class attributes and the hooks."""
+
+    name: ClassVar[str] = ""                   # stored in bundles: "postgres" or "mysql"
+    title: ClassVar[str] = ""                  # for people: "PostgreSQL", "MySQL/MariaDB"
+    aliases: ClassVar[tuple[str, ...]] = ()    # other spellings and product names that mean this engine
+    schemes: ClassVar[tuple[str, ...]] = ()    # DSN schemes, the first is the canonical one
+    default_port: ClassVar[int] = 0
+    default_user: ClassVar[str] = ""
+    default_database: ClassVar[str] = ""
+    socket_param: ClassVar[str] = ""           # DSN query parameter naming a unix socket
+    drivers: ClassVar[tuple[tuple[str, str], ...]] = ()  # (distribution, module), fastest first
+    driver_hint: ClassVar[str] = ""            # what to pip install when none is present
+    key_settings: ClassVar[tuple[str, ...]] = ()  # read with every run: durability and sizing
+    # Report vocabulary.
+    log_name: ClassVar[str] = ""               # "WAL" / "redo log"
+    buffer_pool_setting: ClassVar[str] = ""    # the setting that sizes the data cache
+    group_commit_knobs: ClassVar[str] = ""     # the settings that batch commit flushes
+    relaxed_durability: ClassVar[str] = ""     # how a user relaxes commit durability on purpose
+
+    # ------------------------------------------------------------------ identity and names
+
+    def __repr__(self) -> str:
+        return f"<Engine {self.name}>"
+
+    def __str__(self) -> str:
+        return self.name
+
+    def knows(self, name: str) -> bool:
+        """Whether ``name`` (engine, alias or product name, any case) means this engine."""
+        n = name.strip().lower()
+        return n == self.name or n in self.aliases
+
+    # ------------------------------------------------------------------ drivers and errors
+
+    def pick_driver(self) -> DriverInfo:
+        """The fastest installed Python driver for this engine; DbError when none is."""
+        for dist, mod in self.drivers:
+            try:
+                m = importlib.import_module(mod)
+            except ImportError:
+                continue
+            try:
+                version = importlib.metadata.version(dist)
+            except importlib.metadata.PackageNotFoundError:
+                version = str(getattr(m, "__version__", "")).split(" ")[0]
+            return DriverInfo(dist, version, m)
+        raise DbError(f"no {self.name} driver installed: pip install {self.driver_hint}", kind="connect")
+
+    def error_kind(self, exc: BaseException) -> tuple[str, str, str]:
+        """(code, first line of the message, kind) of a driver exception."""
+        raise NotImplementedError
+
+    def map_error(self, exc: BaseException, where: str = "") -> DbError:
+        """Turn a driver exception into a DbError with code, kind and one clear line."""
+        if isinstance(exc, DbError):
+            return exc
+        code, msg, kind = self.error_kind(exc)
+        hint = _HINTS.get(kind, "")
+        prefix = f"{where}: " if where else ""
+        return DbError(f"{prefix}{msg}" + (f" ({hint})" if hint and hint not in msg else ""), code=code, kind=kind)
+
+    @contextlib.contextmanager
+    def translate_errors(self, where: str = "") -> Iterator[None]:
+        """Re-raise any driver exception inside the block as a DbError (bugs pass through)."""
+        try:
+            yield
+        except DbError:
+            raise
+        except Exception as e:
+            if type(e).__module__.split(".")[0] in _DRIVER_MODULES or isinstance(e, (OSError, ConnectionError)):
+                raise self.map_error(e, where) from None
+            raise
+
+    # ------------------------------------------------------------------ connections
+
+    def connect_kwargs(self, target: "Target", driver: DriverInfo, autocommit: bool, timeout_s: int,
+                       application_name: str) -> dict[str, Any]:
+        """Keyword arguments for ``driver.module.connect``."""
+        raise NotImplementedError
+
+    def connect(self, target: "Target", *, autocommit: bool = True, timeout_s: int = 5,
+                application_name: str = "dbdiag", driver: DriverInfo | None = None) -> Any:
+        """Open a driver connection; ``timeout_s`` bounds the connect (seconds). Raises DbError."""
+        drv = driver or self.pick_driver()
+        with self.translate_errors(target.label):
+            kw = self.connect_kwargs(target, drv, autocommit, timeout_s, application_name)
+            conn = drv.module.connect(**kw)
+            if "autocommit" not in kw:  # a driver whose connect() cannot take it
+                conn.autocommit = autocommit
+            return conn
+
+    def identify(self, query: Any) -> Identity:
+        """Product and version; ``query(sql)`` runs one statement and returns rows as dicts."""
+        raise NotImplementedError
+
+    def statement_timeout_sql(self, product: str, ms: int) -> str:
+        """The SET statement that bounds each statement of a session to ``ms`` milliseconds."""
+        raise NotImplementedError
+
+    def read_key_settings(self, query: Any) -> dict[str, str]:
+        """:attr:`key_settings` as name -> value text (with unit where the server has one)."""
+        raise NotImplementedError

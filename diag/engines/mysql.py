@@ -1,0 +1,96 @@
+"""MySQL (5.7, 8.0, 8.4) and MariaDB (10.5 to 11.x) as one :class:`~diag.engines.base.Engine`.
+
+They share a protocol and most catalog views; where they differ the ``product``
+(``"mysql"`` or ``"mariadb"``, detected on connect) decides.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from diag.engines.base import DriverInfo, Engine, Identity
+
+if TYPE_CHECKING:
+    from diag.targets import Target
+
+# Error numbers -> kind.
+_KINDS = {
+    1045: "auth", 1044: "privilege", 1142: "privilege", 1143: "privilege", 1227: "privilege", 1370: "privilege",
+    1049: "connect", 2003: "connect", 2005: "connect", 2002: "connect", 2006: "lost", 2013: "lost", 2055: "lost",
+    4031: "lost", 1927: "lost", 1053: "lost", 1213: "deadlock", 1205: "lock_timeout", 1969: "timeout", 3024: "timeout",
+    1146: "undefined", 1054: "undefined", 1193: "undefined", 1109: "undefined", 1289: "unsupported",
+}
+MARIADB = "mariadb"
+
+
+class MysqlEngine(Engine):
+    """MySQL and MariaDB: libmariadb through ctypes for workloads; mysqlclient, else PyMySQL, for sessions."""
+
+    name = "mysql"
+    title = "MySQL/MariaDB"
+    aliases = ("mariadb",)
+    schemes = ("mysql", "mariadb")
+    default_port = 3306
+    default_user = "root"
+    default_database = ""
+    socket_param = "unix_socket"
+    drivers = (("mysqlclient", "MySQLdb"), ("PyMySQL", "pymysql"))
+    driver_hint = "pymysql"
+    key_settings = ("innodb_flush_log_at_trx_commit", "sync_binlog", "log_bin", "innodb_doublewrite",
+                    "innodb_flush_method", "innodb_buffer_pool_size", "innodb_log_file_size", "innodb_io_capacity",
+                    "performance_schema", "thread_handling", "max_connections")
+    log_name = "redo log"
+    buffer_pool_setting = "innodb_buffer_pool_size"
+    group_commit_knobs = "binlog_commit_wait_count / binlog_commit_wait_usec"
+    relaxed_durability = "innodb_flush_log_at_trx_commit=2"
+
+    @staticmethod
+    def is_mariadb(product: str) -> bool:
+        """Whether a product name (or version text) is MariaDB rather than MySQL."""
+        return MARIADB in product.lower()
+
+    def error_kind(self, exc: BaseException) -> tuple[str, str, str]:
+        args = getattr(exc, "args", ())
+        num = args[0] if args and isinstance(args[0], int) else 0
+        msg = str(args[1]) if len(args) > 1 else (str(exc) or type(exc).__name__)
+        msg = msg.strip().splitlines()[0] if msg.strip() else type(exc).__name__
+        kind = _KINDS.get(num, "lost" if type(exc).__name__ == "InterfaceError" else "other")
+        return (str(num) if num else ""), msg, kind
+
+    def connect_kwargs(self, target: "Target", driver: DriverInfo, autocommit: bool, timeout_s: int,
+                       application_name: str) -> dict[str, Any]:
+        kw: dict[str, Any] = dict(user=target.user, connect_timeout=timeout_s, autocommit=autocommit,
+                                  charset="utf8mb4")
+        # mysqlclient spells two arguments differently from PyMySQL.
+        kw["passwd" if driver.name == "mysqlclient" else "password"] = target.password or ""
+        if target.database:
+            kw["database" if driver.name == "PyMySQL" else "db"] = target.database
+        if target.socket:
+            kw["unix_socket"] = target.socket
+        else:
+            kw["host"] = target.host or "127.0.0.1"
+            kw["port"] = target.port or self.default_port
+        return kw
+
+    def identify(self, query: Any) -> Identity:
+        text = str(query("SELECT VERSION() AS v")[0]["v"])
+        nums = [int(x) for x in text.split("-")[0].split(".")[:3] if x.isdigit()]
+        nums += [0] * (3 - len(nums))
+        return Identity(MARIADB if self.is_mariadb(text) else "mysql", text, nums[0] * 10000 + nums[1] * 100 + nums[2])
+
+    def statement_timeout_sql(self, product: str, ms: int) -> str:
+        if self.is_mariadb(product):
+            return f"SET SESSION max_statement_time = {ms / 1000.0:.3f}"
+        return f"SET SESSION max_execution_time = {int(ms)}"
+
+    def read_key_settings(self, query: Any) -> dict[str, str]:
+        names = self.key_settings
+        rows = query("SHOW GLOBAL VARIABLES WHERE Variable_name IN (%s)" % ",".join(["%s"] * len(names)), list(names))
+        out: dict[str, str] = {}
+        for r in rows:
+            vals = list(r.values())
+            out[str(vals[0])] = str(vals[1])
+        return out
+
+
+MYSQL = MysqlEngine()

@@ -1,0 +1,88 @@
+"""PostgreSQL (13 to 18) as an :class:`~diag.engines.base.Engine`."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from diag.engines.base import DriverInfo, Engine, Identity
+
+if TYPE_CHECKING:
+    from diag.targets import Target
+
+# SQLSTATE -> kind.
+_KINDS = {
+    "28P01": "auth", "28000": "auth", "42501": "privilege", "40001": "serialization",
+    "40P01": "deadlock", "57014": "timeout", "57P01": "lost", "57P02": "lost", "57P03": "connect",
+    "3D000": "connect", "0A000": "unsupported", "42P01": "undefined", "42883": "undefined", "55000": "unsupported",
+}
+_CONNECT_TEXTS = ("connection refused", "could not connect", "timeout expired", "could not translate host",
+                  "no such file")
+_LOST_TEXTS = ("server closed the connection", "terminating connection", "consuming input failed",
+               "the connection is lost", "connection is closed")
+
+
+class PostgresEngine(Engine):
+    """PostgreSQL: psycopg 3 (psycopg2 only as a fallback when psycopg 3 is missing)."""
+
+    name = "postgres"
+    title = "PostgreSQL"
+    aliases = ("postgresql", "pg")
+    schemes = ("postgresql", "postgres")
+    default_port = 5432
+    default_user = "postgres"
+    default_database = "postgres"
+    socket_param = "host"
+    drivers = (("psycopg", "psycopg"), ("psycopg2", "psycopg2"))
+    driver_hint = "psycopg[binary] (or the psycopg2 extra: pip install 'dbdiag[psycopg2]')"
+    key_settings = ("fsync", "synchronous_commit", "wal_sync_method", "full_page_writes", "commit_delay",
+                    "commit_siblings", "wal_level", "shared_buffers", "max_wal_size", "max_connections")
+    log_name = "WAL"
+    buffer_pool_setting = "shared_buffers"
+    group_commit_knobs = "commit_delay / commit_siblings"
+    relaxed_durability = "synchronous_commit=off"
+
+    def error_kind(self, exc: BaseException) -> tuple[str, str, str]:
+        code = getattr(exc, "sqlstate", None) or getattr(exc, "pgcode", None) or ""
+        msg = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        kind = _KINDS.get(code, "")
+        low = msg.lower()
+        if kind:
+            return code, msg, kind
+        if "password authentication failed" in low or "no password supplied" in low:
+            kind = "auth"
+        elif code.startswith("08") or any(t in low for t in _CONNECT_TEXTS) or \
+                ("does not exist" in low and "database" in low):
+            kind = "connect"
+        elif any(t in low for t in _LOST_TEXTS):
+            kind = "lost"
+        elif "permission denied" in low:
+            kind = "privilege"
+        else:
+            kind = "other"
+        return code, msg, kind
+
+    def connect_kwargs(self, target: "Target", driver: DriverInfo, autocommit: bool, timeout_s: int,
+                       application_name: str) -> dict[str, Any]:
+        kw: dict[str, Any] = dict(dbname=target.database, user=target.user, connect_timeout=timeout_s,
+                                  application_name=application_name, host=target.socket or target.host)
+        if target.port:
+            kw["port"] = target.port
+        if target.password is not None:
+            kw["password"] = target.password
+        if driver.name == "psycopg":  # psycopg2's connect() has no autocommit argument
+            kw["autocommit"] = autocommit
+        return kw
+
+    def identify(self, query: Any) -> Identity:
+        row = query("SELECT version() AS v, current_setting('server_version_num')::int AS n")[0]
+        return Identity("postgresql", str(row["v"]), int(row["n"]))
+
+    def statement_timeout_sql(self, product: str, ms: int) -> str:
+        return f"SET statement_timeout = {int(ms)}"
+
+    def read_key_settings(self, query: Any) -> dict[str, str]:
+        rows = query("SELECT name, setting, unit FROM pg_settings WHERE name = ANY(%s)", (list(self.key_settings),))
+        return {r["name"]: f"{r['setting']}{' ' + r['unit'] if r['unit'] else ''}" for r in rows}
+
+
+POSTGRES = PostgresEngine()
