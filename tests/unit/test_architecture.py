@@ -1,0 +1,238 @@
+"""The shape of the code, checked on its source: layers, engines as objects, sizes.
+
+These read the project's own .py files with :mod:`ast` (no imports, nothing run),
+so they fail with the file and line that broke a rule.
+
+- Layers (imports only go down): core (errors, engines, targets, db, bundle,
+  schema, servers, host facts) -> workloads -> sources (collectors) -> reports ->
+  app (cli, run, commands). Type-only imports (``if TYPE_CHECKING:``) are exempt.
+- No import cycle between modules at import time, and no project import inside a
+  function (the usual way to dodge a cycle).
+- No engine-name comparison (``engine == "postgres"``, ``"mariadb" in text``,
+  ``TABLE["mysql"]``) outside the engine modules in diag/engines/.
+- No module over :data:`MAX_MODULE_LINES` lines and no function over
+  :data:`MAX_FUNCTION_LINES` lines unless its docstring says why ("Long because").
+"""
+
+from __future__ import annotations
+
+import ast
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+PACKAGES = ("diag", "collectors", "workloads", "reports")
+ENGINE_NAMES = {"postgres", "postgresql", "pg", "mysql", "mariadb"}
+MAX_MODULE_LINES = 500
+MAX_FUNCTION_LINES = 80
+LONG_REASON = "long because"
+
+# Layer of each module: the first matching prefix wins.
+LAYERS: tuple[tuple[str, int], ...] = (
+    ("diag.errors", 0), ("diag.engines", 0), ("diag.targets", 0), ("diag.db", 0), ("diag.bundle", 0),
+    ("diag.schema", 0), ("diag.servers", 0), ("diag.hostinfo", 0), ("diag.argtypes", 0), ("diag.procs", 0),
+    ("workloads", 1),
+    ("collectors", 2),
+    ("reports", 3),
+    ("diag", 4),
+)
+LAYER_NAMES = ("core", "workloads", "sources", "reports", "app")
+
+
+def _modules() -> Iterator[tuple[str, Path]]:
+    for pkg in PACKAGES:
+        for p in sorted((ROOT / pkg).rglob("*.py")):
+            parts = list(p.relative_to(ROOT).with_suffix("").parts)
+            if parts[-1] == "__init__":
+                parts = parts[:-1]
+            yield ".".join(parts), p
+
+
+def layer_of(module: str) -> int:
+    """The layer number of a dotted module name (see LAYERS); the ``diag`` package itself holds the version."""
+    if module == "diag":
+        return 0
+    for prefix, n in LAYERS:
+        if module == prefix or module.startswith(prefix + "."):
+            return n
+    raise AssertionError(f"module {module} has no layer: add it to LAYERS")
+
+
+def _type_checking_lines(tree: ast.AST) -> set[int]:
+    lines: set[int] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(node.test):
+            for sub in node.body:
+                for n in ast.walk(sub):
+                    if hasattr(n, "lineno"):
+                        lines.add(n.lineno)
+    return lines
+
+
+def _project_imports(module: str, tree: ast.AST) -> Iterator[tuple[ast.stmt, str]]:
+    """(node, imported project module) for every import statement in ``tree``."""
+    for node in ast.walk(tree):
+        names: list[str] = []
+        if isinstance(node, ast.Import):
+            names = [a.name for a in node.names]
+        elif isinstance(node, ast.ImportFrom):
+            if node.level:
+                base = module.split(".")[: -node.level] if node.level else []
+                names = [".".join(base + ([node.module] if node.module else []))]
+            elif node.module:
+                names = [node.module]
+        for n in names:
+            if n.split(".")[0] in PACKAGES:
+                yield node, n
+
+
+def _parsed() -> list[tuple[str, Path, ast.Module]]:
+    return [(m, p, ast.parse(p.read_text(encoding="utf-8"), filename=str(p))) for m, p in _modules()]
+
+
+PARSED = _parsed()
+
+
+def _function_bodies(tree: ast.AST) -> Iterator[ast.FunctionDef | ast.AsyncFunctionDef]:
+    for node in ast.walk(tree):
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            yield node
+
+
+def test_imports_only_go_down() -> None:
+    bad = []
+    for module, path, tree in PARSED:
+        tc = _type_checking_lines(tree)
+        mine = layer_of(module)
+        for node, target in _project_imports(module, tree):
+            if node.lineno in tc:
+                continue
+            theirs = layer_of(target)
+            if theirs > mine:
+                bad.append(f"{path.relative_to(ROOT)}:{node.lineno}: {LAYER_NAMES[mine]} module {module} imports "
+                           f"{LAYER_NAMES[theirs]} module {target}")
+    assert not bad, "imports that go up a layer:\n" + "\n".join(bad)
+
+
+def test_no_project_import_inside_a_function() -> None:
+    bad = []
+    for module, path, tree in PARSED:
+        for fn in _function_bodies(tree):
+            for node, target in _project_imports(module, fn):
+                bad.append(f"{path.relative_to(ROOT)}:{node.lineno}: {fn.name}() imports {target}")
+    assert not bad, "function-local project imports (import at the top; fix the cycle instead):\n" + "\n".join(bad)
+
+
+def _import_graph() -> dict[str, set[str]]:
+    known = {m for m, _, _ in PARSED}
+    graph: dict[str, set[str]] = {m: set() for m in known}
+    for module, _, tree in PARSED:
+        tc = _type_checking_lines(tree)
+        in_functions = {id(n) for fn in _function_bodies(tree) for n, _ in _project_imports(module, fn)}
+        for node, target in _project_imports(module, tree):
+            if node.lineno in tc or id(node) in in_functions:
+                continue
+            # "from pkg import name" may name a submodule: resolve to the longest known module.
+            cands = [target]
+            if isinstance(node, ast.ImportFrom):
+                cands = [f"{target}.{a.name}" for a in node.names] + [target]
+            for c in cands:
+                while c and c not in known:
+                    c = c.rpartition(".")[0]
+                if c and c != module:
+                    graph[module].add(c)
+    return graph
+
+
+def test_no_import_cycles() -> None:
+    graph = _import_graph()
+    cycles: list[list[str]] = []
+    state: dict[str, int] = {}
+    stack: list[str] = []
+
+    def visit(m: str) -> None:
+        state[m] = 1
+        stack.append(m)
+        for n in sorted(graph.get(m, ())):
+            if state.get(n) == 1:
+                cycles.append(stack[stack.index(n):] + [n])
+            elif n not in state:
+                visit(n)
+        stack.pop()
+        state[m] = 2
+
+    for m in sorted(graph):
+        if m not in state:
+            visit(m)
+    # A package __init__ importing its own submodules is not a cycle worth reporting.
+    real = [c for c in cycles if not all(x.startswith(c[0] + ".") or x == c[0] for x in c[1:])]
+    assert not real, "import cycles:\n" + "\n".join(" -> ".join(c) for c in real)
+
+
+def _is_engine_literal(node: ast.AST) -> bool:
+    if isinstance(node, ast.Constant) and isinstance(node.value, str):
+        return node.value.lower() in ENGINE_NAMES
+    if isinstance(node, (ast.Tuple, ast.List, ast.Set)):
+        return any(_is_engine_literal(e) for e in node.elts)
+    return False
+
+
+def engine_name_comparisons(tree: ast.AST) -> list[tuple[int, str]]:
+    """(line, source) of each comparison with, or lookup by, an engine-name literal."""
+    out = []
+    for node in ast.walk(tree):
+        hit = False
+        if isinstance(node, ast.Compare):
+            hit = any(_is_engine_literal(x) for x in [node.left, *node.comparators])
+        elif isinstance(node, ast.Subscript):
+            hit = _is_engine_literal(node.slice)
+        elif isinstance(node, ast.Dict):
+            hit = any(k is not None and _is_engine_literal(k) for k in node.keys)
+        elif isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "get":
+            hit = bool(node.args) and _is_engine_literal(node.args[0])
+        if hit:
+            out.append((node.lineno, ast.unparse(node)[:100]))
+    return out
+
+
+def test_engine_comparison_finder_finds_them() -> None:
+    tree = ast.parse('a = e == "postgres"\nb = "mariadb" in v.lower()\nc = T["mysql"]\nd = {"pg": 1}\n'
+                     'f = e in ("postgres", "postgresql")\ng = x.get("mysql")\nok = e.name == other.name\n')
+    assert [ln for ln, _ in engine_name_comparisons(tree)] == [1, 2, 3, 4, 5, 6]
+
+
+def test_no_engine_name_comparisons_outside_engine_modules() -> None:
+    bad = []
+    for module, path, tree in PARSED:
+        if module.startswith("diag.engines"):
+            continue
+        bad += [f"{path.relative_to(ROOT)}:{ln}: {src}" for ln, src in engine_name_comparisons(tree)]
+    assert not bad, f"{len(bad)} engine-name comparisons (ask the engine object instead):\n" + "\n".join(bad)
+
+
+def test_modules_are_small() -> None:
+    bad = []
+    for module, path, tree in PARSED:
+        n = len(path.read_text(encoding="utf-8").splitlines())
+        doc = (ast.get_docstring(tree) or "").lower()
+        if n > MAX_MODULE_LINES and LONG_REASON not in doc:
+            bad.append(f"{path.relative_to(ROOT)}: {n} lines")
+    assert not bad, f"modules over {MAX_MODULE_LINES} lines:\n" + "\n".join(bad)
+
+
+def test_functions_are_short_or_say_why() -> None:
+    bad = []
+    for module, path, tree in PARSED:
+        for fn in _function_bodies(tree):
+            n = (fn.end_lineno or fn.lineno) - fn.lineno + 1
+            if n > MAX_FUNCTION_LINES and LONG_REASON not in (ast.get_docstring(fn) or "").lower():
+                bad.append(f"{path.relative_to(ROOT)}:{fn.lineno}: {fn.name}() {n} lines")
+    assert not bad, f"functions over {MAX_FUNCTION_LINES} lines without a reason:\n" + "\n".join(bad)
+
+
+@pytest.mark.parametrize("module,layer", [("diag.engines.postgres", 0), ("collectors.pg.stats", 2),
+                                          ("reports.rules.waits", 3), ("diag.run", 4), ("workloads.driver", 1)])
+def test_layer_map(module: str, layer: int) -> None:
+    assert layer_of(module) == layer
