@@ -1,0 +1,172 @@
+"""Child processes that die with their parent, and a supervisor that cleans up after a killed run.
+
+A run starts clients, collectors, perf, py-spy and throwaway servers. When the
+run itself dies without cleaning up (SIGKILL, the OOM killer), none of them may
+keep polling a server or hold a port. Three mechanisms, because none covers
+every case alone:
+
+- :func:`die_with_parent`: ``prctl(PR_SET_PDEATHSIG)``, so the kernel signals a
+  child the moment its parent dies. Linux clears it when credentials change
+  (a server that drops to its own user) and it follows the parent *thread*,
+  so it suits Python children forked from the main thread, and perf.
+- :func:`watch_parent`: a daemon thread in Python children that notices the
+  parent is gone (``getppid()`` changes on re-parenting) within
+  :data:`WATCH_INTERVAL_S` and ends the process; a second guard for children
+  forked from other threads.
+- :class:`Supervisor`: a small separate process (``python -m diag.supervisor``)
+  holding the throwaway servers' PIDs and directories. It reads a pipe from the
+  run; when the pipe closes without a goodbye, the run is gone, and it stops
+  the servers (their own stop signal, then SIGKILL) and removes their
+  directories.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import ctypes
+import ctypes.util
+import json
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import IO
+
+PR_SET_PDEATHSIG = 1  # from <linux/prctl.h>
+WATCH_INTERVAL_S = 0.5
+SUPERVISOR_START_TIMEOUT_S = 10.0
+
+_libc: ctypes.CDLL | None = None
+
+
+def _prctl(option: int, arg: int) -> bool:
+    """prctl(2) through libc; False where it does not exist (not Linux)."""
+    global _libc
+    if _libc is None:
+        name = ctypes.util.find_library("c")
+        if not name:
+            return False
+        _libc = ctypes.CDLL(name, use_errno=True)
+    try:
+        return int(_libc.prctl(option, arg, 0, 0, 0)) == 0
+    except AttributeError:
+        return False
+
+
+def die_with_parent(expected_ppid: int | None = None, sig: int = signal.SIGTERM) -> bool:
+    """Ask the kernel to send ``sig`` to this process when its parent dies.
+
+    Call it first thing in a child. ``expected_ppid`` closes the race where the
+    parent died before the call: then the signal is raised at once. Returns
+    whether prctl succeeded. Safe as a subprocess ``preexec_fn`` (no locks taken).
+    """
+    ok = _prctl(PR_SET_PDEATHSIG, int(sig))
+    if expected_ppid is not None and os.getppid() != expected_ppid:
+        os.kill(os.getpid(), sig)
+    return ok
+
+
+def pdeathsig_preexec(sig: int = signal.SIGTERM) -> Callable[[], None]:
+    """A ``preexec_fn`` for :class:`subprocess.Popen` that makes the tool die with us (perf, py-spy)."""
+    parent = os.getpid()
+
+    def _pre() -> None:
+        die_with_parent(parent, sig)
+
+    return _pre
+
+
+def watch_parent(on_gone: Callable[[], None] | None = None, interval_s: float = WATCH_INTERVAL_S) -> threading.Thread:
+    """Start a daemon thread that calls ``on_gone`` (default: exit at once) when the parent dies.
+
+    ``os._exit`` is the default because a child of a dead run has nobody to
+    report to; what it wrote so far is already flushed (the bundle writes
+    append and flush each record).
+    """
+    parent = os.getppid()
+
+    def _watch() -> None:
+        while os.getppid() == parent:
+            time.sleep(interval_s)
+        if on_gone is not None:
+            on_gone()
+        else:
+            os._exit(3)
+
+    th = threading.Thread(target=_watch, name="dbdiag-parent-watch", daemon=True)
+    th.start()
+    return th
+
+
+def guard_child() -> None:
+    """Both guards for a Python child of the run: PDEATHSIG and the parent watch."""
+    die_with_parent(os.getppid())
+    watch_parent()
+
+
+class Supervisor:
+    """The run's handle on its supervisor process: register what it must clean up if we die.
+
+    Messages are JSON lines on the supervisor's stdin. :meth:`close` says
+    goodbye (nothing to clean: the run did it); a pipe that closes without a
+    goodbye means the run died, and the supervisor cleans up everything still
+    registered.
+    """
+
+    def __init__(self, proc: subprocess.Popen[bytes]) -> None:
+        self.proc = proc
+        self._lock = threading.Lock()
+
+    @classmethod
+    def start(cls) -> "Supervisor":
+        """Start ``python -m diag.supervisor`` and wait for it to say it is ready."""
+        proc = subprocess.Popen([sys.executable, "-m", "diag.supervisor", str(os.getpid())],
+                                stdin=subprocess.PIPE, stdout=subprocess.PIPE, close_fds=True)
+        assert proc.stdout is not None
+        line = _readline_with_timeout(proc.stdout, SUPERVISOR_START_TIMEOUT_S)
+        if line.strip() != b"ready":
+            with contextlib.suppress(OSError):
+                proc.kill()
+            raise OSError(f"the cleanup supervisor did not start (said {line[:80]!r})")
+        return cls(proc)
+
+    def _send(self, msg: dict[str, object]) -> None:
+        with self._lock:
+            if self.proc.stdin is None or self.proc.stdin.closed:
+                return
+            try:
+                self.proc.stdin.write((json.dumps(msg) + "\n").encode())
+                self.proc.stdin.flush()
+            except (BrokenPipeError, OSError):
+                pass  # supervisor gone: nothing more we can register
+
+    def adopt(self, pid: int, stop_signal: int = signal.SIGTERM, directory: str | Path | None = None,
+              grace_s: float = 10.0) -> None:
+        """Stop ``pid`` with ``stop_signal`` (then SIGKILL after ``grace_s``) and remove ``directory`` if we die."""
+        self._send({"op": "adopt", "pid": pid, "signal": int(stop_signal),
+                    "dir": str(directory) if directory else None, "grace_s": grace_s})
+
+    def release(self, pid: int) -> None:
+        """``pid`` was stopped and cleaned by the run itself."""
+        self._send({"op": "release", "pid": pid})
+
+    def close(self) -> None:
+        """A normal end: the run cleaned up; the supervisor exits without touching anything."""
+        self._send({"op": "bye"})
+        with contextlib.suppress(OSError):
+            if self.proc.stdin is not None:
+                self.proc.stdin.close()
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            self.proc.wait(5)
+
+
+def _readline_with_timeout(fh: IO[bytes], timeout_s: float) -> bytes:
+    out: list[bytes] = []
+    th = threading.Thread(target=lambda: out.append(fh.readline()), daemon=True)
+    th.start()
+    th.join(timeout_s)
+    return out[0] if out else b""
