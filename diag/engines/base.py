@@ -73,6 +73,15 @@ class Engine:
     buffer_pool_setting: ClassVar[str] = ""    # the setting that sizes the data cache
     group_commit_knobs: ClassVar[str] = ""     # the settings that batch commit flushes
     relaxed_durability: ClassVar[str] = ""     # how a user relaxes commit durability on purpose
+    # Durability (asked by reports.durability_settings and reports.durability_view).
+    commit_path_settings: ClassVar[tuple[str, ...]] = ()  # settings that decide whether a commit waits for a flush
+    sync_method_setting: ClassVar[str] = ""    # the setting that picks how the log is flushed
+    sync_methods: ClassVar[tuple[str, ...]] = ()   # its documented values that flush normally (lower case)
+    osync_methods: ClassVar[tuple[str, ...]] = ()  # its values that flush by O_SYNC/O_DSYNC writes, not fsync calls
+    durable_values: ClassVar[str] = ""         # the durable settings, as advice ("fsync=on, ...")
+    stats_series: ClassVar[str] = ""           # bundle series of the global counters: "pg_stats" / "my_status"
+    # (key in stats_series, name for people) of counters of the log's flushes, the first present wins.
+    log_flush_counters: ClassVar[tuple[tuple[str, str], ...]] = ()
     # Host processes (CPU profiles: collectors/profile/).
     process_names: ClassVar[tuple[str, ...]] = ()  # ``comm`` of its server programs (and binary file names)
     process_title_prefix: ClassVar[str] = ""   # start of the title it writes over argv ("" = it keeps argv)

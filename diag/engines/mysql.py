@@ -43,6 +43,19 @@ class MysqlEngine(Engine):
     buffer_pool_setting = "innodb_buffer_pool_size"
     group_commit_knobs = "binlog_commit_wait_count / binlog_commit_wait_usec"
     relaxed_durability = "innodb_flush_log_at_trx_commit=2"
+    # Sources: https://dev.mysql.com/doc/refman/8.0/en/innodb-parameters.html,
+    # https://mariadb.com/kb/en/innodb-system-variables/
+    commit_path_settings = ("innodb_flush_log_at_trx_commit", "innodb_flush_method")
+    sync_method_setting = "innodb_flush_method"
+    # The values that flush normally; o_direct_no_fsync, nosync and littlesync are judged one by one.
+    sync_methods = ("fsync", "fdatasync", "o_dsync", "o_direct", "normal", "unbuffered", "async_unbuffered")
+    osync_methods = ("o_dsync",)
+    durable_values = "innodb_flush_log_at_trx_commit=1, sync_binlog=1 with the binary log on, innodb_doublewrite=ON"
+    stats_series = "my_status"
+    log_flush_counters = (("status.Innodb_os_log_fsyncs", "Innodb_os_log_fsyncs"),
+                          ("metrics.os_log_fsyncs", "INNODB_METRICS os_log_fsyncs"),
+                          # MariaDB 10.8+ has no redo-only counter.
+                          ("status.Innodb_data_fsyncs", "Innodb_data_fsyncs (redo log and data files)"))
     process_names = ("mariadbd", "mysqld")
 
     @staticmethod

