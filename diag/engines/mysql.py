@@ -6,6 +6,7 @@ They share a protocol and most catalog views; where they differ the ``product``
 
 from __future__ import annotations
 
+import signal
 from typing import TYPE_CHECKING, Any
 
 from diag.engines.base import DriverInfo, Engine, Identity
@@ -43,6 +44,12 @@ class MysqlEngine(Engine):
     buffer_pool_setting = "innodb_buffer_pool_size"
     group_commit_knobs = "binlog_commit_wait_count / binlog_commit_wait_usec"
     relaxed_durability = "innodb_flush_log_at_trx_commit=2"
+    group_commit_condition = "with the binary log on"
+    waits_series = "my_waits"
+    per_txn_counters = (("log_bytes_per_txn", ("status.Innodb_os_log_written",)),
+                        ("block_reads_per_txn", ("status.Innodb_buffer_pool_read_requests",)),
+                        ("disk_reads_per_txn", ("status.Innodb_buffer_pool_reads",)))
+    server_stop_signal = signal.SIGTERM  # mysqld's normal shutdown
     # Sources: https://dev.mysql.com/doc/refman/8.0/en/innodb-parameters.html,
     # https://mariadb.com/kb/en/innodb-system-variables/
     commit_path_settings = ("innodb_flush_log_at_trx_commit", "innodb_flush_method")

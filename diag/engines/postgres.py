@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import signal
 from typing import TYPE_CHECKING, Any
 
 from diag.engines.base import DriverInfo, Engine, Identity
@@ -40,6 +41,12 @@ class PostgresEngine(Engine):
     buffer_pool_setting = "shared_buffers"
     group_commit_knobs = "commit_delay / commit_siblings"
     relaxed_durability = "synchronous_commit=off"
+    waits_series = "pg_waits"
+    process_per_connection = True
+    per_txn_counters = (("log_bytes_per_txn", ("wal.wal_bytes",)), ("log_bytes_per_txn", ("wal.lsn_bytes",)),
+                        ("block_reads_per_txn", ("db.blks_hit", "db.blks_read")),
+                        ("disk_reads_per_txn", ("db.blks_read",)))
+    server_stop_signal = signal.SIGINT  # "fast shutdown" (SIGTERM would wait for clients to disconnect)
     # Source: "Write Ahead Log" settings, https://www.postgresql.org/docs/current/runtime-config-wal.html
     commit_path_settings = ("fsync", "synchronous_commit")
     sync_method_setting = "wal_sync_method"
