@@ -2,7 +2,8 @@
 
 Layout::
 
-    run.json            tool version, redacted command line, host, targets, collectors' probes
+    run.json            format, tool version, redacted command line, host, targets, collectors' probes
+                        and declared metrics (records: :mod:`diag.schema`)
     results.json        {"results": [...]}  one row per (target, workload, clients) step
     findings.json       {"findings": [...]}
     events.jsonl        things that happened (collector switched off, step started, run cut short)
@@ -14,26 +15,26 @@ Writers append and flush every record, so a crash or Ctrl-C keeps everything up
 to the last record; :func:`read_jsonl` tolerates a cut-off last line. Passwords
 never enter: targets are stored via ``Target.to_dict()`` and every text written
 goes through :meth:`BundleWriter.scrub` as a second guard.
+
+The records' shapes and the format history live in :mod:`diag.schema`; the
+writer stamps run.json with :data:`diag.schema.FORMAT` and :func:`load_bundle`
+validates every file against those records and migrates older formats.
 """
 
 from __future__ import annotations
 
 import json
 import os
-import re
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TextIO
 
 from diag.errors import DiagError
+from diag.schema import (FORMAT, FORMAT_KEY, BundleFormatError, FindingRecord, MetricDeclarations, ResultRow,
+                         RunInfo, safe_name)
 
-_SAFE = re.compile(r"[^A-Za-z0-9_.-]+")
-
-
-def safe_name(text: str) -> str:
-    """A file-name-safe form of a label or collector name."""
-    return _SAFE.sub("_", text).strip("_") or "x"
+__all__ = ["Bundle", "BundleWriter", "SeriesWriter", "load_bundle", "read_jsonl", "safe_name"]
 
 
 def _dumps(obj: Any) -> str:
@@ -82,7 +83,13 @@ class BundleWriter:
         return text
 
     def write_json(self, name: str, obj: Any) -> Path:
-        """Write ``name`` atomically (temp file + rename) so readers never see half a file."""
+        """Write ``name`` atomically (temp file + rename) so readers never see half a file.
+
+        run.json gets ``format`` (:data:`diag.schema.FORMAT`) when the caller did not set one,
+        so every writer of run.json (a run, the durability probe) stamps the same format.
+        """
+        if name == "run.json" and isinstance(obj, dict) and FORMAT_KEY not in obj:
+            obj = {FORMAT_KEY: FORMAT, **obj}
         dest = self.path / name
         tmp = dest.with_suffix(dest.suffix + ".tmp")
         tmp.write_text(self.scrub(json.dumps(obj, indent=1, sort_keys=True, default=str, ensure_ascii=False)),
@@ -138,7 +145,15 @@ def read_jsonl(path: Path) -> list[dict[str, Any]]:
 
 @dataclass
 class Bundle:
-    """Everything a report needs, read from a run folder."""
+    """Everything a report needs, read from a run folder.
+
+    ``run``, ``results`` and ``findings`` are the files' JSON as loaded (and
+    migrated to :data:`~diag.schema.FORMAT`); :attr:`info`, :attr:`rows` and
+    :attr:`stored_findings` are the same data as typed records. ``metrics`` are
+    the collectors' metric declarations; None when the bundle declared none (a
+    format-1 bundle: :func:`reports.series.declarations` fills them from the
+    collectors). ``source_format`` is the format the files were written in.
+    """
 
     path: Path
     run: dict[str, Any]
@@ -146,11 +161,30 @@ class Bundle:
     findings: list[dict[str, Any]]
     events: list[dict[str, Any]]
     series: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
+    metrics: MetricDeclarations | None = None
+    source_format: int = FORMAT
 
     @property
     def partial(self) -> bool:
         """True when the run did not record a normal end."""
         return self.run.get("status") != "complete"
+
+    @property
+    def info(self) -> RunInfo:
+        """run.json as a record (read afresh: tests and migrations may edit ``run``)."""
+        return RunInfo.from_dict(self.run, f"{self.path / 'run.json'}")
+
+    @property
+    def rows(self) -> list[ResultRow]:
+        """results.json rows as records."""
+        return [ResultRow.from_dict(r, f"{self.path / 'results.json'}: results[{i}]")
+                for i, r in enumerate(self.results)]
+
+    @property
+    def stored_findings(self) -> list[FindingRecord]:
+        """findings.json as records (what the last render derived)."""
+        return [FindingRecord.from_dict(f, f"{self.path / 'findings.json'}: findings[{i}]")
+                for i, f in enumerate(self.findings)]
 
     def series_for(self, prefix: str) -> dict[str, list[dict[str, Any]]]:
         """Series whose file name starts with ``prefix``."""
@@ -169,13 +203,45 @@ def _load_json(path: Path, key: str | None) -> Any:
     return data.get(key, []) if isinstance(data, dict) else []
 
 
+def bundle_format(run: dict[str, Any], where: str) -> int:
+    """The format a run.json was written in (1 without the key); refuses a format newer than this code reads."""
+    fmt = run.get(FORMAT_KEY, 1)
+    if not isinstance(fmt, int) or isinstance(fmt, bool) or fmt < 1:
+        raise BundleFormatError(f"{where}: format should be a positive integer, not {fmt!r:.40}")
+    if fmt > FORMAT:
+        raise BundleFormatError(f"{where}: bundle format {fmt} is newer than this dbdiag reads (up to {FORMAT}): "
+                                "render it with a newer dbdiag")
+    return fmt
+
+
+def _v1_to_v2(run: dict[str, Any]) -> dict[str, Any]:
+    """Format 1 had no ``format`` and no metric declarations; the declarations stay absent
+    (``metrics`` None) for the reports layer to fill from the collectors, which core cannot import."""
+    return {**run, FORMAT_KEY: 2}
+
+
+# Migration from format N to N + 1, applied in order; each a pure function of run.json.
+MIGRATIONS = {1: _v1_to_v2}
+
+
 def load_bundle(path: Path) -> Bundle:
-    """Read a run folder; raises DiagError when it is not one."""
+    """Read a run folder, validate its files against :mod:`diag.schema` and migrate it to :data:`FORMAT`.
+
+    Raises DiagError when it is not a run folder, a file has a value of the wrong
+    type (the message names file and field), or its format is newer than this code.
+    """
     path = Path(path)
     if not (path / "run.json").exists():
         raise DiagError(f"{path} is not a dbdiag run folder (no run.json)")
+    run = _load_json(path / "run.json", None)
+    source = bundle_format(run, str(path / "run.json"))
+    for n in range(source, FORMAT):
+        run = MIGRATIONS[n](run)
     series = {p.stem: read_jsonl(p) for p in sorted((path / "series").glob("*.jsonl"))}
-    return Bundle(path=path, run=_load_json(path / "run.json", None),
-                  results=_load_json(path / "results.json", "results"),
-                  findings=_load_json(path / "findings.json", "findings"),
-                  events=read_jsonl(path / "events.jsonl"), series=series)
+    b = Bundle(path=path, run=run, results=_load_json(path / "results.json", "results"),
+               findings=_load_json(path / "findings.json", "findings"),
+               events=read_jsonl(path / "events.jsonl"), series=series, source_format=source)
+    b.metrics = b.info.metrics  # validates run.json
+    b.rows  # noqa: B018  (validates results.json)
+    b.stored_findings  # noqa: B018  (validates findings.json)
+    return b
