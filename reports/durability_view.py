@@ -51,7 +51,8 @@ from typing import Any
 from collectors.fsync_test import FsyncTestResult, best_flush_capability
 from collectors.rates import counter_delta
 from diag.bundle import Bundle, safe_name
-from diag.errors import DiagError
+from diag.engines import POSTGRES, Engine, engine_for
+from diag.errors import DiagError, UsageError
 from reports.durability import PlausibilityVerdict, SettingsVerdict, plausibility_verdict, settings_verdict
 
 # Share of a workload's transactions that write (and so must be flushed at commit).
@@ -67,9 +68,6 @@ MIN_COVERAGE = 0.5
 
 SYSCALL_KEYS = ("syscalls.fsync", "syscalls.fdatasync")
 FS_KEY = "fs.sync_file"
-# Methods whose flushes are O_SYNC/O_DSYNC writes: no fsync/fdatasync call shows them.
-O_SYNC_METHODS = {"postgres": ("wal_sync_method", ("open_datasync", "open_sync")),
-                  "mysql": ("innodb_flush_method", ("o_dsync",))}
 
 
 # --------------------------------------------------------------------------- counters over a window
@@ -261,9 +259,15 @@ def commit_rate(row: dict[str, Any]) -> tuple[float | None, str]:
     return float(tps) * share, f"transactions/s x {share:g} ({w}: share of write transactions)"
 
 
-def _engine(name: str) -> str:
-    """"postgres" or "mysql" from an engine or product name (result rows carry the product)."""
-    return "mysql" if name.lower() in ("mysql", "mariadb") else "postgres"
+def _engine(name: str) -> Engine:
+    """The engine of an engine or product name (result rows carry the product).
+
+    PostgreSQL when the name is missing or unknown, as bundles have always been read.
+    """
+    try:
+        return engine_for(name)
+    except UsageError:
+        return POSTGRES
 
 
 def _series(b: Bundle, name: str, label: str) -> list[dict[str, Any]]:
@@ -278,16 +282,13 @@ def _numeric_keys(records: Sequence[dict[str, Any]], prefix: str, suffix: str) -
     return sorted(keys)
 
 
-def engine_flush_rate(b: Bundle, label: str, engine: str, t0: float, t1: float) -> tuple[float | None, str]:
-    """The engine's own WAL / redo flush counter over a window, and its name."""
-    if engine == "postgres":
-        recs = _series(b, "pg_stats", label)
-        rate = window_rate(recs, ["wal.wal_sync"], t0, t1)
-        return rate, "pg_stat_wal.wal_sync" if rate is not None else ""
-    recs = _series(b, "my_status", label)
-    for key, name in (("status.Innodb_os_log_fsyncs", "Innodb_os_log_fsyncs"),
-                      ("metrics.os_log_fsyncs", "INNODB_METRICS os_log_fsyncs"),
-                      ("status.Innodb_data_fsyncs", "Innodb_data_fsyncs (redo log and data files)")):
+def engine_flush_rate(b: Bundle, label: str, engine: Engine, t0: float, t1: float) -> tuple[float | None, str]:
+    """The engine's own WAL / redo flush counter over a window (flushes/s), and its name.
+
+    The first of :attr:`Engine.log_flush_counters` that covers the window wins.
+    """
+    recs = _series(b, engine.stats_series, label)
+    for key, name in engine.log_flush_counters:
         rate = window_rate(recs, [key], t0, t1)
         if rate is not None:
             return rate, name
@@ -331,7 +332,8 @@ def step_durability(b: Bundle, row: dict[str, Any], one_client_S: float | None =
     eng_rate, eng_src = engine_flush_rate(b, label, engine, t0, t1)
     if S is None and eng_rate is not None:
         S, S_src = eng_rate, f"engine counter {eng_src} (no flush tracing; counts only what the server reports)"
-    setting, methods = O_SYNC_METHODS.get(engine, ("", ()))
+    # Flushes by O_SYNC/O_DSYNC writes: no fsync/fdatasync call shows them.
+    setting, methods = engine.sync_method_setting, engine.osync_methods
     method = str((info.get("settings") or {}).get(setting, "")).lower()
     if S is not None and fs_rate is None and method in methods:
         notes.append(f"{setting}={method}: commits are flushed by O_SYNC/O_DSYNC writes, which "
@@ -357,7 +359,7 @@ def step_durability(b: Bundle, row: dict[str, Any], one_client_S: float | None =
                  f"({fc.source})")
     pv = plausibility_verdict(C, c, F, S, D, local, sv.commit_waits_for_flush, write_cache=write_cache)
     return StepDurability(
-        target=label, engine=engine, workload=str(row.get("workload") or ""), clients=c, t_start=float(t0),
+        target=label, engine=engine.name, workload=str(row.get("workload") or ""), clients=c, t_start=float(t0),
         t_end=float(t1), C=C, C_source=C_src, S=S, S_source=S_src, D=D, D_source=D_src, F=F,
         F_source=F_src, F_test=fc.ops_per_s if fc.fsync_test is not None else None, engine_flushes=eng_rate,
         engine_source=eng_src, syscalls=syscalls,

@@ -10,6 +10,7 @@ from __future__ import annotations
 from typing import Any
 
 from diag.bundle import Bundle
+from diag.engines import engine_for
 from reports.durability_view import durability_rows, target_settings_verdict
 from reports.rules.base import READ_ONLY_WORKLOADS, Finding, num, steps, target_info
 
@@ -42,7 +43,7 @@ def durability_unsafe(b: Bundle) -> list[Finding]:
         ev["workloads"] = ", ".join(workloads) or "none measured"
         names = ", ".join(f"{r.setting}={r.value}" for r in v.relaxed)
         advice = (f"Measured with {names}: its commit rates are not comparable with a durable server's. "
-                  "Restore the durable values (" + _durable_values(v.engine) + ") to measure what a "
+                  "Restore the durable values (" + engine_for(v.engine).durable_values + ") to measure what a "
                   "production server would do, or state the relaxed settings next to every number.")
         if not writes:
             advice += " The workloads here only read, so their numbers are not affected."
@@ -52,12 +53,6 @@ def durability_unsafe(b: Bundle) -> list[Finding]:
             impact=CRITICAL_IMPACT if writes else READ_ONLY_IMPACT,
             extra={"relaxed": [r._asdict() for r in v.relaxed]}))
     return out
-
-
-def _durable_values(engine: str) -> str:
-    if engine == "postgres":
-        return "fsync=on, synchronous_commit=on, full_page_writes=on"
-    return "innodb_flush_log_at_trx_commit=1, sync_binlog=1 with the binary log on, innodb_doublewrite=ON"
 
 
 def durability_implausible(b: Bundle) -> list[Finding]:

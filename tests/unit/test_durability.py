@@ -10,6 +10,7 @@ from hypothesis import strategies as st
 
 from reports import durability as du
 from reports.durability import plausibility_verdict, settings_verdict
+from diag.engines import MYSQL, POSTGRES
 from diag.errors import DiagError
 
 PG_DEFAULTS = {"fsync": "on", "synchronous_commit": "on", "full_page_writes": "on", "wal_sync_method": "fdatasync"}
@@ -75,7 +76,7 @@ def test_pg_full_page_writes_off_risks_torn_pages_but_commits_still_wait() -> No
     assert v.commit_waits_for_flush is True
 
 
-@pytest.mark.parametrize("method", list(du.PG_WAL_SYNC_METHODS))
+@pytest.mark.parametrize("method", list(POSTGRES.sync_methods))
 def test_pg_every_documented_wal_sync_method_is_fine(method: str) -> None:
     v = settings_verdict("postgres", {**PG_DEFAULTS, "wal_sync_method": method})
     assert v.durable and v.notes == []
@@ -112,8 +113,29 @@ def test_relaxed_wins_over_unknown_and_names_are_case_insensitive() -> None:
 
 
 def test_unknown_engine() -> None:
-    with pytest.raises(DiagError, match="unknown engine"):
+    with pytest.raises(DiagError, match="durability verdict: unknown engine"):
         settings_verdict("oracle", {})
+
+
+@pytest.mark.parametrize("engine,settings,relaxed", [
+    (POSTGRES, {**PG_DEFAULTS, "synchronous_commit": "off"}, ["synchronous_commit"]),
+    (MYSQL, {**MARIADB_DEFAULTS, "innodb_doublewrite": "OFF"}, ["innodb_doublewrite"])])
+def test_engine_object_judges_like_its_names(engine: object, settings: dict[str, str], relaxed: list[str]) -> None:
+    by_object = settings_verdict(engine, settings)  # type: ignore[arg-type]
+    assert relaxed_names(by_object) == relaxed and by_object.engine == engine.name  # type: ignore[attr-defined]
+    for name in (engine.name, *engine.aliases):  # type: ignore[attr-defined]
+        assert settings_verdict(name.upper(), settings) == by_object
+
+
+def test_commit_path_settings_come_from_the_engine() -> None:
+    # Missing a commit-path setting makes "commits wait" unknown; missing a torn-page one does not.
+    for engine, defaults in ((POSTGRES, PG_DEFAULTS), (MYSQL, MYSQL8_DEFAULTS)):
+        for name in defaults:
+            if name == "version":
+                continue
+            v = settings_verdict(engine, {k: x for k, x in defaults.items() if k != name})
+            assert v.status == "unknown" and v.unknown == [name]
+            assert (v.commit_waits_for_flush is None) == (name in engine.commit_path_settings), name
 
 
 # --------------------------------------------------------------------------- MySQL / MariaDB settings
