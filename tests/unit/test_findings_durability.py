@@ -51,6 +51,7 @@ def test_unsafe_fires_on_mariadb_flush_at_trx_commit_2() -> None:
     assert f.target == MY and f.severity == "critical"
     assert "innodb_flush_log_at_trx_commit=2" in f.title
     assert "power loss" in f.evidence["innodb_flush_log_at_trx_commit"]
+    assert "innodb_flush_log_at_trx_commit=1, sync_binlog=1" in f.advice and "fsync=on" not in f.advice
 
 
 def test_unsafe_is_a_warning_when_every_workload_only_reads() -> None:

@@ -234,6 +234,37 @@ def test_engine_counter_stands_in_without_flush_tracing() -> None:
     assert m.S == pytest.approx(700.0) and "Innodb_data_fsyncs" in m.engine_source
 
 
+def test_redo_only_counter_wins_over_data_fsyncs() -> None:
+    my = linear({"status.Innodb_os_log_fsyncs": 300.0, "status.Innodb_data_fsyncs": 700.0})
+    (m,) = dv.durability_rows(bundle(engine="mysql", label="my", settings=MARIADB_SETTINGS, version="10.6.16-MariaDB",
+                                     extra_series={"my_status--my": my}))
+    assert m.S == pytest.approx(300.0) and m.engine_source == "Innodb_os_log_fsyncs"
+    # A PostgreSQL target does not read a MySQL stats series, nor the other way round.
+    (p,) = dv.durability_rows(bundle(extra_series={"my_status--pg": my}))
+    assert p.S is None and p.engine_flushes is None and p.engine_source == ""
+
+
+def test_innodb_o_dsync_without_a_filesystem_count_leaves_S_unknown() -> None:
+    recs = flush_series(S=0.0, D=1000.0, fs=False)
+    b = bundle(engine="mysql", label="my", settings={**MARIADB_SETTINGS, "innodb_flush_method": "O_DSYNC"},
+               version="10.11.6-MariaDB", flush=recs)
+    (s,) = dv.durability_rows(b)
+    assert s.S is None and "O_SYNC/O_DSYNC" in s.S_source
+    assert any(n.startswith("innodb_flush_method=o_dsync") for n in s.notes)
+    # The same series with a flush method that calls fsync: S is the (zero) call count.
+    (f,) = dv.durability_rows(bundle(engine="mysql", label="my", settings=MARIADB_SETTINGS,
+                                     version="10.11.6-MariaDB", flush=recs))
+    assert f.S == 0.0 and not any("O_DSYNC" in n for n in f.notes)
+
+
+def test_target_without_engine_is_read_as_postgres() -> None:
+    b = bundle(flush=flush_series(S=500.0, D=500.0))
+    del b.run["targets"][0]["engine"]
+    del b.results[0]["engine"]
+    (s,) = dv.durability_rows(b)
+    assert s.engine == "postgres" and s.settings.engine == "postgres" and s.settings.durable
+
+
 def test_nothing_measured_cannot_tell() -> None:
     (s,) = dv.durability_rows(bundle(F=None))
     assert s.S is None and s.D is None and s.F is None
