@@ -1,11 +1,101 @@
-"""Derived time series from raw bundle records (pure functions; rates via collectors.rates)."""
+"""Derived time series from raw bundle records (pure functions; rates via collectors.rates).
+
+Whether a field is a counter (turned into a per-second rate) or a gauge (shown as
+it is) comes from the metric declarations: run.json ``metrics`` (format 2), and
+for series a bundle does not declare (every series of a format-1 bundle) the
+declarations of the collector class that writes that series today
+(:func:`migrate_metrics`, the reports-layer step of the format-1 migration: core
+cannot import collectors).
+"""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from typing import Any
 
+from collectors.base import Collector
+from collectors.flush import FlushCollector
+from collectors.host import HostCollector
+from collectors.mysql import MYSQL_COLLECTORS
+from collectors.pg import PG_COLLECTORS
 from collectors.rates import counter_delta, counter_rate
+from diag.bundle import Bundle
+from diag.schema import BundleFormatError, MetricDecl, MetricDeclarations
+
+# Every collector that writes a series, by its name (the part of a series name before "--").
+SERIES_COLLECTORS: tuple[type[Collector], ...] = (HostCollector, FlushCollector, *PG_COLLECTORS, *MYSQL_COLLECTORS)
+
+# The columns of one process row in the host series' ``procs.*`` maps (collectors.host.PROC_FIELDS order):
+# everything is a counter except the resident set size; create_time only tells a reused PID apart.
+PROC_COLUMNS: tuple[MetricDecl, ...] = (
+    MetricDecl("user_s", "s", "counter", "user CPU time"),
+    MetricDecl("system_s", "s", "counter", "system CPU time"),
+    MetricDecl("ctx_voluntary", "count", "counter", "voluntary context switches"),
+    MetricDecl("ctx_involuntary", "count", "counter", "involuntary context switches"),
+    MetricDecl("rss_bytes", "bytes", "gauge", "resident set size"),
+    MetricDecl("read_bytes", "bytes", "counter", "bytes read from storage"),
+    MetricDecl("write_bytes", "bytes", "counter", "bytes written to storage"),
+)
+_START = len(PROC_COLUMNS)  # index of create_time (Unix s) in a process row
+
+
+# --------------------------------------------------------------------------- declarations
+
+
+def collector_declarations(series_names: Iterable[str]) -> MetricDeclarations:
+    """Declarations of the named series from the collector classes that write them (unknown names skipped)."""
+    by_name = {c.name: c for c in SERIES_COLLECTORS}
+    out: dict[str, tuple[MetricDecl, ...]] = {}
+    for name in series_names:
+        cls = by_name.get(name.split("--", 1)[0])
+        if cls is not None:
+            out[name] = tuple(MetricDecl.from_dict(m, f"{cls.__name__}.metrics") for m in cls.declared())
+    return MetricDeclarations(out)
+
+
+def migrate_metrics(b: Bundle) -> Bundle:
+    """Fill the declarations of series the bundle does not declare (format 1: all of them) from the collectors.
+
+    In memory only, once per bundle; the stored declarations win where both exist.
+    """
+    stored = b.metrics or MetricDeclarations()
+    missing = [s for s in b.series if not stored.for_series(s)]
+    b.metrics = stored.merged(collector_declarations(missing)) if missing else stored
+    return b
+
+
+def declarations(b: Bundle) -> MetricDeclarations:
+    """The metric declarations of every series of ``b`` (migrating a format-1 bundle's on first use)."""
+    if b.metrics is None or any(not b.metrics.for_series(s) for s in b.series):
+        migrate_metrics(b)
+    assert b.metrics is not None
+    return b.metrics
+
+
+def metric_series(b: Bundle, series: str, key: str) -> list[tuple[float, float | None]]:
+    """Field ``key`` of series ``series`` over time: per-second rate of a counter, value of a gauge.
+
+    Raises BundleFormatError when the field is not declared (nothing would say how to read it).
+    """
+    kind = declarations(b).kind(series, key)
+    recs = b.series.get(series, [])
+    if kind is None:
+        raise BundleFormatError(f"series {series}: {key} is not a declared metric")
+    if kind == "counter":
+        return counter_series(recs, key)
+    return [(r["t"], float(v) if isinstance(v := r.get(key), (int, float)) else None) for r in recs]
+
+
+def metric_unit(b: Bundle, series: str, key: str) -> str:
+    """The unit of ``metric_series(b, series, key)``: the declared unit, per second for a counter."""
+    m = declarations(b).find(series, key)
+    if m is None:
+        return ""
+    return f"{m.unit}/s" if m.kind == "counter" else m.unit
+
+
+# --------------------------------------------------------------------------- derived series
+
 
 CPU_BUSY = ("user", "nice", "system", "irq", "softirq", "steal")
 CPU_ALL = CPU_BUSY + ("idle", "iowait")
@@ -38,31 +128,35 @@ def counter_series(records: Sequence[dict[str, Any]], key: str) -> list[tuple[fl
 
 
 def group_deltas(prev: dict[str, list[float]], cur: dict[str, list[float]], prev_t: float) -> list[float]:
-    """Sum over PIDs of counter increases (user_s, system_s, ctx_vol, ctx_invol, -, read_b, write_b).
+    """Per :data:`PROC_COLUMNS`, summed over PIDs: a counter's increase, a gauge's value now.
 
     A PID new since ``prev_t`` counts from zero (it was born in the interval);
     a PID seen before counts its increase; a PID that vanished is not counted
-    (its last interval is lost, a known and small undercount).
+    (its last interval is lost, a known and small undercount). A PID whose
+    create_time changed is a new process that reused the number.
     """
-    tot = [0.0] * 7
+    n = _START
+    tot = [0.0] * n
     for pid, row in cur.items():
         old = prev.get(pid)
-        if old is None or (len(row) > 7 and len(old) > 7 and old[7] != row[7]):
-            base = [0.0] * 7 if (len(row) <= 7 or row[7] >= prev_t - 1.0) else None
+        if old is None or (len(row) > n and len(old) > n and old[n] != row[n]):
+            base = [0.0] * n if (len(row) <= n or row[n] >= prev_t - 1.0) else None
             if base is None:
                 continue  # existed before but unseen: cannot split its history
         else:
             base = old
-        for i in (0, 1, 2, 3, 5, 6):
-            d = counter_delta(base[i], row[i])
-            tot[i] += d or 0.0
-    tot[4] = float(sum(row[4] for row in cur.values()))  # rss is a gauge: the sum now
+        for i, col in enumerate(PROC_COLUMNS):
+            if col.kind == "counter":
+                tot[i] += counter_delta(base[i], row[i]) or 0.0
+    for i, col in enumerate(PROC_COLUMNS):
+        if col.kind == "gauge":
+            tot[i] = float(sum(row[i] for row in cur.values()))
     return tot
 
 
 def process_group_series(records: Sequence[dict[str, Any]], group: str, label: str | None = None
                          ) -> list[tuple[float, list[float]]]:
-    """Per interval: [cpu_user_s, cpu_sys_s, ctx_vol, ctx_invol, rss, read_b, write_b] of a group.
+    """Per interval: the :data:`PROC_COLUMNS` of a group (see :func:`group_deltas`).
 
     ``group`` is "server" (with ``label``), "client" or "collector".
     """
