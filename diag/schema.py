@@ -203,6 +203,12 @@ class FlushDevice:
     method: str = FLUSH_METHOD
     fsync_test: Mapping[str, Any] = field(default_factory=dict)
 
+    @classmethod
+    def from_fsync_test(cls, test: Mapping[str, Any]) -> FlushDevice:
+        """The entry for one fsync test (``FsyncTestResult.to_dict()``): F is its best fdatasync rate, if any."""
+        ops = test.get("best_flush_capability_ops_per_s")
+        return cls(ops if isinstance(ops, _NUM) and not isinstance(ops, bool) else None, FLUSH_METHOD, dict(test))
+
     def to_dict(self) -> dict[str, Any]:
         return {"ops_per_s": self.ops_per_s, "method": self.method, "fsync_test": dict(self.fsync_test)}
 

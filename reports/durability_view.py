@@ -25,7 +25,7 @@ Where each number comes from:
   add to it.
 * F, flush capability: run.json ``options.flush_capability`` when the user gave
   it, used as is. Else the fsync test stored in run.json ``flush_capability``
-  for the target's device (format: :func:`flush_capability_entry`), raised to S
+  for the target's device (record: :class:`diag.schema.FlushCapabilityInfo`), raised to S
   of the target's 1-client step when that is higher: one client flushes one
   commit at a time, so the server itself showed the disk completing S flushes/s
   through the same stack the fsync test measures. A short fsync test on a busy
@@ -48,11 +48,12 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from collectors.fsync_test import FsyncTestResult, best_flush_capability
+from collectors.fsync_test import FsyncTestResult
 from collectors.rates import counter_delta
 from diag.bundle import Bundle, safe_name
 from diag.engines import POSTGRES, Engine, engine_for
-from diag.errors import DiagError, UsageError
+from diag.errors import UsageError
+from diag.schema import FlushCapabilityInfo, FlushDevice
 from reports.durability import PlausibilityVerdict, SettingsVerdict, plausibility_verdict, settings_verdict
 
 # Share of a workload's transactions that write (and so must be flushed at commit).
@@ -121,19 +122,8 @@ def window_rate(records: Sequence[dict[str, Any]], keys: Sequence[str], t_start:
 
 
 def flush_capability_entry(result: FsyncTestResult) -> dict[str, Any]:
-    """One device's entry in run.json ``flush_capability.devices``.
-
-    run.json ``flush_capability`` = ``{"devices": {DEVICE: entry}, "targets": {LABEL:
-    {"device": DEVICE or None, "directory": PATH, "error": TEXT}}}``, where entry =
-    ``{"ops_per_s": F or None, "method": "fdatasync, one 8 kB write", "fsync_test":
-    FsyncTestResult.to_dict()}``. A target whose test could not run has ``device``
-    None and ``error`` saying why.
-    """
-    try:
-        ops: float | None = best_flush_capability(result)
-    except DiagError:
-        ops = None
-    return {"ops_per_s": ops, "method": "fdatasync, one 8 kB write", "fsync_test": result.to_dict()}
+    """One device's entry in run.json ``flush_capability.devices`` (the record: :class:`diag.schema.FlushDevice`)."""
+    return FlushDevice.from_fsync_test(result.to_dict()).to_dict()
 
 
 @dataclass(frozen=True)
@@ -150,22 +140,18 @@ def flush_capability(run: dict[str, Any], label: str) -> FlushCapability:
     user = (run.get("options") or {}).get("flush_capability")
     if isinstance(user, (int, float)) and user > 0:
         return FlushCapability(float(user), f"given by the user (--flush-capability {user:g})")
-    fc = run.get("flush_capability") or {}
-    tgt = (fc.get("targets") or {}).get(label) or {}
-    dev = tgt.get("device")
+    tgt, entry = FlushCapabilityInfo.from_dict(run.get("flush_capability") or {}).of(label)
+    dev = tgt.device
     if not dev:
-        why = tgt.get("error") or "no fsync test stored for this target"
-        return FlushCapability(None, f"not measured: {why}")
-    entry = (fc.get("devices") or {}).get(dev) or {}
+        return FlushCapability(None, f"not measured: {tgt.error or 'no fsync test stored for this target'}")
     try:
-        res = FsyncTestResult.from_dict(entry["fsync_test"]) if entry.get("fsync_test") else None
+        res = FsyncTestResult.from_dict(dict(entry.fsync_test)) if entry and entry.fsync_test else None
     except (KeyError, TypeError, ValueError):
         res = None
-    ops = entry.get("ops_per_s")
-    if not isinstance(ops, (int, float)) or ops <= 0:
+    if entry is None or entry.ops_per_s is None or entry.ops_per_s <= 0:
         return FlushCapability(None, f"the fsync test on {dev} gave no fdatasync rate", res)
     where = f" in {res.directory}" if res is not None else ""
-    return FlushCapability(float(ops), f"fsync test on {dev}{where}: {entry.get('method', 'fdatasync')}", res)
+    return FlushCapability(float(entry.ops_per_s), f"fsync test on {dev}{where}: {entry.method}", res)
 
 
 def target_info(run: dict[str, Any], label: str) -> dict[str, Any]:
