@@ -1,0 +1,168 @@
+"""Merging many clients' figures into one step: per-interval records and the step's totals.
+
+Pure: no processes, no pipes, no clock reads, no output. The caller feeds it
+the clients' messages (:mod:`workloads.messages`) with the client's index and
+asks, when it wakes up, which intervals are ready to write (:meth:`IntervalMerger.ready`),
+and at the end for the rest (:meth:`IntervalMerger.rest`).
+
+An interval is ready when every client still running has reported it (a client
+that reported a later interval has nothing more for it), or, for a client that
+is late or gone silent, ``grace_ns`` after the interval's end. A late report
+that arrives after its interval was written counts in the first interval not
+yet written, so nothing is lost and nothing is counted twice. Latency counts
+are summed as ``{µs: count}`` dicts and go into HDR histograms once, when an
+interval is merged (cheaper than recording each client's part).
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Collection
+from dataclasses import dataclass
+
+from hdrh.histogram import HdrHistogram
+
+from workloads import hist
+from workloads.messages import Done, Go, IntervalCounts
+
+SAMPLES_PER_CODE = 3
+
+
+@dataclass(frozen=True)
+class Merged:
+    """One report interval of all clients. Times in ``perf_counter_ns``; ``seconds`` is its length
+    (the last one may be cut short by the end or a stop); latency in ms (p50, p95, p99, max)."""
+
+    k: int
+    end_ns: int
+    seconds: float
+    transactions: int
+    queries: int
+    errors: int
+    retries: int
+    latency_ms: dict[str, float]
+    cpu_s: float   # client processes' CPU seconds, summed
+
+
+class Totals:
+    """The whole step's sums, from the first measured interval on (warmup excluded by the clients)."""
+
+    __slots__ = ("transactions", "queries", "retries", "errors", "samples", "extra", "cpu_s", "cpu_by_client",
+                 "latency")
+
+    def __init__(self) -> None:
+        self.transactions = self.queries = self.retries = 0
+        self.errors: Counter[str] = Counter()        # {code: count}: failed transactions and failed clients
+        self.samples: dict[str, list[str]] = {}     # {code: up to SAMPLES_PER_CODE messages}
+        self.extra: Counter[str] = Counter()         # workload counters
+        self.cpu_s = 0.0                             # client processes' CPU seconds, all clients
+        self.cpu_by_client: dict[int, float] = {}    # {client index: CPU seconds}
+        self.latency: HdrHistogram = hist.new()      # every merged interval's latencies, µs
+
+    def client_error(self, code: str, message: str) -> None:
+        """A client that failed as a whole (could not start, timed out, vanished): one error of ``code``."""
+        self.errors[code] += 1
+        self._sample(code, message)
+
+    def client_done(self, idx: int, msg: Done) -> None:
+        self.cpu_s += msg.cpu_s
+        self.cpu_by_client[idx] = msg.cpu_s
+        for code, messages in msg.samples.items():
+            for m in messages:
+                self._sample(code, m)
+
+    def _sample(self, code: str, message: str) -> None:
+        s = self.samples.setdefault(code, [])
+        if len(s) < SAMPLES_PER_CODE and message not in s:
+            s.append(message)
+
+
+class _Interval:
+    """One report interval being gathered."""
+
+    __slots__ = ("txns", "queries", "errors", "retries", "counts", "cpu", "reported")
+
+    def __init__(self) -> None:
+        self.txns = self.queries = self.errors = self.retries = 0
+        self.counts: Counter[int] = Counter()
+        self.cpu = 0.0
+        self.reported: set[int] = set()   # indexes of the clients that are through with it
+
+
+class IntervalMerger:
+    """Intervals of the step planned by ``plan``, merged from every client's :class:`IntervalCounts`.
+
+    ``totals`` (a new one when not given) takes every figure too. Intervals are
+    handed out once each, in order, from 0 up to the one holding ``plan.end_ns``.
+    """
+
+    def __init__(self, plan: Go, totals: Totals | None = None) -> None:
+        self.plan = plan
+        self.totals = totals if totals is not None else Totals()
+        self.grace_ns = max(plan.interval_ns // 2, 500_000_000)
+        self.next_k = 0   # the first interval not handed out yet
+        self._open: dict[int, _Interval] = {}
+
+    def add(self, idx: int, m: IntervalCounts) -> None:
+        """Client ``idx`` reports interval ``m.k``."""
+        t = self.totals
+        t.transactions += m.transactions
+        t.queries += m.queries
+        t.retries += m.retries
+        t.errors.update(m.errors)
+        t.extra.update(m.extra)
+        k = max(m.k, self.next_k)  # late: into the first interval still open
+        iv = self._open.get(k)
+        if iv is None:
+            iv = self._open[k] = _Interval()
+        iv.txns += m.transactions
+        iv.queries += m.queries
+        iv.retries += m.retries
+        iv.errors += sum(m.errors.values())
+        iv.cpu += m.cpu_s
+        iv.counts.update(m.latency_us)
+        iv.reported.add(idx)
+        for kk in range(self.next_k, m.k):  # a client that passed k has nothing more for earlier ones
+            self._open.setdefault(kk, _Interval()).reported.add(idx)
+
+    def ready(self, now_ns: int, live: Collection[int]) -> list[Merged]:
+        """The intervals over by ``now_ns`` that every client in ``live`` has reported or that are overdue."""
+        out: list[Merged] = []
+        p = self.plan
+        while True:
+            k = self.next_k
+            b_start = p.measure_ns + k * p.interval_ns
+            if b_start >= p.end_ns:
+                return out
+            b_end = min(b_start + p.interval_ns, p.end_ns)
+            if now_ns < b_end:
+                return out
+            iv = self._open.get(k)
+            complete = iv is not None and iv.reported.issuperset(live)
+            if not complete and now_ns < b_end + self.grace_ns:
+                return out
+            out.append(self._merge(k, b_end))
+
+    def rest(self, stopped_ns: int) -> list[Merged]:
+        """At the step's end (``stopped_ns``: the end, or earlier on a stop): every interval not handed out
+        up to the stop, empty ones included, and any later one that has figures; the last is cut at the stop."""
+        out: list[Merged] = []
+        p = self.plan
+        last = max(self._open, default=-1)
+        k = self.next_k
+        while True:
+            b_start = p.measure_ns + k * p.interval_ns
+            if b_start >= p.end_ns or (b_start >= stopped_ns and k > last):
+                return out
+            out.append(self._merge(k, min(b_start + p.interval_ns, p.end_ns, max(stopped_ns, b_start + 1))))
+            k += 1
+
+    def _merge(self, k: int, b_end: int) -> Merged:
+        iv = self._open.pop(k, None) or _Interval()
+        self.next_k = k + 1
+        secs = max((b_end - (self.plan.measure_ns + k * self.plan.interval_ns)) / 1e9, 1e-9)
+        h = hist.new()
+        hist.record(h, iv.counts)
+        hist.record(self.totals.latency, iv.counts)
+        return Merged(k, b_end, secs, iv.txns, iv.queries, iv.errors, iv.retries,
+                      hist.summary_ms(h, with_p999=False), iv.cpu)

@@ -1,0 +1,121 @@
+"""The pipe protocol between the driver and its client processes, one named message per kind.
+
+Each client has one duplex pipe (:mod:`workloads.pool`). The parent sends one
+:class:`Go`; a client sends :class:`Ready` or :class:`Fatal`, then one
+:class:`IntervalCounts` per report interval it took part in, maybe a
+:class:`Lost`, and :class:`Done` last (or :class:`Fatal` if a bug ends it).
+
+Messages are NamedTuples: fields by name, frozen, and as cheap to build, pickle
+and read as the plain tuples they replace (a client sends one per interval, off
+its query loop). Each class keeps its wire ``TAG``: :func:`decode` turns the
+tagged plain tuples that :mod:`workloads.loop` still sends (``("iv", k, ...)``)
+into these, and :meth:`Go.wire` is what that loop reads. A message already sent
+as one of these classes passes :func:`decode` unchanged, so the client side can
+move over to them without a change here.
+"""
+
+from __future__ import annotations
+
+from typing import Any, NamedTuple, Union
+
+
+class Go(NamedTuple):
+    """Parent -> client: the step's plan, in ``perf_counter_ns`` (CLOCK_MONOTONIC, the same in every process).
+
+    Clients connect and prepare before this; they start at ``start_ns``, count
+    nothing before ``measure_ns`` (warmup), report per ``interval_ns`` from
+    ``measure_ns`` and stop at ``end_ns``.
+    """
+
+    start_ns: int
+    measure_ns: int
+    end_ns: int
+    interval_ns: int
+
+    TAG = "go"
+
+    @classmethod
+    def plan(cls, now_ns: int, warmup_s: float, duration_s: float, interval_s: float) -> Go:
+        """Start 50 ms after ``now_ns`` (time for the go messages to arrive); intervals of at least 1 ms."""
+        start = now_ns + 50_000_000
+        measure = start + int(warmup_s * 1e9)
+        return cls(start, measure, measure + int(duration_s * 1e9), max(int(interval_s * 1e9), 1_000_000))
+
+    def wire(self) -> tuple[Any, ...]:
+        """The tagged tuple :func:`workloads.loop.client_main` reads."""
+        return (self.TAG, *self)
+
+
+class Ready(NamedTuple):
+    """Connected and prepared; ``c_loop``: this client will run the C query loop (:mod:`workloads.keyloop`)."""
+
+    pid: int
+    c_loop: bool
+
+    TAG = "ready"
+
+
+class Fatal(NamedTuple):
+    """This client is out: it could not start, or a bug ended it. ``code``: SQLSTATE, errno or a kind."""
+
+    code: str
+    message: str
+
+    TAG = "fatal"
+
+
+class IntervalCounts(NamedTuple):
+    """One client's figures for report interval ``k`` (0-based from ``Go.measure_ns``).
+
+    A client sends it at its first tick in a later interval, so ``k`` only grows;
+    a client that sends ``k`` has nothing more for any earlier interval.
+    """
+
+    k: int
+    transactions: int
+    queries: int
+    errors: dict[str, int]      # {code: count} of failed transactions
+    retries: int
+    latency_us: dict[int, int]  # {µs: count}, folded by workloads.hist.fold
+    cpu_s: float                # this process's user + system CPU over the interval
+    extra: dict[str, int]       # workload counters (TPC-C new orders, rollbacks)
+
+    TAG = "iv"
+
+
+class Lost(NamedTuple):
+    """The connection was lost mid-run; a :class:`Done` follows."""
+
+    code: str
+    message: str
+
+    TAG = "lost"
+
+
+class Done(NamedTuple):
+    """The client's end: its CPU seconds over the measured part and up to 3 sample messages per error code."""
+
+    cpu_s: float
+    samples: dict[str, list[str]]
+
+    TAG = "done"
+
+
+FromClient = Union[Ready, Fatal, IntervalCounts, Lost, Done]
+_BY_TAG: dict[str, Any] = {m.TAG: m for m in (Ready, Fatal, IntervalCounts, Lost, Done)}
+_KINDS = frozenset(_BY_TAG.values())
+
+
+def decode(raw: Any) -> FromClient:
+    """A message received from a client: a tagged plain tuple becomes its class; a message passes as is.
+
+    Raises ValueError for anything else (a bug on the client side)."""
+    if type(raw) is tuple:  # exactly tuple: a NamedTuple is a tuple too, and passes below
+        cls = _BY_TAG.get(raw[0]) if raw else None
+        if cls is None or len(raw) != len(cls._fields) + 1:
+            raise ValueError(f"unknown client message {raw[:1]!r} with {len(raw)} fields")
+        return cls._make(raw[1:])
+    if type(raw) in _KINDS:
+        return raw
+    raise ValueError(f"unknown client message of type {type(raw).__name__}")
+

@@ -1,0 +1,45 @@
+"""What a sweep is asked to do and what it tells its caller: options, step info, hooks.
+
+Re-exported by :mod:`workloads.driver` (the sweep's entry point); kept apart so
+the step's pieces (:mod:`workloads.step`, :mod:`workloads.stepresult`) can use
+them without importing the driver.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Protocol
+
+
+@dataclass(frozen=True)
+class DriverOptions:
+    """Options of a sweep (see ``dbdiag run --help``); times in seconds, rate in transactions/s."""
+
+    clients: tuple[int, ...] = (1,)
+    duration_s: float = 10.0
+    warmup_s: float = 2.0
+    protocol: str = "prepared"          # "simple" | "prepared"
+    isolation: str = "read-committed"   # "read-committed" | "repeatable-read" | "serializable"
+    rate: float | None = None           # open-loop target TPS (total), coordinated-omission safe
+    max_tries: int = 10
+    report_interval_s: float = 1.0
+    scale: int = 1
+    fresh: bool = False
+    script: str | None = None           # custom workload file
+    think: bool = False
+
+
+@dataclass(frozen=True)
+class StepInfo:
+    target: str
+    workload: str
+    clients: int
+    duration_s: float
+    t_start: float  # unix seconds, start of the measured part
+    client_pids: tuple[int, ...]
+
+
+class StepHooks(Protocol):
+    def step_started(self, info: StepInfo) -> None: ...
+
+    def step_finished(self, info: StepInfo, result: dict) -> None: ...

@@ -1,0 +1,198 @@
+"""One (workload, client count) step: start the clients, gather, write, sum up.
+
+The pieces: :class:`~workloads.pool.ClientPool` (the processes and their pipes),
+:class:`~workloads.merge.IntervalMerger` (per-interval figures of all clients),
+:mod:`workloads.stepresult` (series record, console lines, result row). This
+module only wires them to the clock, the bundle, the progress bar and the hooks.
+
+Ctrl-C: the clients ignore SIGINT; the step sets their stop flag, collects what
+they measured (``STOP_GRACE_S`` at most), writes the cut step's row (kept on
+``Step.row``) and re-raises ``KeyboardInterrupt``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import time
+from typing import Any
+
+from diag.bundle import BundleWriter, SeriesWriter, safe_name
+from diag.db import DriverInfo
+from diag.targets import Target
+from workloads import hist
+from workloads.base import Workload
+from workloads.client import driver_label
+from workloads.keyloop import LABEL as KEYLOOP_LABEL
+from workloads.loop import ClientSpec
+from workloads.merge import IntervalMerger, Merged, Totals
+from workloads.messages import Done, Fatal, FromClient, Go, IntervalCounts, Lost
+from workloads.options import DriverOptions, StepHooks, StepInfo
+from workloads.pool import ClientPool
+from workloads.progress import SweepBar
+from workloads.stepresult import (StepKey, WallClock, busiest_client_pct, interval_line, result_row,
+                                  saturation_message, series_record, summary_line)
+
+READY_TIMEOUT_S = 60.0
+END_GRACE_S = 10.0      # a client stuck in a query past the end gets this long, then is terminated
+STOP_GRACE_S = 2.0      # on Ctrl-C
+WAKE_NS = 250_000_000   # the parent looks at the clock at least this often (intervals, the bar)
+
+
+class Step:
+    """One step of a sweep; :meth:`run` returns its result row."""
+
+    def __init__(self, target: Target, product: str, drv: DriverInfo, wl: Workload, n: int,
+                 opts: DriverOptions, bundle: BundleWriter, series: SeriesWriter, hooks: StepHooks | None,
+                 bar: SweepBar, seed: int) -> None:
+        self.target, self.drv, self.wl, self.n, self.opts = target, drv, wl, n, opts
+        self.bundle, self.series, self.hooks, self.bar = bundle, series, hooks, bar
+        self.key = StepKey(target.label, product, wl.name, n)
+        self.spec = ClientSpec(target, product, drv, wl, n, float(opts.scale), opts.protocol, opts.isolation,
+                               opts.max_tries, opts.rate, opts.think, seed)
+        self.row: dict | None = None
+        self.totals = Totals()
+        self.pids: list[int] = []
+        self.c_loops: list[bool] = []       # per ready client: it runs the C query loop
+        self.info: StepInfo | None = None   # set when the measured part begins
+        self.ncpu = os.cpu_count() or 1
+        self._merger: IntervalMerger | None = None
+        self._clock = WallClock(0)
+        self._stopped_ns = 0
+
+    def run(self) -> dict:
+        with ClientPool(self.spec, self.n) as pool:
+            try:
+                for idx, msg in pool.wait_ready(READY_TIMEOUT_S):
+                    if isinstance(msg, Fatal):
+                        self._client_error(idx, msg.code, msg.message)
+                    else:
+                        self.pids.append(msg.pid)
+                        self.c_loops.append(bool(msg.c_loop))
+                self._measure(pool)
+            except KeyboardInterrupt:
+                pool.stop()
+                self._drain(pool, time.monotonic() + STOP_GRACE_S)
+                self.bundle.event("step_interrupted", f"{self.target.label}: {self.wl.name} with {self.n} clients "
+                                  "cut short by Ctrl-C", target=self.target.label, workload=self.wl.name,
+                                  clients=self.n)
+                if self.info is not None:
+                    self.row = self._finish(interrupted=True)
+                raise
+        assert self.row is not None
+        return self.row
+
+    # -- measuring ---------------------------------------------------------------
+
+    def _measure(self, pool: ClientPool) -> None:
+        now = time.perf_counter_ns()
+        self._clock = WallClock(time.time_ns() - now)
+        o = self.opts
+        plan = Go.plan(now, o.warmup_s, o.duration_s, o.report_interval_s)
+        self._merger = merger = IntervalMerger(plan, self.totals)
+        self._stopped_ns = plan.end_ns
+        pool.start(plan)
+        hard = plan.end_ns + int(END_GRACE_S * 1e9)
+        while pool.live:
+            now = time.perf_counter_ns()
+            if self.info is None and now >= plan.measure_ns:
+                self._started(plan)
+            if now > hard:
+                for idx in pool.abandon():
+                    self._client_error(idx, "timeout", "client still busy 10 s after the end: terminated")
+                break
+            wake = plan.measure_ns if self.info is None else now + WAKE_NS
+            for idx, msg in pool.receive(max(min(wake - now, WAKE_NS), 0) / 1e9):
+                self._handle(idx, msg)
+            self._write(merger.ready(time.perf_counter_ns(), pool.live.values()))
+            self.bar.tick()  # keeps the bar moving through the warmup, when no interval line is printed
+        if self.info is None:
+            self._started(plan)
+        self._stopped_ns = min(plan.end_ns, max(time.perf_counter_ns(), plan.measure_ns))
+        self._write(merger.rest(self._stopped_ns))
+        self.row = self._finish(interrupted=False)
+
+    def _handle(self, idx: int, msg: FromClient) -> None:
+        """One client message during the run (the merger's first: it is nearly every message)."""
+        if isinstance(msg, IntervalCounts):
+            assert self._merger is not None
+            self._merger.add(idx, msg)
+        elif isinstance(msg, Done):
+            self.totals.client_done(idx, msg)
+        elif isinstance(msg, Lost):
+            self.bundle.event("workload_client_lost", f"{self.target.label}: client {idx}: {msg.message}",
+                              target=self.target.label, workload=self.wl.name, clients=self.n, client=idx,
+                              code=msg.code)
+            self.bar.say(f"  client {idx}: {msg.message}")
+        elif isinstance(msg, Fatal):
+            self._client_error(idx, msg.code, msg.message)
+
+    def _drain(self, pool: ClientPool, deadline: float) -> None:
+        """After Ctrl-C: what the live clients still send until ``deadline`` (monotonic s), then the rest."""
+        while pool.live and time.monotonic() < deadline:
+            for idx, msg in pool.receive(max(deadline - time.monotonic(), 0)):
+                self._handle(idx, msg)
+        if self._merger is not None:
+            self._stopped_ns = min(self._merger.plan.end_ns, time.perf_counter_ns())
+            self._write(self._merger.rest(self._stopped_ns))
+
+    def _started(self, plan: Go) -> None:
+        self.info = StepInfo(self.target.label, self.wl.name, self.n, self.opts.duration_s,
+                             self._clock.unix(plan.measure_ns), tuple(self.pids))
+        self.bundle.event("step_started", f"{self.target.label}: {self.wl.name} with {self.n} clients",
+                          target=self.target.label, workload=self.wl.name, clients=self.n,
+                          t_start=self.info.t_start)
+        if self.hooks is not None:
+            self.hooks.step_started(self.info)
+
+    def _client_error(self, idx: int, code: str, message: str) -> None:
+        self.totals.client_error(code, message)
+        self.bundle.event("workload_client_error", f"{self.target.label}: client {idx}: {message}",
+                          target=self.target.label, workload=self.wl.name, clients=self.n, client=idx, code=code)
+        self.bar.say(f"  client {idx}: {message}")
+
+    def _write(self, merged: list[Merged]) -> None:
+        """Each merged interval: a series record, and a console line when there is a console."""
+        if not merged:
+            return
+        assert self._merger is not None
+        measure_ns = self._merger.plan.measure_ns
+        for m in merged:
+            self.series.write(series_record(self.key, m, self._clock, self.ncpu))
+            if self.bar.out is not None:
+                self.bar.say(interval_line(self.key, m, measure_ns, self.ncpu))
+
+    # -- result ------------------------------------------------------------------
+
+    def _driver_label(self) -> str:
+        """The driver and version; "+ C query loop" when every client ran workloads.keyloop."""
+        label = driver_label(self.drv)
+        return f"{label} + {KEYLOOP_LABEL}" if self.c_loops and all(self.c_loops) else label
+
+    def _finish(self, interrupted: bool) -> dict:
+        assert self._merger is not None
+        measure_ns = self._merger.plan.measure_ns
+        duration = max((self._stopped_ns - measure_ns) / 1e9, 1e-9)
+        t = self.totals
+        row: dict[str, Any] = result_row(self.key, t, self.opts, self._driver_label(),
+                                         self._clock.unix(measure_ns), self._clock.unix(self._stopped_ns),
+                                         duration, self.ncpu)
+        row.update(self.wl.result_extra(t.extra, t.transactions, duration))
+        if interrupted:
+            row["interrupted"] = True
+        name = f"workload--{safe_name(self.target.label)}--{self.wl.name}--c{self.n}.hdr"
+        with contextlib.suppress(OSError):
+            self.bundle.artifact(name).write_text(hist.encode(t.latency) + "\n", encoding="ascii")
+        busiest = busiest_client_pct(t, duration)
+        warning = saturation_message(self.key, busiest)
+        if warning is not None:
+            self.bundle.event("driver_saturated", warning, target=self.target.label, workload=self.wl.name,
+                              clients=self.n, busiest_client_pct=round(busiest, 1))
+            self.bar.say("  warning: " + warning)
+        self.bundle.event("step_finished", f"{self.target.label}: {self.wl.name} with {self.n} clients: "
+                          f"{row['tps']:.1f} tps", target=self.target.label, workload=self.wl.name, clients=self.n,
+                          histogram=f"artifacts/{name}")
+        self.bar.say(summary_line(self.key, row, self.ncpu))
+        if self.hooks is not None and self.info is not None:
+            self.hooks.step_finished(self.info, row)
+        return row

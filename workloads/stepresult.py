@@ -1,0 +1,98 @@
+"""What a step writes: one series record and console line per interval, the result row, its summary.
+
+Pure formatting of :mod:`workloads.merge`'s figures; the step (:mod:`workloads.step`)
+does the writing. ``ncpu`` is the machine's CPU count: client CPU is shown as a
+share of all of them (100% = every core busy).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from workloads import hist
+from workloads.merge import Merged, Totals
+from workloads.options import DriverOptions
+
+SATURATED_PCT = 90.0    # a client process busier than this (% of one core) limits the load
+
+
+@dataclass(frozen=True)
+class StepKey:
+    """Which step: target label, engine product, workload name, client count."""
+
+    target: str
+    product: str
+    workload: str
+    clients: int
+
+
+@dataclass(frozen=True)
+class WallClock:
+    """``perf_counter_ns`` -> unix seconds: ``offset_ns`` is ``time_ns() - perf_counter_ns()`` read once."""
+
+    offset_ns: int
+
+    def unix(self, t_ns: int) -> float:
+        return round((t_ns + self.offset_ns) / 1e9, 6)
+
+
+def cpu_pct(cpu_s: float, seconds: float, ncpu: int) -> float:
+    """CPU seconds over ``seconds`` as a percentage of ``ncpu`` cores, one decimal."""
+    return round(cpu_s / (seconds * ncpu) * 100, 1)
+
+
+def series_record(key: StepKey, m: Merged, clock: WallClock, ncpu: int) -> dict[str, Any]:
+    """The ``series/workload--<target>.jsonl`` record of one merged interval (``t``: its end, unix s)."""
+    return {
+        "t": clock.unix(m.end_ns), "workload": key.workload, "clients": key.clients,
+        "interval_s": round(m.seconds, 3), "transactions": m.transactions, "queries": m.queries,
+        "errors": m.errors, "retries": m.retries, "latency_ms": m.latency_ms,
+        "client_cpu_pct": cpu_pct(m.cpu_s, m.seconds, ncpu),
+    }
+
+
+def interval_line(key: StepKey, m: Merged, measure_ns: int, ncpu: int) -> str:
+    """The sysbench-like console line of one interval; time since the measured part began."""
+    secs = m.seconds
+    t_rel = (m.end_ns - measure_ns) / 1e9
+    return (f"  [{t_rel:5.1f}s] {key.workload} c={key.clients}: tps {m.transactions / secs:9.1f}  "
+            f"qps {m.queries / secs:9.1f}  p95 {m.latency_ms['p95']:8.3f} ms  "
+            f"err/s {m.errors / secs:6.1f}  retries {m.retries}  client cpu {cpu_pct(m.cpu_s, secs, ncpu):5.1f}%")
+
+
+def result_row(key: StepKey, t: Totals, opts: DriverOptions, driver: str, t_start: float, t_end: float,
+               duration_s: float, ncpu: int) -> dict[str, Any]:
+    """The step's result row (run.json ``results``), before the workload's own fields.
+
+    ``t_start`` / ``t_end``: the measured part in unix seconds; ``duration_s`` its length (> 0)."""
+    return {
+        "target": key.target, "engine": key.product, "workload": key.workload, "clients": key.clients,
+        "duration_s": round(duration_s, 3), "transactions": t.transactions,
+        "tps": round(t.transactions / duration_s, 2), "qps": round(t.queries / duration_s, 2),
+        "latency_ms": hist.summary_ms(t.latency), "errors": dict(t.errors), "retries": t.retries,
+        "driver": driver, "protocol": opts.protocol, "isolation": opts.isolation,
+        "client_cpu_pct": cpu_pct(t.cpu_s, duration_s, ncpu), "t_start": t_start, "t_end": t_end,
+        "client_cpu_s": round(t.cpu_s, 3), "error_samples": t.samples, "scale": opts.scale,
+    }
+
+
+def summary_line(key: StepKey, row: dict[str, Any], ncpu: int) -> str:
+    """The step's last console line, from its result row."""
+    lat = row["latency_ms"]
+    return (f"  => {key.workload} c={key.clients}: {row['tps']:.1f} tps, {row['qps']:.1f} qps, "
+            f"p95 {lat['p95']:.3f} ms, p99 {lat['p99']:.3f} ms, errors {sum(row['errors'].values())}, "
+            f"retries {row['retries']}, client cpu {row['client_cpu_pct']}% of {ncpu} cpus")
+
+
+def busiest_client_pct(t: Totals, duration_s: float) -> float:
+    """The busiest client process's CPU over the measured part, % of one core (0 with no client done)."""
+    return max(t.cpu_by_client.values(), default=0.0) / duration_s * 100
+
+
+def saturation_message(key: StepKey, busiest_pct: float) -> str | None:
+    """A warning when a client process was busy enough to be the limit itself, else None."""
+    if busiest_pct < SATURATED_PCT:
+        return None
+    return (f"{key.target}: {key.workload} c={key.clients}: a client process was busy {busiest_pct:.0f}% of a "
+            "core: the load generator, not the server, may be the limit")
