@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 from diag.bundle import Bundle
+from diag.schema import FindingRecord, ResultRow
 
 # A step "still scales" when more clients bring at least this much more throughput. 10% is well above
 # the round-to-round noise of a steady run here (a few %) and well below the gain of a real doubling.
@@ -17,69 +19,74 @@ def scaling_knees(results: list[dict[str, Any]]) -> list[dict[str, Any]]:
     Steps are ordered by clients; the knee is the last count before the first step whose TPS gain is
     below SCALING_MIN_GAIN. ``knee`` is None when every step still gained (or only one step ran).
     """
-    by: dict[tuple[str, str], list[dict[str, Any]]] = {}
-    for r in results:
-        if r.get("tps") is not None and r.get("clients"):
-            by.setdefault((str(r.get("target")), str(r.get("workload"))), []).append(r)
+    by: dict[tuple[str, str], list[ResultRow]] = {}
+    for r in (ResultRow.from_dict(r, "results.json: result") for r in results):
+        if r.tps is not None and r.clients:
+            by.setdefault((r.target, r.workload), []).append(r)
     out = []
     for (target, workload), rows in sorted(by.items()):
-        rows.sort(key=lambda r: r["clients"])
+        rows.sort(key=lambda r: r.clients or 0)
         knee = None
         for prev, cur in zip(rows, rows[1:]):
-            if prev["tps"] > 0 and (cur["tps"] - prev["tps"]) / prev["tps"] < SCALING_MIN_GAIN:
+            assert prev.tps is not None and cur.tps is not None
+            if prev.tps > 0 and (cur.tps - prev.tps) / prev.tps < SCALING_MIN_GAIN:
                 knee = prev
                 break
+        best = max(rows, key=lambda r: r.tps or 0.0)
         out.append({"target": target, "workload": workload, "steps": len(rows),
-                    "knee_clients": knee["clients"] if knee else None,
-                    "knee_tps": knee["tps"] if knee else None,
-                    "best_tps": max(r["tps"] for r in rows),
-                    "best_clients": max(rows, key=lambda r: r["tps"])["clients"]})
+                    "knee_clients": knee.clients if knee else None, "knee_tps": knee.tps if knee else None,
+                    "best_tps": best.tps, "best_clients": best.clients})
     return out
 
 
-def _top_finding(findings: list[dict[str, Any]], target: str, workload: str | None = None,
-                 clients: int | None = None) -> dict[str, Any] | None:
+def _top_finding(findings: Sequence[tuple[FindingRecord, dict[str, Any]]], target: str,
+                 workload: str | None = None, clients: int | None = None) -> dict[str, Any] | None:
     """Highest-impact speed finding for a target (optionally one step); durability ones are separate."""
-    for f in findings:  # already sorted by impact
-        if f.get("target") != target or str(f.get("category", "")).startswith("durability"):
+    for f, raw in findings:  # already sorted by impact
+        if f.target != target or f.is_durability:
             continue
-        if workload is not None and f.get("workload") not in (None, workload):
+        if workload is not None and f.workload not in (None, workload):
             continue
-        if clients is not None and f.get("clients") not in (None, clients):
+        if clients is not None and f.clients not in (None, clients):
             continue
-        return f
+        return raw
     return None
+
+
+def _durability_sentence(label: str, findings: Sequence[tuple[FindingRecord, dict[str, Any]]],
+                         durability: list[Any]) -> str:
+    """Whether the target's results were durable: a critical finding, else the durability panel's verdicts."""
+    crit = [f for f, _ in findings if f.target == label and f.is_durability and f.severity == "critical"]
+    if crit:
+        return f"not real: {crit[0].title}"
+    durs = [d for d in durability if getattr(d, "target", None) == label]
+    if not durs:
+        return "not judged: no write workload ran"
+    ok = all(d.settings.status == "durable" and (d.plausibility is None or d.plausibility.status != "implausible")
+             for d in durs)
+    return ("durable settings, and the measured commit and flush rates are physically plausible" if ok
+            else "could not be confirmed: see the durability panel")
 
 
 def target_verdicts(b: Bundle, findings: list[dict[str, Any]], durability: list[Any],
                     knees: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """One entry per target: best throughput, what limits it (with the finding), durability."""
+    found = [(FindingRecord.from_dict(f, "finding"), f) for f in findings]
+    steps = list(zip(b.rows, b.results))
     out = []
-    for t in b.run.get("targets", []):
-        label = str(t.get("label"))
-        rows = [r for r in b.results if r.get("target") == label]
-        entry: dict[str, Any] = {"label": label, "product": t.get("product", t.get("engine")),
-                                 "version": str(t.get("version") or "").split(" on ")[0]}
+    for t in b.info.targets:
+        label = t.label
+        rows = [(row, raw) for row, raw in steps if row.target == label]
+        entry: dict[str, Any] = {"label": label, "product": t.product or t.engine,
+                                 "version": t.version.split(" on ")[0]}
         if rows:
-            best = max(rows, key=lambda r: r.get("tps") or 0)
-            entry["best"] = best
-            entry["limit"] = _top_finding(findings, label, best.get("workload"), best.get("clients")) or \
-                _top_finding(findings, label)
+            best, raw = max(rows, key=lambda p: p[0].tps or 0)
+            entry["best"] = raw
+            entry["limit"] = _top_finding(found, label, best.workload, best.clients) or _top_finding(found, label)
         entry["knees"] = [k for k in knees if k["target"] == label and k["knee_clients"] is not None]
         for k in entry["knees"]:
-            f = _top_finding(findings, label, k["workload"], k["knee_clients"])
+            f = _top_finding(found, label, k["workload"], k["knee_clients"])
             k["explained_by"] = f.get("title") if f else None
-        durs = [d for d in durability if getattr(d, "target", None) == label]
-        crit = [f for f in findings if f.get("target") == label and str(f.get("category", "")).startswith(
-            "durability") and f.get("severity") == "critical"]
-        if crit:
-            entry["durability"] = f"not real: {crit[0].get('title')}"
-        elif durs:
-            ok = all(d.settings.status == "durable" and (d.plausibility is None or
-                                                         d.plausibility.status != "implausible") for d in durs)
-            entry["durability"] = ("durable settings, and the measured commit and flush rates are physically "
-                                   "plausible" if ok else "could not be confirmed: see the durability panel")
-        else:
-            entry["durability"] = "not judged: no write workload ran"
+        entry["durability"] = _durability_sentence(label, found, durability)
         out.append(entry)
     return out
