@@ -16,6 +16,10 @@ from pathlib import Path
 from typing import Any
 
 from collectors.host import process_tree
+from collectors.profile.analyse import symbol_hint, unresolved_share
+from collectors.profile.parse import save_folded
+from collectors.profile.pyspy import py_spy_available, record_client_profile
+from collectors.profile.record import probe_perf, record_profile
 from diag.bundle import safe_name
 from diag.errors import DiagError
 
@@ -30,8 +34,6 @@ class ProfilePlugin:
         self.seconds = float(run.opts.profile_seconds)
         self._threads: dict[tuple[str, str, int], threading.Thread] = {}
         self._out: dict[tuple[str, str, int], dict[str, Any]] = {}
-        from collectors.profile import probe_perf
-
         ok, reason, hint = probe_perf()
         self.ok = ok
         self.reason = reason
@@ -50,8 +52,6 @@ class ProfilePlugin:
         th.start()
 
     def _record(self, key: tuple[str, str, int], rt: Any, window: float, start_in: float) -> None:
-        from collectors.profile import record_profile, save_folded, symbol_hint, unresolved_share
-
         time.sleep(start_in)
         pids = [p.pid for p in process_tree(rt.pid)]
         t0 = time.time()
@@ -88,8 +88,6 @@ class ClientProfilePlugin:
     """py-spy of the driver's client processes during each step (``--profile-client``)."""
 
     def __init__(self, run: Any) -> None:
-        from collectors.profile import py_spy_available
-
         self.run = run
         self.ok = py_spy_available()
         self._threads: dict[tuple[str, str, int], threading.Thread] = {}
@@ -105,8 +103,6 @@ class ClientProfilePlugin:
         rel = f"artifacts/client-profile--{safe_name(info.target)}--{safe_name(info.workload)}--c{info.clients}.folded"
 
         def work() -> None:
-            from collectors.profile import record_client_profile
-
             time.sleep(max(0.0, info.t_start + info.duration_s / 2 - seconds / 2 - time.time()))
             try:
                 record_client_profile(list(info.client_pids), seconds, self.run.bundle.path / rel)

@@ -45,7 +45,8 @@ def step_profile(b: Bundle, row: dict[str, Any], with_flame: bool = True) -> dic
     if not rel:
         return {"target": row.get("target"), "workload": row.get("workload"), "clients": row.get("clients"),
                 "error": prof["error"]} if prof.get("error") else None
-    from collectors.profile import load_folded, top_symbols, unresolved_share
+    from collectors.profile.analyse import top_symbols, unresolved_share
+    from collectors.profile.parse import load_folded
 
     path = Path(b.path) / rel
     if not path.exists():

@@ -13,7 +13,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from collectors.profile import KERNEL_SUFFIX, load_folded, top_symbols
+from collectors.profile.analyse import top_symbols
+from collectors.profile.parse import KERNEL_SUFFIX, load_folded
 from collectors.rates import counter_delta
 from diag.bundle import Bundle
 from diag.errors import DiagError

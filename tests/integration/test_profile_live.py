@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from collectors import profile as P
+from collectors.profile import analyse, parse, pyspy, record
 from diag.db import Session
 from diag.targets import Target
 
@@ -33,8 +33,8 @@ PG_HOT = {
 SCRATCH_DB = "dbdiag_scratch_profile"
 
 
-def require_perf(pid: int | None = None, scope: P.Scope = "pids") -> None:
-    ok, reason, hint = P.probe_perf(pid, scope=scope)
+def require_perf(pid: int | None = None, scope: record.Scope = "pids") -> None:
+    ok, reason, hint = record.probe_perf(pid, scope=scope)
     if not ok:
         pytest.fail(f"perf unavailable: {reason}; {hint}")
 
@@ -67,7 +67,7 @@ def scratch_db(pg_service: Target) -> Iterator[Target]:
 
 
 @pytest.mark.parametrize("scope", ["pids", "system"])
-def test_live_postgres_backend_profile(scratch_db: Target, tmp_path: Path, scope: P.Scope) -> None:
+def test_live_postgres_backend_profile(scratch_db: Target, tmp_path: Path, scope: record.Scope) -> None:
     conn, env = _pg_cli_env(scratch_db)
     bench = subprocess.Popen([shutil.which("pgbench") or "pgbench", *conn, "-S", "-n", "-c", "2", "-T", "8",
                               SCRATCH_DB], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env)
@@ -83,7 +83,7 @@ def test_live_postgres_backend_profile(scratch_db: Target, tmp_path: Path, scope
                 time.sleep(0.05)
         assert len(pids) == 2, f"pgbench backends not found: {pids}"
         require_perf(pids[0], scope)
-        rec = P.record_profile(pids, 2.0, tmp_path, scope=scope)
+        rec = record.record_profile(pids, 2.0, tmp_path, scope=scope)
     finally:
         out, _ = bench.communicate(timeout=60)
     assert bench.returncode == 0, out
@@ -92,9 +92,9 @@ def test_live_postgres_backend_profile(scratch_db: Target, tmp_path: Path, scope
     assert set(rec.kinds) == set(pids)  # only the targets' samples, even system-wide
     assert set(rec.kinds.values()) == {"backend"}
     assert not (tmp_path / "perf.data").exists()  # removed after folding
-    rows = P.top_symbols(rec.folded, by_kind=True, n=25)
+    rows = analyse.top_symbols(rec.folded, by_kind=True, n=25)
     table = "\n".join(f"{r.kind:8} {r.samples:6} {r.percent:6.2f}% {r.symbol}" for r in rows)
-    share = P.unresolved_share(rec.folded)
+    share = analyse.unresolved_share(rec.folded)
     print(f"\n{rec.samples} samples, unresolved {100 * share:.1f}%\n{table}")
     assert {r.kind for r in rows} == {"backend"}
     top = {r.symbol for r in rows}
@@ -110,7 +110,7 @@ def _busy(seconds: float) -> subprocess.Popen[bytes]:
 
 
 @pytest.mark.parametrize(("scope", "segments"), [("pids", 2), ("system", 1)])
-def test_live_target_exiting_mid_window(tmp_path: Path, scope: P.Scope, segments: int) -> None:
+def test_live_target_exiting_mid_window(tmp_path: Path, scope: record.Scope, segments: int) -> None:
     """pids: perf is stopped when a target exits (perf 6.1 would spin) and restarted
     for the rest; system: per-CPU events do not spin, one window runs through."""
     long_ = _busy(10.0)
@@ -120,7 +120,7 @@ def test_live_target_exiting_mid_window(tmp_path: Path, scope: P.Scope, segments
         short = _busy(1.5)  # exits about 1 s into the window
         time.sleep(0.3)
         t0 = time.monotonic()
-        rec = P.record_profile([short.pid, long_.pid], 3.5, tmp_path, keep=True, scope=scope,
+        rec = record.record_profile([short.pid, long_.pid], 3.5, tmp_path, keep=True, scope=scope,
                                kind_of=lambda tid, comm: "short" if tid == short.pid else "long")
         took = time.monotonic() - t0
     finally:
@@ -140,16 +140,16 @@ def test_live_target_exiting_mid_window(tmp_path: Path, scope: P.Scope, segments
 
 
 def test_live_client_profile_with_py_spy(tmp_path: Path) -> None:
-    if not P.py_spy_available():
+    if not pyspy.py_spy_available():
         pytest.fail("py-spy is not installed: the test extra installs it (pip install -e .[test])")
     code = "import time\ndef spin():\n    t = time.monotonic()\n    while time.monotonic() - t < 4: pass\nspin()\n"
     client = subprocess.Popen([sys.executable, "-c", code])
     try:
         time.sleep(0.3)
-        prof = P.record_client_profile([client.pid, 424242], 1.0, tmp_path / "clients.folded")
+        prof = pyspy.record_client_profile([client.pid, 424242], 1.0, tmp_path / "clients.folded")
     finally:
         client.kill()
         client.wait(timeout=10)
     assert prof.samples > 0 and list(prof.failed) == [424242]
     assert all(s.startswith("client;") and ";spin (" in s for s in prof.folded)
-    assert P.load_folded(tmp_path / "clients.folded") == dict(prof.folded)
+    assert parse.load_folded(tmp_path / "clients.folded") == dict(prof.folded)

