@@ -11,7 +11,7 @@ from collections.abc import Iterator
 
 from workloads.base import ClientCtx, Runner, Workload
 from workloads.client import Client
-from workloads.load import Dataset, Table
+from workloads.load import Dataset, RowFormat, Table
 
 
 def sizes(scale: float) -> tuple[int, int, int]:
@@ -34,11 +34,12 @@ def pgbench_dataset(scale: float) -> Dataset:
     def accounts() -> Iterator[tuple[int, int, int, str]]:
         return ((i, min((i - 1) // per_branch + 1, nb), 0, "") for i in range(1, na + 1))
 
-    def account_chunks(engine: str) -> Iterator[tuple[int, str]]:
-        step = 20000 if engine == "postgres" else 50000
+    def account_chunks(fmt: RowFormat) -> Iterator[tuple[int, str]]:
+        copy = fmt is RowFormat.COPY_TEXT
+        step = 20000 if copy else 50000
         for lo in range(1, na + 1, step):
             hi = min(lo + step, na + 1)
-            if engine == "postgres":
+            if copy:
                 yield hi - lo, "".join([f"{i}\t{min((i - 1) // per_branch + 1, nb)}\t0\t\n" for i in range(lo, hi)])
             else:
                 yield hi - lo, ",".join([f"({i},{min((i - 1) // per_branch + 1, nb)},0,'')" for i in range(lo, hi)])

@@ -14,7 +14,7 @@ from collections.abc import Iterator
 
 from workloads.base import ClientCtx, Runner, Workload
 from workloads.client import Client
-from workloads.load import Dataset, Table
+from workloads.load import Dataset, RowFormat, Table
 
 ROWS_PER_SCALE = 100_000
 RANGE_SIZE = 100
@@ -48,12 +48,12 @@ def sbtest_dataset(scale: float) -> Dataset:
         for i in range(1, n + 1):
             yield (i, int(rnd() * n) + 1, cs[i % _POOL], pads[(i * 7) % _POOL])
 
-    def chunks(engine: str) -> Iterator[tuple[int, str]]:
+    def chunks(fmt: RowFormat) -> Iterator[tuple[int, str]]:
         # Same rows as rows(), formatted without a per-value call: the c/pad tail of each row is
         # pre-built, so a row costs one f-string.
         rng, cs, pads = pools()
         rnd = rng.random
-        if engine == "postgres":
+        if fmt is RowFormat.COPY_TEXT:
             tails = [f"\t{cs[j]}\t{pads[(j * 7) % _POOL]}\n" for j in range(_POOL)]
             step = 20000
             for lo in range(1, n + 1, step):
