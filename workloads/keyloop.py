@@ -55,7 +55,7 @@ def _psycopg_libpq() -> Any | None:
     if pq.__impl__ == "python":
         return getattr(getattr(pq, "_pq_ctypes", None), "pq", None)
     # The binary wheel bundles its own libpq; the C build links the system one. psycopg2-binary
-    # (possibly loaded too) bundles another: never take that one.
+    # bundles another: dbdiag never loads it beside psycopg 3, but a caller might; never take that one.
     paths = []
     with open("/proc/self/maps", encoding="ascii", errors="replace") as f:
         for line in f:

@@ -13,7 +13,7 @@ longer parses each statement.
 Parameters are bound by Python type (int -> LONGLONG, float/Decimal -> DOUBLE,
 str/bytes -> STRING, None -> NULL); results come back as bytes (None for NULL),
 like libpq's text results, so workloads treat both engines alike. Errors are
-turned into DbError by ``diag.db.map_error`` (the code and message shaped like a
+turned into DbError by ``MYSQL.map_error`` (the code and message shaped like a
 driver exception), the one mapping per engine.
 
 Only the MariaDB Connector/C structure layout (``MYSQL_BIND``, mariadb_stmt.h,
@@ -29,7 +29,7 @@ from collections.abc import Callable, Sequence
 from decimal import Decimal
 from typing import Any
 
-from diag.db import DriverInfo, map_error
+from diag.engines import MYSQL, DriverInfo
 from diag.errors import DbError
 from diag.targets import Target
 
@@ -145,7 +145,7 @@ class LibConnection:
             code, msg = lib.mysql_stmt_errno(stmt), lib.mysql_stmt_error(stmt)
         else:
             code, msg = lib.mysql_errno(self.m), lib.mysql_error(self.m)
-        return map_error("mysql", _MyFailure(int(code), (msg or b"").decode(errors="replace")), self.label)
+        return MYSQL.map_error(_MyFailure(int(code), (msg or b"").decode(errors="replace")), self.label)
 
     def query(self, sql: str) -> list[tuple[bytes | None, ...]]:
         """A text-protocol statement (BEGIN, COMMIT, SET...); rows as bytes."""
