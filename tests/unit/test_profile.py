@@ -131,7 +131,8 @@ def test_top_symbols_pg_self_samples() -> None:
 def test_top_symbols_percentages_add_up(text: str) -> None:
     samples = parse.parse_perf_script(text)
     kinds = procs.stack_thread_kinds(samples)
-    folded = parse.fold_samples(samples, lambda tid, comm: kinds.get(tid) or procs.postgres_title_kind(PG_TITLES.get(tid, "")))
+    folded = parse.fold_samples(
+        samples, lambda tid, comm: kinds.get(tid) or procs.postgres_title_kind(PG_TITLES.get(tid, "")))
     rows = analyse.top_symbols(folded, by_kind=True, n=None)
     per_kind: dict[str, float] = {}
     for r in rows:
