@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from diag.bundle import load_bundle
+from reports.compare import compare, format_comparison
 
 
 def add_parsers(sub: Any) -> None:
@@ -20,8 +21,6 @@ def add_parsers(sub: Any) -> None:
 def dispatch(a: argparse.Namespace) -> int | None:
     if a.command != "compare":
         return None
-    from reports.compare import compare, format_comparison
-
     items = compare(load_bundle(a.run_a), load_bundle(a.run_b) if a.run_b else None)
     print(json.dumps({"comparisons": items}, indent=1, default=str) if a.json else format_comparison(items))
     return 0 if items else 1

@@ -13,7 +13,9 @@ from __future__ import annotations
 from typing import Any
 
 from diag.bundle import Bundle, safe_name
-from reports.render import step_resources
+from reports.durability_view import window_rate
+from reports.resources import step_resources
+from reports.rules.base import engine_of
 
 # Per-transaction quantities compared between sides, with their unit; larger is worse for all of them.
 COMPARED = (
@@ -28,33 +30,27 @@ COMPARED = (
     ("block_reads_per_txn", "pages", "buffer page reads per transaction (hits and misses)"),
     ("disk_reads_per_txn", "pages", "pages read from outside the buffer pool per transaction"),
 )
-# Engine counters behind the per-transaction rows above: (series prefix, counter keys).
-ENGINE_COUNTERS = {
-    "log_bytes_per_txn": (("pg_stats", ("wal.wal_bytes",)), ("pg_stats", ("wal.lsn_bytes",)),
-                          ("my_status", ("status.Innodb_os_log_written",))),
-    "block_reads_per_txn": (("pg_stats", ("db.blks_hit", "db.blks_read")),
-                            ("my_status", ("status.Innodb_buffer_pool_read_requests",))),
-    "disk_reads_per_txn": (("pg_stats", ("db.blks_read",)), ("my_status", ("status.Innodb_buffer_pool_reads",))),
-    "flush_calls_per_txn": (("flush", ("fs.sync_file",)), ("flush", ("syscalls.fsync", "syscalls.fdatasync"))),
-}
-WAIT_SERIES = ("pg_waits", "my_waits")
+# Flush tracing counters behind flush_calls_per_txn (series ``flush``, any engine), the first recorded wins.
+# The engine counters behind the other rows are the engine's (Engine.per_txn_counters).
+FLUSH_COUNTERS = (("flush_calls_per_txn", ("fs.sync_file",)),
+                  ("flush_calls_per_txn", ("syscalls.fsync", "syscalls.fdatasync")))
 
 
 def engine_per_txn(b: Bundle, row: dict[str, Any]) -> dict[str, float]:
     """Per-transaction engine counters and wait time by class over one step's window."""
-    from reports.durability_view import window_rate
-
     out: dict[str, float] = {}
     label = safe_name(str(row.get("target")))
+    engine = engine_of(b, str(row.get("target")), row)
     t0, t1, tps = row.get("t_start"), row.get("t_end"), row.get("tps")
     if not (t0 and t1 and tps):
         return out
-    for metric, sources in ENGINE_COUNTERS.items():
-        for series, keys in sources:
-            rate = window_rate(b.series.get(f"{series}--{label}", []), keys, t0, t1)
-            if rate is not None:
-                out[metric] = rate / tps
-                break
+    counters = [(engine.stats_series, metric, keys) for metric, keys in engine.per_txn_counters]
+    for series, metric, keys in counters + [("flush", metric, keys) for metric, keys in FLUSH_COUNTERS]:
+        if metric in out:
+            continue
+        rate = window_rate(b.series.get(f"{series}--{label}", []), keys, t0, t1)
+        if rate is not None:
+            out[metric] = rate / tps
     dev = b.series.get(f"flush--{label}", [])
     dkeys = sorted({k for r in dev[:3] for k in r if k.startswith("device.") and k.endswith(".flushes")})
     if dkeys:
@@ -65,14 +61,13 @@ def engine_per_txn(b: Bundle, row: dict[str, Any]) -> dict[str, float]:
     # class share x clients x 1 s / tps is that class's backend-seconds per transaction.
     counts: dict[str, int] = {}
     samples = ticks = 0
-    for name in WAIT_SERIES:
-        for r in b.series.get(f"{name}--{label}", []):
-            if t0 < r.get("t", 0) <= t1 + 0.5:
-                ticks += int(r.get("ticks") or 0)
-                samples += int(r.get("samples") or 0)
-                for k, v in (r.get("waits") or {}).items():
-                    cls = k.split(":", 1)[0] if ":" in k else k
-                    counts[cls] = counts.get(cls, 0) + int(v)
+    for r in b.series.get(f"{engine.waits_series}--{label}", []):
+        if t0 < r.get("t", 0) <= t1 + 0.5:
+            ticks += int(r.get("ticks") or 0)
+            samples += int(r.get("samples") or 0)
+            for k, v in (r.get("waits") or {}).items():
+                cls = k.split(":", 1)[0] if ":" in k else k
+                counts[cls] = counts.get(cls, 0) + int(v)
     if samples and ticks:
         backends_per_tick = samples / ticks
         for cls, n in counts.items():

@@ -16,10 +16,13 @@ import jinja2
 
 from diag.bundle import Bundle, BundleWriter, load_bundle, safe_name
 from reports.charts import fmt, line_chart
+from reports.compare import compare
+from reports.durability_view import durability_rows
 from reports.findings import derive_findings
-from reports.sections import profiles, settings_diff, wait_profiles
+from reports.resources import step_resources
+from reports.sections import profiles, settings_diff, step_profile, wait_profiles
+from reports.series import counter_series, host_cpu_pct, process_group_series
 from reports.summary import scaling_knees, target_verdicts
-from reports.series import counter_series, host_cpu_pct, process_group_series, window_sum
 
 TEMPLATES = Path(__file__).parent / "templates"
 
@@ -51,32 +54,6 @@ def _ts(v: Any) -> str:
     return _dt.datetime.fromtimestamp(v, _dt.timezone.utc).strftime("%Y-%m-%d %H:%M:%S UTC")
 
 
-def step_resources(b: Bundle) -> list[dict[str, Any]]:
-    """Per result row: server and client CPU µs per transaction, context switches per transaction."""
-    host = b.series.get("host", [])
-    out = []
-    client = process_group_series(host, "client")
-    for r in b.results:
-        t0, t1, txn = r.get("t_start"), r.get("t_end"), r.get("transactions") or 0
-        row: dict[str, Any] = {"target": r.get("target"), "workload": r.get("workload"), "clients": r.get("clients")}
-        if t0 and t1 and txn:
-            srv = window_sum(process_group_series(host, "server", r.get("target")), t0, t1)
-            cli = window_sum(client, t0, t1)
-            if srv:
-                row["server_cpu_us_per_txn"] = (srv[0] + srv[1]) * 1e6 / txn
-                row["server_user_us_per_txn"] = srv[0] * 1e6 / txn
-                row["server_sys_us_per_txn"] = srv[1] * 1e6 / txn
-                row["server_ctx_per_txn"] = (srv[2] + srv[3]) / txn
-            # The driver's own measure covers exactly the measured window; the host series only
-            # knows the clients from the step's start, so its first interval lacks a baseline.
-            if r.get("client_cpu_s") is not None:
-                row["client_cpu_us_per_txn"] = r["client_cpu_s"] * 1e6 / txn
-            elif cli:
-                row["client_cpu_us_per_txn"] = (cli[0] + cli[1]) * 1e6 / txn
-        out.append(row)
-    return out
-
-
 def _dt_of(records: list[dict[str, Any]], t: float) -> float:
     """Length (s) of the sampling interval that ends at ``t`` (1.0 when unknown)."""
     prev = None
@@ -87,20 +64,19 @@ def _dt_of(records: list[dict[str, Any]], t: float) -> float:
     return 1.0
 
 
-def build_view(b: Bundle, findings: list[dict[str, Any]]) -> dict[str, Any]:
-    """Everything the template shows, computed from the bundle."""
-    run = b.run
-    targets = run.get("targets", [])
+def _label_of(b: Bundle) -> dict[str, str]:
+    """Target label by the safe name its series files carry."""
+    return {safe_name(str(t.get("label"))): str(t.get("label")) for t in b.run.get("targets", [])}
+
+
+def _time_charts(b: Bundle, t_origin: float, bands: list[tuple[float, float, str]]) -> dict[str, Any]:
+    """Host CPU, throughput and p95 latency over time (x: seconds since ``t_origin``)."""
     charts: dict[str, Any] = {}
     host = b.series.get("host", [])
-    t_origin = min([r["t"] for r in host[:1]] + [r.get("t_start", 1e20) for r in b.results] + [run.get("started",
-                                                                                                       1e20)])
     if host:
         charts["host_cpu"] = line_chart([("host CPU busy %", [(t - t_origin, v) for t, v in host_cpu_pct(host)])],
                                         x_label="seconds since start", y_label="CPU busy (%)")
-    label_of = {safe_name(str(t.get("label"))): str(t.get("label")) for t in targets}
-    bands = [(r["profile"]["window"][0] - t_origin, r["profile"]["window"][1] - t_origin, "perf profile window")
-             for r in b.results if (r.get("profile") or {}).get("window")]
+    label_of = _label_of(b)
     tps_series, p95_series = [], []
     for name, recs in sorted(b.series_for("workload--").items()):
         label = label_of.get(name.split("--", 1)[1], name.split("--", 1)[1])
@@ -112,8 +88,15 @@ def build_view(b: Bundle, findings: list[dict[str, Any]]) -> dict[str, Any]:
                                         bands=bands)
         charts["p95_time"] = line_chart(p95_series, x_label="seconds since start", y_label="p95 latency (ms)",
                                         bands=bands)
+    return charts
+
+
+def _process_charts(b: Bundle, t_origin: float, bands: list[tuple[float, float, str]]) -> dict[str, Any]:
+    """CPU of the server, client and collector process groups, and the machine's context switches, over time."""
+    charts: dict[str, Any] = {}
+    host = b.series.get("host", [])
     cpu_series = []
-    for t in targets:
+    for t in b.run.get("targets", []):
         lab = str(t.get("label"))
         srv = process_group_series(host, "server", lab)
         if any(v[0] + v[1] for _, v in srv):
@@ -126,23 +109,34 @@ def build_view(b: Bundle, findings: list[dict[str, Any]]) -> dict[str, Any]:
     if cpu_series:
         charts["proc_cpu"] = line_chart(cpu_series, x_label="seconds since start",
                                         y_label="CPU (% of one core)", bands=bands)
-    scaling: dict[str, list[tuple[float, float | None]]] = {}
-    for r in b.results:
-        key = f"{r.get('target')} {r.get('workload')}"
-        scaling.setdefault(key, []).append((r.get("clients", 0), r.get("tps")))
-    if scaling:
-        charts["scaling"] = line_chart([(k, sorted(v)) for k, v in sorted(scaling.items())], x_label="clients",
-                                       y_label="transactions/s", log_x=True, markers=True)
-        p95s: dict[str, list[tuple[float, float | None]]] = {}
-        for r in b.results:
-            p95s.setdefault(f"{r.get('target')} {r.get('workload')}", []).append(
-                (r.get("clients", 0), (r.get("latency_ms") or {}).get("p95")))
-        charts["scaling_p95"] = line_chart([(k, sorted(v)) for k, v in sorted(p95s.items())], x_label="clients",
-                                           y_label="p95 latency (ms)", log_x=True, markers=True)
     if host:
         charts["ctx"] = line_chart([("context switches/s, whole machine",
                                      [(t - t_origin, v) for t, v in counter_series(host, "ctx_switches")])],
                                    x_label="seconds since start", y_label="context switches/s", bands=bands)
+    return charts
+
+
+def _scaling_charts(b: Bundle) -> dict[str, Any]:
+    """Throughput and p95 latency against the client count, one line per target and workload."""
+    scaling: dict[str, list[tuple[float, float | None]]] = {}
+    p95s: dict[str, list[tuple[float, float | None]]] = {}
+    for r in b.results:
+        key = f"{r.get('target')} {r.get('workload')}"
+        scaling.setdefault(key, []).append((r.get("clients", 0), r.get("tps")))
+        p95s.setdefault(key, []).append((r.get("clients", 0), (r.get("latency_ms") or {}).get("p95")))
+    if not scaling:
+        return {}
+    return {
+        "scaling": line_chart([(k, sorted(v)) for k, v in sorted(scaling.items())], x_label="clients",
+                              y_label="transactions/s", log_x=True, markers=True),
+        "scaling_p95": line_chart([(k, sorted(v)) for k, v in sorted(p95s.items())], x_label="clients",
+                                  y_label="p95 latency (ms)", log_x=True, markers=True),
+    }
+
+
+def _flush_charts(b: Bundle, t_origin: float, bands: list[tuple[float, float, str]]) -> dict[str, Any]:
+    """File syncs, fsync/fdatasync calls and device flushes per second over time, from flush tracing."""
+    label_of = _label_of(b)
     flush_lines = []
     for name, recs in sorted(b.series_for("flush--").items()):
         label = label_of.get(name.split("--", 1)[1], name.split("--", 1)[1])
@@ -155,20 +149,31 @@ def build_view(b: Bundle, findings: list[dict[str, Any]]) -> dict[str, Any]:
         for key in devs:
             flush_lines.append((f"{label} device {key.split('.')[1]} flushes/s",
                                 [(t - t_origin, v) for t, v in counter_series(recs, key)]))
-    if flush_lines:
-        charts["flushes"] = line_chart(flush_lines, x_label="seconds since start", y_label="flushes/s",
-                                       bands=bands)
-    collectors = [{"name": k, **v} for k, v in sorted(run.get("collectors", {}).items())]
-    durability: list[Any] = []
-    try:
-        from reports.durability_view import durability_rows
+    if not flush_lines:
+        return {}
+    return {"flushes": line_chart(flush_lines, x_label="seconds since start", y_label="flushes/s", bands=bands)}
 
-        durability = list(durability_rows(b))
-    except ImportError:
-        pass
+
+def build_charts(b: Bundle) -> dict[str, Any]:
+    """Every chart of the report (SVG markup by name); time axes start at the run's first record."""
+    host = b.series.get("host", [])
+    t_origin = min([r["t"] for r in host[:1]] + [r.get("t_start", 1e20) for r in b.results]
+                   + [b.run.get("started", 1e20)])
+    bands = [(r["profile"]["window"][0] - t_origin, r["profile"]["window"][1] - t_origin, "perf profile window")
+             for r in b.results if (r.get("profile") or {}).get("window")]
+    return {**_time_charts(b, t_origin, bands), **_process_charts(b, t_origin, bands), **_scaling_charts(b),
+            **_flush_charts(b, t_origin, bands)}
+
+
+def build_view(b: Bundle, findings: list[dict[str, Any]]) -> dict[str, Any]:
+    """Everything the template shows, computed from the bundle."""
+    run = b.run
+    targets = run.get("targets", [])
+    collectors = [{"name": k, **v} for k, v in sorted(run.get("collectors", {}).items())]
+    durability = list(durability_rows(b))
     return {
         "run": run, "partial": b.partial, "targets": targets, "results": b.results, "findings": findings,
-        "charts": charts, "collectors": collectors, "events": b.events[-200:], "resources": step_resources(b),
+        "charts": build_charts(b), "collectors": collectors, "events": b.events[-200:], "resources": step_resources(b),
         "waits": wait_profiles(b), "profiles": profiles(b), "settings_diff": settings_diff(b),
         "durability": durability,
         "verdicts": target_verdicts(b, findings, durability, scaling_knees(b.results)),
@@ -180,9 +185,6 @@ def build_view(b: Bundle, findings: list[dict[str, Any]]) -> dict[str, Any]:
 
 def _comparisons(b: Bundle) -> list[dict[str, Any]]:
     """Pairs of targets that ran the same step, with per-transaction differences and top symbols."""
-    from reports.compare import compare
-    from reports.sections import step_profile
-
     items = compare(b)
     by_step = {(r.get("target"), r.get("workload"), r.get("clients")): r for r in b.results}
     for e in items:

@@ -2,14 +2,18 @@
 
 from __future__ import annotations
 
-import contextlib
 from collections import Counter
 from pathlib import Path
 from typing import Any
 
+from collectors.profile.analyse import top_symbols, unresolved_share
+from collectors.profile.parse import load_folded
 from diag.bundle import Bundle, safe_name
+from diag.engines import ENGINES
+from reports.flamegraph import flamegraph_svg
 
-WAIT_SERIES = ("pg_waits", "my_waits")
+# Every engine's wait series: a target has only its own engine's, so reading all of them needs no engine lookup.
+WAIT_SERIES = tuple(e.waits_series for e in ENGINES)
 TOP_WAITS = 12
 TOP_SYMBOLS = 15
 
@@ -45,9 +49,6 @@ def step_profile(b: Bundle, row: dict[str, Any], with_flame: bool = True) -> dic
     if not rel:
         return {"target": row.get("target"), "workload": row.get("workload"), "clients": row.get("clients"),
                 "error": prof["error"]} if prof.get("error") else None
-    from collectors.profile.analyse import top_symbols, unresolved_share
-    from collectors.profile.parse import load_folded
-
     path = Path(b.path) / rel
     if not path.exists():
         return None
@@ -60,11 +61,7 @@ def step_profile(b: Bundle, row: dict[str, Any], with_flame: bool = True) -> dic
         kind_samples[stack.split(";", 1)[0]] += n
     flame = ""
     if with_flame and folded:
-        with contextlib.suppress(ImportError):
-            from reports.flamegraph import flamegraph_svg
-
-            flame = flamegraph_svg(folded, title=f"{row.get('target')} {row.get('workload')} "
-                                                 f"{row.get('clients')} clients")
+        flame = flamegraph_svg(folded, title=f"{row.get('target')} {row.get('workload')} {row.get('clients')} clients")
     return {"target": row.get("target"), "workload": row.get("workload"), "clients": row.get("clients"),
             "samples": sum(folded.values()), "freq_hz": prof.get("freq_hz"), "window": prof.get("window"),
             "unresolved_share": unresolved_share(folded) if folded else 0.0, "hint": prof.get("symbol_hint", ""),
@@ -80,12 +77,12 @@ def settings_diff(b: Bundle) -> list[dict[str, Any]]:
     """Key settings side by side for targets of the same engine, differing rows first."""
     targets = b.run.get("targets", [])
     out = []
-    for engine in ("postgres", "mysql"):
-        ts = [t for t in targets if t.get("engine") == engine and t.get("settings")]
+    for engine in ENGINES:
+        ts = [t for t in targets if engine.knows(str(t.get("engine") or "")) and t.get("settings")]
         if len(ts) < 2:
             continue
         names = sorted({k for t in ts for k in t["settings"]})
         rows = [{"name": n, "values": [t["settings"].get(n, "-") for t in ts]} for n in names]
         rows.sort(key=lambda r: (len(set(r["values"])) == 1, r["name"]))
-        out.append({"engine": engine, "labels": [t.get("label") for t in ts], "rows": rows})
+        out.append({"engine": engine.name, "labels": [t.get("label") for t in ts], "rows": rows})
     return out

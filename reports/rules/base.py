@@ -23,6 +23,8 @@ from typing import Any
 
 from collectors.rates import counter_delta
 from diag.bundle import Bundle, safe_name
+from diag.engines import POSTGRES, Engine, engine_for
+from diag.errors import UsageError
 from reports.durability_view import window_rate
 
 SEVERITIES = ("critical", "warning", "info")
@@ -63,7 +65,7 @@ class Step:
     """One result row with a measured window: who ran what, from when to when (Unix s)."""
 
     target: str
-    engine: str  # "postgres" or "mysql"
+    engine: Engine
     workload: str
     clients: int
     t0: float
@@ -111,10 +113,17 @@ def target_info(b: Bundle, label: str) -> dict[str, Any]:
     return {}
 
 
-def engine_of(b: Bundle, label: str, row: dict[str, Any] | None = None) -> str:
-    """"postgres" or "mysql" for a target (run.json first, then the result row's product)."""
-    name = str(target_info(b, label).get("engine") or (row or {}).get("engine") or "").lower()
-    return "mysql" if name in ("mysql", "mariadb") else "postgres"
+def engine_of(b: Bundle, label: str, row: dict[str, Any] | None = None) -> Engine:
+    """The engine of a target: run.json's entry first, then the result row's product ("mariadb"...).
+
+    A target that names no engine (or one this version does not know) is read as
+    PostgreSQL, as the report always did, so such bundles keep their findings.
+    """
+    name = str(target_info(b, label).get("engine") or (row or {}).get("engine") or "")
+    try:
+        return engine_for(name)
+    except UsageError:
+        return POSTGRES
 
 
 def steps(b: Bundle) -> Iterator[Step]:

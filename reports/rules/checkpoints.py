@@ -11,9 +11,11 @@ limit InnoDB flushes dirty pages furiously and stalls writers.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from diag.bundle import Bundle
+from diag.engines import MYSQL, POSTGRES
 from reports.rules.base import (Finding, Step, counter_around, counter_in_step, in_window, num, pct, series, steps,
                                 target_info)
 from reports.rules.cpu import CONDITION_WEIGHT
@@ -33,16 +35,18 @@ CHECKPOINT_AGE_SHARE = 0.75
 
 
 def checkpoint_pressure(b: Bundle) -> list[Finding]:
+    """Each step's engine judges its own checkpoint pressure (see :data:`BY_ENGINE`)."""
     out: list[Finding] = []
     for step in steps(b):
-        f = _postgres(b, step) if step.engine == "postgres" else _innodb(b, step)
+        f = BY_ENGINE[step.engine.name](b, step)
         if f is not None:
             out.append(f)
     return out
 
 
 def _postgres(b: Bundle, step: Step) -> Finding | None:
-    requested = counter_around(b, step, "pg_stats", "checkpointer.num_requested")
+    stats = step.engine.stats_series
+    requested = counter_around(b, step, stats, "checkpointer.num_requested")
     if requested is None or requested < MIN_REQUESTED_CHECKPOINTS:
         return None
     ev: dict[str, Any] = {
@@ -50,22 +54,22 @@ def _postgres(b: Bundle, step: Step) -> Finding | None:
                   "before the step to the one after it",
         "requested_checkpoints": round(requested),
     }
-    timed = counter_around(b, step, "pg_stats", "checkpointer.num_timed")
+    timed = counter_around(b, step, stats, "checkpointer.num_timed")
     if timed is not None:
         ev["timed_checkpoints"] = round(timed)
-    written = counter_around(b, step, "pg_stats", "checkpointer.buffers_written")
+    written = counter_around(b, step, stats, "checkpointer.buffers_written")
     if written is not None:
         ev["checkpoint_buffers_written"] = round(written)
-    wal = counter_in_step(b, step, "pg_stats", "wal.wal_bytes")
+    wal = counter_in_step(b, step, stats, "wal.wal_bytes")
     if wal is not None:
         ev["wal_mb_per_s"] = num(wal / step.duration / 2**20, 2)
         if step.transactions:
             ev["wal_bytes_per_txn"] = round(wal / step.transactions)
-    fpi = counter_in_step(b, step, "pg_stats", "wal.wal_fpi")
-    records = counter_in_step(b, step, "pg_stats", "wal.wal_records")
+    fpi = counter_in_step(b, step, stats, "wal.wal_fpi")
+    records = counter_in_step(b, step, stats, "wal.wal_records")
     if fpi is not None and records:
         ev["full_page_image_records_pct"] = num(100 * fpi / records)
-    busy_ms = [counter_in_step(b, step, "pg_stats", f"checkpointer.{k}") for k in ("write_time", "sync_time")]
+    busy_ms = [counter_in_step(b, step, stats, f"checkpointer.{k}") for k in ("write_time", "sync_time")]
     busy = min(1.0, sum(x for x in busy_ms if x) / 1000 / step.duration)
     ev["checkpointing_pct_of_step"] = num(100 * busy)
     mws = (target_info(b, step.target).get("settings") or {}).get("max_wal_size")
@@ -82,7 +86,7 @@ def _postgres(b: Bundle, step: Step) -> Finding | None:
 
 
 def _innodb(b: Bundle, step: Step) -> Finding | None:
-    recs = [r for r in in_window(series(b, "my_status", step.target), step)
+    recs = [r for r in in_window(series(b, step.engine.stats_series, step.target), step)
             if isinstance(r.get("status.Innodb_checkpoint_age"), (int, float))
             and isinstance(r.get("status.Innodb_checkpoint_max_age"), (int, float))
             and r["status.Innodb_checkpoint_max_age"] > 0]
@@ -99,7 +103,7 @@ def _innodb(b: Bundle, step: Step) -> Finding | None:
         "seconds_above_threshold_pct": num(100 * above),
         "checkpoint_max_age_mb": num(recs[-1]["status.Innodb_checkpoint_max_age"] / 2**20),
     }
-    wait_free = counter_in_step(b, step, "my_status", "status.Innodb_buffer_pool_wait_free")
+    wait_free = counter_in_step(b, step, step.engine.stats_series, "status.Innodb_buffer_pool_wait_free")
     if wait_free:
         ev["buffer_pool_wait_free"] = round(wait_free)
     return step.finding(
@@ -110,3 +114,7 @@ def _innodb(b: Bundle, step: Step) -> Finding | None:
         "innodb_redo_log_capacity on MySQL 8.0.30+) and let the page cleaners keep up (innodb_io_capacity "
         "matching the disk).",
         CONDITION_WEIGHT * above, peak=peak)
+
+
+# Explicit registry, keyed by Engine.name: forced checkpoints (PostgreSQL), checkpoint age (InnoDB).
+BY_ENGINE: dict[str, Callable[[Bundle, Step], Finding | None]] = {POSTGRES.name: _postgres, MYSQL.name: _innodb}

@@ -9,7 +9,7 @@ collectors.profile).
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -17,6 +17,7 @@ from collectors.profile.analyse import top_symbols
 from collectors.profile.parse import KERNEL_SUFFIX, load_folded
 from collectors.rates import counter_delta
 from diag.bundle import Bundle
+from diag.engines import MYSQL, POSTGRES, Engine
 from diag.errors import DiagError
 from reports.rules.base import Finding, Step, counter_in_step, num, pct, steps
 from reports.series import CPU_ALL, CPU_BUSY, group_deltas
@@ -219,9 +220,9 @@ class ParsePlan:
     by_frame: dict[str, int]
 
 
-def parse_plan_samples(folded: Mapping[str, int], engine: str) -> ParsePlan:
+def parse_plan_samples(folded: Mapping[str, int], engine: Engine) -> ParsePlan:
     """Count the samples whose stack passes through a parse/plan frame (and not into execution below it)."""
-    pat = _PG_PARSE_PLAN if engine == "postgres" else _MY_PARSE_PLAN
+    frames_of = PARSE_PLAN[engine.name]
     total = user = hit = 0
     by: dict[str, int] = {}
     for stack, count in folded.items():
@@ -230,8 +231,9 @@ def parse_plan_samples(folded: Mapping[str, int], engine: str) -> ParsePlan:
         if not frames or not frames[-1].endswith(KERNEL_SUFFIX):
             user += count
         for i, frame in enumerate(frames):
-            if pat.match(frame):
-                if engine == "postgres" or not any(_MY_EXECUTION.match(f) for f in frames[i + 1:]):
+            if frames_of.plan.match(frame):
+                below = frames[i + 1:]
+                if frames_of.execution is None or not any(frames_of.execution.match(f) for f in below):
                     hit += count
                     by[frame] = by.get(frame, 0) + count
                 break
@@ -270,22 +272,7 @@ def cpu_parse_plan(b: Bundle) -> list[Finding]:
             per_txn = (u.server_user_s + u.server_sys_s) * 1e6 / step.transactions
             ev["server_cpu_us_per_txn"] = num(per_txn)
             ev["parse_plan_us_per_txn_est"] = num(per_txn * share)
-        if step.engine == "postgres":
-            advice = ("Every statement is parsed and planned again. Use prepared statements (server-side: "
-                      "psycopg prepare=True, JDBC prepareThreshold, pgbench -M prepared; dbdiag --protocol "
-                      "prepared) so the plan is cached; a pooler in transaction mode needs protocol-level "
-                      "prepared statement support (PgBouncer 1.21+).")
-        else:
-            parse = sum(v for k, v in pp.by_frame.items() if _MY_PARSE.match(k))
-            ev["parse_pct_of_server_cpu"] = num(100 * parse / pp.total)
-            executes = counter_in_step(b, step, "my_status", "status.Com_stmt_execute")
-            if executes is not None and step.transactions:
-                # protocol-level and SQL-level EXECUTE both count (Com_stmt_execute)
-                ev["prepared_executions_per_txn"] = num(executes / step.transactions, 2)
-            advice = ("Every statement is parsed and optimized again. Server-side prepared statements "
-                      "(COM_STMT_PREPARE: a driver option such as useServerPrepStmts, or PREPARE/EXECUTE) skip "
-                      "the parse; MySQL and MariaDB still optimize each execution, so for many tiny statements "
-                      "fewer round trips (multi-row statements, stored procedures) cut the rest.")
+        advice = PARSE_PLAN[step.engine.name].advise(b, step, pp, ev)
         severity = "warning" if share >= PARSE_PLAN_WARNING_SHARE else "info"
         out.append(step.finding("cpu_parse_plan", severity,
                                 f"Parsing and planning take {pct(share)} of server CPU "
@@ -357,13 +344,14 @@ def context_switch_storm(b: Bundle) -> list[Finding]:
     :data:`CTX_PER_CPU_MS` times per ms of server CPU. Impact: the estimated share of server CPU spent
     switching (:data:`SWITCH_COST_US` per switch).
 
-    Needs per-process counts of every server thread: PostgreSQL (one process per
-    backend) only. For mysqld / mariadbd the host collector reads the main
-    thread's counters, which say nothing about the connection threads.
+    Needs per-process counts of every server thread: engines with one process
+    per connection (PostgreSQL) only. For mysqld / mariadbd the host collector
+    reads the main thread's counters, which say nothing about the connection
+    threads.
     """
     out: list[Finding] = []
     for step in steps(b):
-        if step.engine != "postgres" or not step.statements:
+        if not step.engine.process_per_connection or not step.statements:
             continue
         u = cpu_use(b, step)
         if u is None or u.server_cores is None:
@@ -400,3 +388,43 @@ def context_switch_storm(b: Bundle) -> list[Finding]:
             f"{num(per_stmt, 2):g} context switches per statement (norm: about 1)", ev, advice,
             min(CONDITION_WEIGHT, cost), per_statement=per_stmt, per_cpu_ms=per_cpu_ms))
     return out
+
+
+# --------------------------------------------------------------------------- per-engine parse/plan
+
+
+def _pg_parse_plan_advice(b: Bundle, step: Step, pp: ParsePlan, ev: dict[str, Any]) -> str:
+    return ("Every statement is parsed and planned again. Use prepared statements (server-side: "
+            "psycopg prepare=True, JDBC prepareThreshold, pgbench -M prepared; dbdiag --protocol "
+            "prepared) so the plan is cached; a pooler in transaction mode needs protocol-level "
+            "prepared statement support (PgBouncer 1.21+).")
+
+
+def _my_parse_plan_advice(b: Bundle, step: Step, pp: ParsePlan, ev: dict[str, Any]) -> str:
+    """Adds the parse-only share and the prepared executions per transaction to ``ev``; returns the advice."""
+    parse = sum(v for k, v in pp.by_frame.items() if _MY_PARSE.match(k))
+    ev["parse_pct_of_server_cpu"] = num(100 * parse / pp.total)
+    executes = counter_in_step(b, step, step.engine.stats_series, "status.Com_stmt_execute")
+    if executes is not None and step.transactions:
+        # protocol-level and SQL-level EXECUTE both count (Com_stmt_execute)
+        ev["prepared_executions_per_txn"] = num(executes / step.transactions, 2)
+    return ("Every statement is parsed and optimized again. Server-side prepared statements "
+            "(COM_STMT_PREPARE: a driver option such as useServerPrepStmts, or PREPARE/EXECUTE) skip "
+            "the parse; MySQL and MariaDB still optimize each execution, so for many tiny statements "
+            "fewer round trips (multi-row statements, stored procedures) cut the rest.")
+
+
+@dataclass(frozen=True)
+class ParsePlanFrames:
+    """An engine's parse/plan frames, the frames below them that are execution, and its advice."""
+
+    plan: re.Pattern[str]
+    execution: re.Pattern[str] | None  # None: every frame below a plan frame is planning
+    advise: Callable[[Bundle, Step, ParsePlan, dict[str, Any]], str]  # may add the engine's evidence
+
+
+# Explicit registry, keyed by Engine.name.
+PARSE_PLAN: dict[str, ParsePlanFrames] = {
+    POSTGRES.name: ParsePlanFrames(_PG_PARSE_PLAN, None, _pg_parse_plan_advice),
+    MYSQL.name: ParsePlanFrames(_MY_PARSE_PLAN, _MY_EXECUTION, _my_parse_plan_advice),
+}

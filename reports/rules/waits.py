@@ -10,11 +10,13 @@ samples in the step's window: the share of the backends' time spent there.
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
 from diag.bundle import Bundle
+from diag.engines import MYSQL, POSTGRES, Engine
+from reports.durability_view import durability_rows
 from reports.rules.base import Finding, Step, counter_in_step, gauge_mean, in_window, num, pct, series, steps
 
 # Below this many samples in a step a single sample moves a share by more than
@@ -60,23 +62,29 @@ _MY_READ = {"wait/io/file/innodb/innodb_data_file"}
 _MY_CLIENT = {"clientread"}
 
 
-def wait_class(engine: str, key: str) -> str:
-    """The class of one wait-profile key (see :data:`CLASSES`)."""
+def wait_class(engine: Engine, key: str) -> str:
+    """The class of one wait-profile key (see :data:`CLASSES`) of an engine's sampler."""
     k = key.lower()
     if k == "cpu":
         return "cpu"
     if k.startswith("lock:"):
         return "lock"
-    if engine == "postgres":
-        if k in _PG_FLUSH:
-            return "commit_flush"
-        if k.startswith("lwlock:") or k.startswith("bufferpin:") or k == "timeout:spindelay":
-            return "latch"
-        if k in _PG_READ or k.startswith("io:aio"):  # PostgreSQL 18's asynchronous I/O serves reads only
-            return "io_read"
-        if k in ("client:clientread", "client:clientwrite"):
-            return "client"
-        return "other"
+    return _vocabulary(engine).classify(k)
+
+
+def _pg_wait_class(k: str) -> str:
+    if k in _PG_FLUSH:
+        return "commit_flush"
+    if k.startswith("lwlock:") or k.startswith("bufferpin:") or k == "timeout:spindelay":
+        return "latch"
+    if k in _PG_READ or k.startswith("io:aio"):  # PostgreSQL 18's asynchronous I/O serves reads only
+        return "io_read"
+    if k in ("client:clientread", "client:clientwrite"):
+        return "client"
+    return "other"
+
+
+def _my_wait_class(k: str) -> str:
     if k in _MY_FLUSH or k.startswith(_MY_FLUSH_PREFIX):
         return "commit_flush"
     if k.startswith(_MY_LATCH_PREFIX):
@@ -92,7 +100,7 @@ def wait_class(engine: str, key: str) -> str:
 class WaitProfile:
     """Samples of one step: counts per wait key, with the sampler that took them."""
 
-    engine: str
+    engine: Engine
     samples: int
     counts: Counter[str]
     source: str
@@ -118,8 +126,7 @@ class WaitProfile:
 
 def wait_profile(b: Bundle, step: Step) -> WaitProfile | None:
     """The merged wait samples of a step, or None when no wait sampler ran for its target."""
-    name = "pg_waits" if step.engine == "postgres" else "my_waits"
-    recs = in_window(series(b, name, step.target), step)
+    recs = in_window(series(b, step.engine.waits_series, step.target), step)
     if not recs:
         return None
     counts: Counter[str] = Counter()
@@ -142,9 +149,16 @@ def wait_profile(b: Bundle, step: Step) -> WaitProfile | None:
 
 
 def sampler(p: WaitProfile) -> str:
-    if p.engine == "postgres":
-        return "pg_stat_activity sampled at 10 Hz (sessions inside a transaction)"
-    if p.source == "performance_schema":
+    """Who took the samples of a profile, in words (its engine's sampler and source)."""
+    return _vocabulary(p.engine).sampler(p.source)
+
+
+def _pg_sampler(source: str) -> str:
+    return "pg_stat_activity sampled at 10 Hz (sessions inside a transaction)"
+
+
+def _my_sampler(source: str) -> str:
+    if source == "performance_schema":
         return "performance_schema current waits sampled at 10 Hz (threads inside a transaction)"
     return "processlist states and INNODB_TRX sampled at 10 Hz (threads inside a transaction; no wait events)"
 
@@ -188,7 +202,7 @@ def lock_contention(b: Bundle) -> list[Finding]:
     out: list[Finding] = []
     for step, p, share, ev in _steps_over(b, "lock", LOCK_SHARE, "lock_waits"):
         top = p.keys_of("lock")[0][0]
-        ev.update(_lock_counters(b, step))
+        ev.update(_vocabulary(step.engine).lock_counters(b, step))
         if step.row.get("retries"):
             ev["retries"] = int(step.row["retries"])
         errors = step.row.get("errors") or {}
@@ -204,23 +218,28 @@ def lock_contention(b: Bundle) -> list[Finding]:
     return out
 
 
-def _lock_counters(b: Bundle, step: Step) -> dict[str, Any]:
+def _pg_lock_counters(b: Bundle, step: Step) -> dict[str, Any]:
     ev: dict[str, Any] = {}
-    if step.engine == "postgres":
-        waiting = gauge_mean(in_window(series(b, "pg_stats", step.target), step), "locks.waiting")
-        if waiting is not None:
-            ev["waiting_lock_requests_avg"] = num(waiting)
-        d = counter_in_step(b, step, "pg_stats", "db.deadlocks")
-        if d:
-            ev["deadlocks"] = round(d)
-        return ev
-    waits = counter_in_step(b, step, "my_status", "status.Innodb_row_lock_waits")
-    ms = counter_in_step(b, step, "my_status", "status.Innodb_row_lock_time")
+    stats = step.engine.stats_series
+    waiting = gauge_mean(in_window(series(b, stats, step.target), step), "locks.waiting")
+    if waiting is not None:
+        ev["waiting_lock_requests_avg"] = num(waiting)
+    d = counter_in_step(b, step, stats, "db.deadlocks")
+    if d:
+        ev["deadlocks"] = round(d)
+    return ev
+
+
+def _my_lock_counters(b: Bundle, step: Step) -> dict[str, Any]:
+    ev: dict[str, Any] = {}
+    stats = step.engine.stats_series
+    waits = counter_in_step(b, step, stats, "status.Innodb_row_lock_waits")
+    ms = counter_in_step(b, step, stats, "status.Innodb_row_lock_time")
     if waits is not None:
         ev["row_lock_waits_per_s"] = num(waits / step.duration)
     if ms is not None and step.transactions:
         ev["row_lock_time_ms_per_txn"] = num(ms / step.transactions, 2)
-    d = counter_in_step(b, step, "my_status", "status.Innodb_deadlocks")
+    d = counter_in_step(b, step, stats, "status.Innodb_deadlocks")
     if d:
         ev["deadlocks"] = round(d)
     return ev
@@ -234,7 +253,7 @@ def latch_contention(b: Bundle) -> list[Finding]:
     out: list[Finding] = []
     for step, p, share, ev in _steps_over(b, "latch", LATCH_SHARE, "latch_waits"):
         top = p.keys_of("latch")[0][0]
-        ev.update(_innodb_semaphores(b, step))
+        ev.update(_vocabulary(step.engine).latch_counters(b, step))
         advice = ("Backends queue on an internal latch, not on rows. " + _LATCH_ADVICE.get(
             top.lower(), "Look at which structure the latch protects (the top waits above) and at the top "
                          "symbols of the CPU profile; fewer concurrent clients (a connection pool sized near the "
@@ -260,10 +279,12 @@ _LATCH_ADVICE = {
 }
 
 
+def _no_counters(b: Bundle, step: Step) -> dict[str, Any]:
+    return {}
+
+
 def _innodb_semaphores(b: Bundle, step: Step) -> dict[str, Any]:
-    if step.engine != "mysql":
-        return {}
-    os_waits = [counter_in_step(b, step, "my_status", f"innodb.semaphores.{k}") for k in
+    os_waits = [counter_in_step(b, step, step.engine.stats_series, f"innodb.semaphores.{k}") for k in
                 ("mutex_os_waits", "rw_shared_os_waits", "rw_excl_os_waits", "rw_sx_os_waits")]
     got = [w for w in os_waits if w is not None]
     if not got or not step.transactions:
@@ -279,18 +300,19 @@ def commit_flush_bound(b: Bundle) -> list[Finding]:
     out: list[Finding] = []
     flushes = _flushes_per_commit(b)
     for step, p, share, ev in _steps_over(b, "commit_flush", FLUSH_SHARE, "flush_waits"):
-        if p.engine == "mysql" and p.source != "performance_schema":
-            ev["note"] = ("thread state 'Commit' stands for the redo flush here: without performance_schema "
-                          "there are no wait events")
+        note = _vocabulary(p.engine).flush_note(p.source)
+        if note:
+            ev["note"] = note
         f = flushes.get((step.target, step.workload, step.clients))
         if f is not None:
             ev.update(f)
         lat = step.row.get("latency_ms") or {}
         if isinstance(lat.get("p50"), (int, float)):
             ev["latency_p50_ms"] = num(lat["p50"], 3)
-        what = "WAL" if step.engine == "postgres" else "redo log"
-        knobs = ("commit_delay / commit_siblings" if step.engine == "postgres"
-                 else "binlog_commit_wait_count / binlog_commit_wait_usec (with the binary log on)")
+        what = step.engine.log_name
+        knobs = step.engine.group_commit_knobs
+        if step.engine.group_commit_condition:
+            knobs += f" ({step.engine.group_commit_condition})"
         out.append(_wait_finding(
             step, "commit_flush_bound", f"Commits wait for the {what} flush: {pct(share)} of backend time", ev,
             f"Each commit waits for its {what} to reach stable storage, so the disk's flush latency sets the "
@@ -303,11 +325,7 @@ def commit_flush_bound(b: Bundle) -> list[Finding]:
 
 
 def _flushes_per_commit(b: Bundle) -> dict[tuple[str, str, int], dict[str, Any]]:
-    """Per step: commits/s and flush calls per commit, from the durability view when it is available."""
-    try:
-        from reports.durability_view import durability_rows
-    except ImportError:  # the durability view is optional for these rules
-        return {}
+    """Per step: commits/s and flush calls per commit, from the durability view."""
     out: dict[tuple[str, str, int], dict[str, Any]] = {}
     for s in durability_rows(b):
         ev: dict[str, Any] = {}
@@ -327,8 +345,8 @@ def io_read_bound(b: Bundle) -> list[Finding]:
     """Data-file read waits take at least :data:`IO_READ_SHARE` of the backends' time."""
     out: list[Finding] = []
     for step, _p, share, ev in _steps_over(b, "io_read", IO_READ_SHARE, "read_waits"):
-        ev.update(_cache_counters(b, step))
-        cache = "shared_buffers" if step.engine == "postgres" else "innodb_buffer_pool_size"
+        ev.update(_vocabulary(step.engine).cache_counters(b, step))
+        cache = step.engine.buffer_pool_setting
         out.append(_wait_finding(
             step, "io_read_bound", f"Reads from disk take {pct(share)} of backend time", ev,
             f"The working set does not fit in memory: make {cache} (and the OS cache) large enough to hold it, "
@@ -337,24 +355,71 @@ def io_read_bound(b: Bundle) -> list[Finding]:
     return out
 
 
-def _cache_counters(b: Bundle, step: Step) -> dict[str, Any]:
+def _pg_cache_counters(b: Bundle, step: Step) -> dict[str, Any]:
     ev: dict[str, Any] = {}
     txn = step.transactions
-    if step.engine == "postgres":
-        read = counter_in_step(b, step, "pg_stats", "db.blks_read")
-        hit = counter_in_step(b, step, "pg_stats", "db.blks_hit")
-        rtime = counter_in_step(b, step, "pg_stats", "db.blk_read_time")
-        if read is not None and hit is not None and read + hit > 0:
-            ev["shared_buffers_hit_pct"] = num(100.0 * hit / (read + hit), 2)
-            if txn:
-                ev["blocks_read_per_txn"] = num(read / txn, 2)
-        if rtime and txn:
-            ev["read_time_ms_per_txn"] = num(rtime / txn, 3)
-        return ev
-    reads = counter_in_step(b, step, "my_status", "status.Innodb_buffer_pool_reads")
-    reqs = counter_in_step(b, step, "my_status", "status.Innodb_buffer_pool_read_requests")
+    stats = step.engine.stats_series
+    read = counter_in_step(b, step, stats, "db.blks_read")
+    hit = counter_in_step(b, step, stats, "db.blks_hit")
+    rtime = counter_in_step(b, step, stats, "db.blk_read_time")
+    if read is not None and hit is not None and read + hit > 0:
+        ev["shared_buffers_hit_pct"] = num(100.0 * hit / (read + hit), 2)
+        if txn:
+            ev["blocks_read_per_txn"] = num(read / txn, 2)
+    if rtime and txn:
+        ev["read_time_ms_per_txn"] = num(rtime / txn, 3)
+    return ev
+
+
+def _my_cache_counters(b: Bundle, step: Step) -> dict[str, Any]:
+    ev: dict[str, Any] = {}
+    txn = step.transactions
+    stats = step.engine.stats_series
+    reads = counter_in_step(b, step, stats, "status.Innodb_buffer_pool_reads")
+    reqs = counter_in_step(b, step, stats, "status.Innodb_buffer_pool_read_requests")
     if reads is not None and reqs:
         ev["buffer_pool_hit_pct"] = num(100.0 * (1 - reads / reqs), 2)
         if txn:
             ev["pages_read_from_disk_per_txn"] = num(reads / txn, 2)
     return ev
+
+
+# --------------------------------------------------------------------------- per-engine vocabulary
+
+Counters = Callable[[Bundle, Step], dict[str, Any]]
+
+
+@dataclass(frozen=True)
+class WaitVocabulary:
+    """How one engine's wait samples read: the class of a key, who sampled them, the counters beside them."""
+
+    classify: Callable[[str], str]  # lower-case key (neither CPU nor Lock:*) -> one of CLASSES
+    sampler: Callable[[str], str]  # the records' source -> who sampled, in words
+    flush_note: Callable[[str], str]  # the records' source -> what to know about its flush waits ("" = nothing)
+    lock_counters: Counters  # the engine's own lock counters over a step (evidence of lock_contention)
+    latch_counters: Counters  # ... of latch_contention
+    cache_counters: Counters  # ... of io_read_bound
+
+
+def _my_flush_note(source: str) -> str:
+    if source == "performance_schema":
+        return ""
+    return ("thread state 'Commit' stands for the redo flush here: without performance_schema "
+            "there are no wait events")
+
+
+def _no_note(source: str) -> str:
+    return ""
+
+
+# Explicit registry, keyed by Engine.name.
+VOCABULARY: dict[str, WaitVocabulary] = {
+    POSTGRES.name: WaitVocabulary(_pg_wait_class, _pg_sampler, _no_note, _pg_lock_counters, _no_counters,
+                                  _pg_cache_counters),
+    MYSQL.name: WaitVocabulary(_my_wait_class, _my_sampler, _my_flush_note, _my_lock_counters, _innodb_semaphores,
+                               _my_cache_counters),
+}
+
+
+def _vocabulary(engine: Engine) -> WaitVocabulary:
+    return VOCABULARY[engine.name]

@@ -6,8 +6,9 @@ findings.json as the run wrote it:
 * a hot-row update script (every client updates row 1 in an explicit transaction and sleeps 2 ms before
   COMMIT) gives lock_contention as the top finding of each target;
 * fsync=off (PostgreSQL) and innodb_flush_log_at_trx_commit=2 (MariaDB) give durability_unsafe, critical;
-* ``--flush-capability 120`` with single-row inserts at 2 clients (several hundred commits/s here) gives
-  durability_implausible, critical;
+* ``--flush-capability 10`` with single-row inserts at 2 clients gives durability_implausible, critical
+  (no machine that runs these tests commits as slowly as 10 flushes/s x 2 clients x the margin allow, however
+  busy it is);
 * a clean point-select run raises no critical finding;
 * MariaDB with a 6 MB buffer pool under 200k rows (O_DIRECT, so every miss is a disk read) gives
   io_read_bound on point selects. PostgreSQL cannot be planted this way here: its misses are served by
@@ -31,6 +32,9 @@ from diag.run import Run, RunOptions
 from workloads.driver import DriverOptions
 
 SLEEP = {"postgres": "SELECT pg_sleep(0.002);", "mysql": "SELECT SLEEP(0.002);"}
+# A flush capability (flushes/s) so low that the commits of any real run exceed what it allows: the planted
+# case then does not depend on how fast this machine is at the moment.
+LOW_FLUSH_CAPABILITY = 10.0
 
 
 def run(out: Path, targets: list[str], workloads: list[str], *, clients: tuple[int, ...] = (2,),
@@ -113,19 +117,18 @@ def test_relaxed_settings_give_durability_unsafe(relaxed, tmp_path: Path) -> Non
         assert by[label][0]["category"] == "durability_unsafe"  # ranks first
 
 
-def test_flush_capability_120_gives_durability_implausible(pg_server, my_server, tmp_path: Path) -> None:
+def test_low_flush_capability_gives_durability_implausible(pg_server, my_server, tmp_path: Path) -> None:
     by = run(tmp_path / "bundle", [f"pg={pg_server.dsn()}", f"my={my_server.dsn()}"], ["insert"],
-             flush_capability=120)
+             flush_capability=LOW_FLUSH_CAPABILITY)
     tps = {r["target"]: r["tps"] for r in by["_results"]}
     for label in ("pg", "my"):
-        # the planted cause needs more commits than 120 flushes/s x 2 clients x 1.5 margin allow
-        assert tps[label] > 360, f"{label}: {tps[label]:.0f} commits/s is too few to plant the case on this machine"
         bad = [f for f in by[label] if f["category"] == "durability_implausible"]
-        assert len(bad) == 1, summary(by[label])
+        assert len(bad) == 1, (tps[label], summary(by[label]))
         f = bad[0]
         assert f["severity"] == "critical" and f["clients"] == 2 and f["workload"] == "insert"
-        assert f["evidence"]["flush_capability_per_s"] == 120
-        assert f["evidence"]["commits_per_s"] > 360
+        assert f["evidence"]["flush_capability_per_s"] == LOW_FLUSH_CAPABILITY
+        # the commit rate judged is the one this run measured (every insert transaction commits once)
+        assert f["evidence"]["commits_per_s"] == pytest.approx(tps[label], rel=0.01, abs=0.5)
         assert "failed: flush_capacity" in f["evidence"]
 
 

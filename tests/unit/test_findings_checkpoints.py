@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 
 from diag.bundle import Bundle, load_bundle
+from diag.engines import ENGINES
 from reports.rules import checkpoints as c
 
 DATA = Path(__file__).resolve().parents[1] / "data" / "bundles"
@@ -15,6 +16,10 @@ DATA = Path(__file__).resolve().parents[1] / "data" / "bundles"
 
 def load(name: str) -> Bundle:
     return load_bundle(DATA / name)
+
+
+def test_every_engine_judges_its_checkpoints() -> None:
+    assert set(c.BY_ENGINE) == {e.name for e in ENGINES}
 
 
 def test_fires_on_wal_volume_past_max_wal_size() -> None:

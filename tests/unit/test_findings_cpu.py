@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 
 from diag.bundle import Bundle, load_bundle
+from diag.engines import ENGINES, MYSQL
 from reports.rules import cpu
 from reports.rules.base import steps
 
@@ -78,9 +79,13 @@ def test_parse_plan_excludes_const_table_reads_under_the_optimizer() -> None:
         "handler::ha_index_read_idx_map;handler::index_read_idx_map": 30,
         "connection;mariadbd;do_command;net_write;tcp_sendmsg_[k]": 50,
     }
-    pp = cpu.parse_plan_samples(folded, "mysql")
+    pp = cpu.parse_plan_samples(folded, MYSQL)
     assert (pp.total, pp.user, pp.hit) == (100, 50, 20)
     assert pp.by_frame == {"parse_sql": 10, "JOIN::optimize": 10}
+
+
+def test_every_engine_has_parse_plan_frames() -> None:
+    assert set(cpu.PARSE_PLAN) == {e.name for e in ENGINES}
 
 
 def test_parse_plan_quiet_without_a_profile() -> None:

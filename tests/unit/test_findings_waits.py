@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 
 from diag.bundle import Bundle, load_bundle
+from diag.engines import ENGINES, engine_for
 from reports.rules import waits as w
 
 DATA = Path(__file__).resolve().parents[1] / "data" / "bundles"
@@ -67,7 +68,16 @@ def by_step(findings: list, category: str | None = None) -> dict[tuple[str, int]
     ("mysql", "State:Updating", "other"),
 ])
 def test_wait_classes(engine: str, key: str, cls: str) -> None:
-    assert w.wait_class(engine, key) == cls
+    assert w.wait_class(engine_for(engine), key) == cls
+
+
+def test_every_engine_has_a_wait_vocabulary() -> None:
+    """A new engine without its wait classes, sampler and counters fails here, not on its first report."""
+    assert set(w.VOCABULARY) == {e.name for e in ENGINES}
+    for e in ENGINES:
+        assert e.waits_series and e.stats_series
+        assert w.wait_class(e, "CPU") == "cpu" and w.wait_class(e, "Lock:anything") == "lock"
+        assert w.wait_class(e, "no such wait") == "other"
 
 
 def test_mariadb_commit_state_under_cpu_counts_as_flush() -> None:
