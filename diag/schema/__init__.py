@@ -1,0 +1,26 @@
+"""The run bundle's records, defined once: what the writer stores and what the loader reads back.
+
+Each record is a frozen dataclass with ``to_dict()`` (the JSON stored in the
+bundle) and ``from_dict(d, where)`` (tolerant of keys it does not know, which it
+keeps in ``extra`` so nothing is lost on a round trip; a value of the wrong type
+raises :class:`BundleFormatError` naming the file and field).
+
+Format history (run.json ``format``; a bundle without it is format 1):
+
+1. everything before the key existed: no metric declarations in run.json.
+2. run.json carries ``format`` and ``metrics`` = ``{SERIES: [MetricDecl...]}``,
+   the collectors' declared metrics, keyed by series name
+   (``<collector>--<target label>``), so reports know counter from gauge.
+
+The loader (:func:`diag.bundle.load_bundle`) migrates older formats in memory;
+a bundle of a newer format than :data:`FORMAT` is refused with one line.
+"""
+
+from diag.schema.base import FORMAT, FORMAT_KEY, BundleFormatError, safe_name
+from diag.schema.flush import FLUSH_METHOD, FlushCapabilityInfo, FlushDevice, FlushTarget
+from diag.schema.metrics import METRIC_KINDS, MetricDecl, MetricDeclarations
+from diag.schema.records import FindingRecord, ResultRow, RunInfo, TargetInfo
+
+__all__ = ["FLUSH_METHOD", "FORMAT", "FORMAT_KEY", "METRIC_KINDS", "BundleFormatError", "FindingRecord",
+           "FlushCapabilityInfo", "FlushDevice", "FlushTarget", "MetricDecl", "MetricDeclarations", "ResultRow",
+           "RunInfo", "TargetInfo", "safe_name"]

@@ -1,0 +1,247 @@
+"""run.json (run and targets), results.json rows and findings.json entries."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from diag.engines import Engine, engine_for
+from diag.schema.base import FORMAT, NUM, as_object, get_field, str_list, unknown_keys
+from diag.schema.flush import FlushCapabilityInfo
+from diag.schema.metrics import MetricDeclarations
+
+
+# --------------------------------------------------------------------------- targets and the run
+
+
+_TARGET_STR = ("label", "engine", "product", "version", "driver", "dsn", "host", "socket", "user", "database",
+               "server_binary", "data_directory")
+_TARGET_INT = ("port", "version_num", "server_pid")
+_TARGET_BOOL = ("embedded", "local", "throwaway")
+
+
+@dataclass(frozen=True)
+class TargetInfo:
+    """run.json ``targets[]``: one database target as identified at the start of the run (no password)."""
+
+    label: str
+    engine: str = ""  # the engine's name ("postgres", "mysql"): see :attr:`dbms`
+    product: str = ""  # "postgresql", "mysql" or "mariadb"
+    version: str = ""
+    version_num: int | None = None
+    driver: str = ""
+    dsn: str = ""
+    host: str | None = None
+    port: int | None = None
+    socket: str | None = None
+    user: str = ""
+    database: str = ""
+    embedded: bool = False
+    local: bool = False
+    throwaway: bool = False
+    server_pid: int | None = None
+    server_binary: str | None = None
+    data_directory: str | None = None
+    settings: Mapping[str, Any] = field(default_factory=dict)  # key settings as the server reports them
+    storage: Mapping[str, Any] = field(default_factory=dict)  # the data directory's device facts
+    extra: Mapping[str, Any] = field(default_factory=dict)
+
+    @property
+    def dbms(self) -> Engine:
+        """The engine object (raises UsageError for an unknown engine name)."""
+        return engine_for(self.engine or self.product)
+
+    def to_dict(self) -> dict[str, Any]:
+        d = {k: getattr(self, k) for k in (*_TARGET_STR, *_TARGET_INT, *_TARGET_BOOL)}
+        return {**dict(self.extra), **d, "settings": dict(self.settings), "storage": dict(self.storage)}
+
+    @classmethod
+    def from_dict(cls, d: Any, where: str = "target") -> TargetInfo:
+        d = as_object(d, where)
+        kw: dict[str, Any] = {k: get_field(d, k, (str,), where, cls.__dataclass_fields__[k].default) for k in _TARGET_STR}
+        kw["label"] = get_field(d, "label", (str,), where, required=True)
+        kw.update({k: get_field(d, k, (int,), where) for k in _TARGET_INT})
+        kw.update({k: get_field(d, k, (bool,), where, False) for k in _TARGET_BOOL})
+        kw["settings"] = get_field(d, "settings", (dict,), where, {})
+        kw["storage"] = get_field(d, "storage", (dict,), where, {})
+        return cls(**kw, extra=unknown_keys(d, (*_TARGET_STR, *_TARGET_INT, *_TARGET_BOOL, "settings", "storage")))
+
+
+_RUN_KNOWN = ("format", "tool", "version", "command", "status", "error", "started", "ended", "host", "workloads",
+              "options", "targets", "collectors", "flush_capability", "metrics")
+
+
+@dataclass(frozen=True)
+class RunInfo:
+    """run.json: what ran, where, with which options, how it ended, and what the collectors declared."""
+
+    format: int = FORMAT
+    tool: str = "dbdiag"
+    version: str = ""
+    command: tuple[str, ...] = ()  # redacted argv
+    status: str = ""  # "running", "complete", "interrupted", "failed"
+    error: str = ""
+    started: float | None = None  # Unix s
+    ended: float | None = None  # Unix s
+    host: Mapping[str, Any] = field(default_factory=dict)
+    workloads: tuple[str, ...] = ()
+    options: Mapping[str, Any] = field(default_factory=dict)
+    targets: tuple[TargetInfo, ...] = ()
+    collectors: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)  # probe results by collector key
+    flush_capability: FlushCapabilityInfo | None = None
+    metrics: MetricDeclarations | None = None  # None: not declared (a format-1 bundle before migration)
+    extra: Mapping[str, Any] = field(default_factory=dict)
+
+    def target(self, label: str) -> TargetInfo | None:
+        return next((t for t in self.targets if t.label == label), None)
+
+    def to_dict(self) -> dict[str, Any]:
+        d: dict[str, Any] = {**dict(self.extra), "format": self.format, "tool": self.tool, "version": self.version,
+                             "command": list(self.command), "status": self.status, "error": self.error,
+                             "started": self.started, "ended": self.ended, "host": dict(self.host),
+                             "workloads": list(self.workloads), "options": dict(self.options),
+                             "targets": [t.to_dict() for t in self.targets],
+                             "collectors": {k: dict(v) for k, v in self.collectors.items()}}
+        if self.flush_capability is not None:
+            d["flush_capability"] = self.flush_capability.to_dict()
+        if self.metrics is not None:
+            d["metrics"] = self.metrics.to_dict()
+        return d
+
+    @classmethod
+    def from_dict(cls, d: Any, where: str = "run.json") -> RunInfo:
+        d = as_object(d, where)
+        fc = d.get("flush_capability")
+        metrics = d.get("metrics")
+        return cls(
+            format=get_field(d, "format", (int,), where, 1), tool=get_field(d, "tool", (str,), where, "dbdiag"),
+            version=get_field(d, "version", (str,), where, ""), command=str_list(d, "command", where),
+            status=get_field(d, "status", (str,), where, ""), error=get_field(d, "error", (str,), where, ""),
+            started=get_field(d, "started", NUM, where), ended=get_field(d, "ended", NUM, where),
+            host=get_field(d, "host", (dict,), where, {}), workloads=str_list(d, "workloads", where),
+            options=get_field(d, "options", (dict,), where, {}),
+            targets=tuple(TargetInfo.from_dict(t, f"{where}: targets[{i}]")
+                          for i, t in enumerate(get_field(d, "targets", (list,), where, []))),
+            collectors=get_field(d, "collectors", (dict,), where, {}),
+            flush_capability=FlushCapabilityInfo.from_dict(fc, f"{where}: flush_capability") if fc else None,
+            metrics=MetricDeclarations.from_dict(metrics, f"{where}: metrics") if metrics is not None else None,
+            extra=unknown_keys(d, _RUN_KNOWN))
+
+
+# --------------------------------------------------------------------------- results and findings
+
+
+_ROW_NUM = ("duration_s", "tps", "qps", "client_cpu_pct", "client_cpu_s", "t_start", "t_end")
+_ROW_INT = ("transactions", "retries", "scale")
+_ROW_STR = ("engine", "driver", "protocol", "isolation")
+_ROW_DICT = ("latency_ms", "errors", "error_samples")
+
+
+@dataclass(frozen=True)
+class ResultRow:
+    """results.json ``results[]``: one (target, workload, clients) step as the workload driver measured it.
+
+    Times are Unix s (``t_start``/``t_end`` bound the measured window, warmup
+    excluded); ``latency_ms`` holds p50/p95/p99/p999/max in ms; ``client_cpu_s``
+    is the clients' CPU seconds over the window. Fields added by workloads
+    (TPC-C ``nopm``) or step plugins (``profile``) that have no field here stay in ``extra``.
+    """
+
+    target: str = ""
+    workload: str = ""
+    clients: int | None = None
+    engine: str = ""  # the product: "postgresql", "mysql", "mariadb"
+    duration_s: float | None = None
+    transactions: int | None = None
+    tps: float | None = None
+    qps: float | None = None
+    latency_ms: Mapping[str, float] = field(default_factory=dict)
+    errors: Mapping[str, int] = field(default_factory=dict)
+    error_samples: Mapping[str, Any] = field(default_factory=dict)
+    retries: int | None = None
+    driver: str = ""
+    protocol: str = ""
+    isolation: str = ""
+    scale: int | None = None
+    client_cpu_pct: float | None = None  # percent of all the machine's CPUs
+    client_cpu_s: float | None = None
+    t_start: float | None = None
+    t_end: float | None = None
+    interrupted: bool = False
+    profile: Mapping[str, Any] | None = None  # the step's perf profile summary (collectors.profile)
+    extra: Mapping[str, Any] = field(default_factory=dict)
+
+    _FIELDS = ("target", "workload", "clients", *_ROW_STR, *_ROW_NUM, *_ROW_INT, *_ROW_DICT, "interrupted",
+               "profile")
+
+    @property
+    def p95_ms(self) -> float | None:
+        v = self.latency_ms.get("p95")
+        return v if isinstance(v, NUM) else None
+
+    def to_dict(self) -> dict[str, Any]:
+        d = {**dict(self.extra), **{k: getattr(self, k) for k in self._FIELDS}}
+        for k in _ROW_DICT:
+            d[k] = dict(d[k])
+        if not self.interrupted:
+            del d["interrupted"]
+        return {k: v for k, v in d.items() if v is not None}
+
+    @classmethod
+    def from_dict(cls, d: Any, where: str = "result") -> ResultRow:
+        d = as_object(d, where)
+        # Nothing is required: a row cut short or written by an older driver still loads.
+        kw: dict[str, Any] = {"target": get_field(d, "target", (str,), where, ""),
+                              "workload": get_field(d, "workload", (str,), where, ""),
+                              "clients": get_field(d, "clients", (int,), where)}
+        kw.update({k: get_field(d, k, NUM, where) for k in _ROW_NUM})
+        kw.update({k: get_field(d, k, (int,), where) for k in _ROW_INT})
+        kw.update({k: get_field(d, k, (str,), where, "") for k in _ROW_STR})
+        kw.update({k: get_field(d, k, (dict,), where, {}) for k in _ROW_DICT})
+        kw["interrupted"] = get_field(d, "interrupted", (bool,), where, False)
+        kw["profile"] = get_field(d, "profile", (dict,), where)
+        return cls(**kw, extra=unknown_keys(d, cls._FIELDS))
+
+
+_FINDING_KNOWN = ("category", "severity", "target", "title", "evidence", "advice", "impact", "workload", "clients",
+                  "extra")
+
+
+@dataclass(frozen=True)
+class FindingRecord:
+    """findings.json ``findings[]``: one stored finding (the shape of ``reports.rules.base.Finding.to_dict()``).
+
+    ``impact`` (0..1) ranks findings across categories: see :mod:`reports.rules.base`.
+    ``workload``/``clients`` are None for a finding about the whole target.
+    """
+
+    category: str
+    severity: str  # "critical", "warning", "info"
+    target: str
+    title: str
+    evidence: Mapping[str, Any] = field(default_factory=dict)
+    advice: str = ""
+    impact: float = 0.0
+    workload: str | None = None
+    clients: int | None = None
+    extra: Mapping[str, Any] = field(default_factory=dict)
+
+    @property
+    def is_durability(self) -> bool:
+        return self.category.startswith("durability")
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"category": self.category, "severity": self.severity, "target": self.target, "title": self.title,
+                "evidence": dict(self.evidence), "advice": self.advice, "impact": self.impact,
+                "workload": self.workload, "clients": self.clients, "extra": dict(self.extra)}
+
+    @classmethod
+    def from_dict(cls, d: Any, where: str = "finding") -> FindingRecord:
+        d = as_object(d, where)
+        return cls(category=get_field(d, "category", (str,), where, ""), severity=get_field(d, "severity", (str,), where, ""),
+                   target=get_field(d, "target", (str,), where, ""), title=get_field(d, "title", (str,), where, ""),
+                   evidence=get_field(d, "evidence", (dict,), where, {}), advice=get_field(d, "advice", (str,), where, ""),
+                   impact=get_field(d, "impact", NUM, where, 0.0), workload=get_field(d, "workload", (str,), where),
+                   clients=get_field(d, "clients", (int,), where),
+                   extra={**get_field(d, "extra", (dict,), where, {}), **unknown_keys(d, _FINDING_KNOWN)})
