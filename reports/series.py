@@ -42,12 +42,17 @@ _START = len(PROC_COLUMNS)  # index of create_time (Unix s) in a process row
 # --------------------------------------------------------------------------- declarations
 
 
+def _collector_of(series: str) -> type[Collector] | None:
+    """The collector class that writes series ``series`` (None for the workload driver's own series)."""
+    name = series.split("--", 1)[0]
+    return next((c for c in SERIES_COLLECTORS if c.name == name), None)
+
+
 def collector_declarations(series_names: Iterable[str]) -> MetricDeclarations:
     """Declarations of the named series from the collector classes that write them (unknown names skipped)."""
-    by_name = {c.name: c for c in SERIES_COLLECTORS}
     out: dict[str, tuple[MetricDecl, ...]] = {}
     for name in series_names:
-        cls = by_name.get(name.split("--", 1)[0])
+        cls = _collector_of(name)
         if cls is not None:
             out[name] = tuple(MetricDecl.from_dict(m, f"{cls.__name__}.metrics") for m in cls.declared())
     return MetricDeclarations(out)
@@ -66,7 +71,7 @@ def migrate_metrics(b: Bundle) -> Bundle:
 
 def declarations(b: Bundle) -> MetricDeclarations:
     """The metric declarations of every series of ``b`` (migrating a format-1 bundle's on first use)."""
-    if b.metrics is None or any(not b.metrics.for_series(s) for s in b.series):
+    if b.metrics is None or any(not b.metrics.for_series(s) and _collector_of(s) for s in b.series):
         migrate_metrics(b)
     assert b.metrics is not None
     return b.metrics
