@@ -1,7 +1,7 @@
 """MySQL / MariaDB collectors (MySQL 5.7, 8.0, 8.4; MariaDB 10.5 to 11.x).
 
 Version-specific SQL lives in ``sql/`` and is chosen by
-:func:`collectors.mysql.queries.pick_sql`.
+:func:`collectors.sql.pick_sql`.
 """
 
 from collectors.mysql.settings import MySettingsCollector

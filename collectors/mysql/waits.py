@@ -62,7 +62,7 @@ from typing import Any
 
 from collectors.base import CollectorContext, Metric, Probe
 from collectors.mysql.common import GRANT_PROCESS, GRANT_PS, MyCollector, Parts, query_named
-from collectors.mysql.queries import MARKER
+from collectors.sql import MARKER
 from diag.db import Session
 from diag.errors import DbError
 

@@ -2,7 +2,7 @@
 
 An explicit registry: the orchestrator instantiates each class in ``PG_COLLECTORS``
 for every PostgreSQL target. Version-specific SQL is in ``sql/`` and chosen by
-:func:`collectors.pg.queries.pick_sql`.
+:func:`collectors.sql.pick_sql`.
 """
 
 from collectors.pg.settings import PgSettingsCollector

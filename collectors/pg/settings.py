@@ -27,8 +27,9 @@ from typing import Any
 
 from collectors.base import Collector, Metric, Probe
 from collectors.pg.common import MONITOR_HINT, open_session, privileges, probe_hint, unsupported_reason
-from collectors.pg.queries import pick_sql
+from collectors.sql import session_sql
 from diag.db import Session
+from diag.engines import POSTGRES
 from diag.errors import DbError
 
 TIMEOUT_MS = 2000
@@ -105,7 +106,7 @@ class PgSettingsCollector(Collector):
 
     name = "pg_settings"
     interval_s = 60.0  # nothing to do per tick; the runner's stop event ends the wait early
-    engines = ("postgres",)
+    engines = (POSTGRES.name,)
     metrics = (
         Metric("durability.<name>", "setting", "gauge",
                "fsync, synchronous_commit, wal_sync_method, full_page_writes, commit_delay, commit_siblings, "
@@ -126,7 +127,7 @@ class PgSettingsCollector(Collector):
                 too_old = unsupported_reason(s.version_num)
                 if too_old:
                     return Probe(False, too_old, "use PostgreSQL 13 or newer")
-                s.query(pick_sql("settings", s.version_num))
+                s.query(session_sql(s, "settings"))
                 priv = privileges(s)
         except DbError as e:
             return Probe(False, str(e), probe_hint(e))
@@ -139,7 +140,7 @@ class PgSettingsCollector(Collector):
 
     def _read(self) -> dict[str, Any]:
         assert self.session is not None, "start() first"
-        rows = self.session.query(pick_sql("settings", self.session.version_num))
+        rows = self.session.query(session_sql(self.session, "settings"))
         rec = snapshot(rows, self.session)
         if rec["data_directory"] is None:
             rec["missing"] = [PATH_NOTE]

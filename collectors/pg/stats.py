@@ -27,10 +27,11 @@ from collections.abc import Mapping
 from typing import Any
 
 from collectors.base import Collector, Metric, Probe
-from collectors.pg.common import (MONITOR_HINT, Parts, describe, open_session, plain, privileges, probe_hint,
+from collectors.pg.common import (MONITOR_HINT, describe, new_parts, open_session, plain, privileges, probe_hint,
                                   quote_ident, unsupported_reason)
-from collectors.pg.queries import MARKER, SqlUnavailable, pick_sql
+from collectors.sql import MARKER, SqlUnavailable, session_sql
 from diag.db import Session
+from diag.engines import POSTGRES
 from diag.errors import DbError
 
 TICK_TIMEOUT_MS = 1000  # per-second catalog reads: small views, must never stall the sampling
@@ -154,13 +155,13 @@ class PgStatsCollector(Collector):
 
     name = "pg_stats"
     interval_s = 1.0
-    engines = ("postgres",)
+    engines = (POSTGRES.name,)
     metrics = METRICS
 
     def __init__(self, ctx: Any) -> None:
         super().__init__(ctx)
         self.session: Session | None = None
-        self.parts = Parts()
+        self.parts = new_parts()
         self._sql: dict[str, str] = {}
         self._stmt_schema: str | None = None
         self._stmt_start: dict[str, dict[str, Any]] = {}
@@ -174,16 +175,16 @@ class PgStatsCollector(Collector):
         notes: list[str] = []
         for part, sql_name in COUNTER_PARTS.items():
             try:
-                self._sql[part] = pick_sql(sql_name, s.version_num)
+                self._sql[part] = session_sql(s, sql_name)
             except SqlUnavailable as e:
-                self.parts.switch_off(part, str(e).split(": ", 1)[-1])
+                self.parts.switch_off(part, str(e).split(": ", 1)[-1], hint="")
         if s.version_num < 140000:
             notes.append("pg_stat_wal: needs PostgreSQL 14 or newer (only the WAL position wal.lsn_bytes is recorded)")
         return notes
 
     def _statements_status(self, s: Session) -> tuple[str | None, str, str]:
         """(quoted schema or None, why not usable, hint). Tries one read of the function."""
-        rows = s.query(pick_sql("statements_extension", s.version_num))
+        rows = s.query(session_sql(s, "statements_extension"))
         if not rows:
             return None, f"pg_stat_statements: not installed in database {s.target.database}", (
                 f"CREATE EXTENSION pg_stat_statements in database {s.target.database}, with "
@@ -215,12 +216,10 @@ class PgStatsCollector(Collector):
                 missing = self._prepare(s)
                 hints: list[str] = []
                 self._read_counters(s)
-                if "pg_stat_database" in self.parts.off:
-                    return Probe(False, f"pg_stat_database: {self.parts.off['pg_stat_database']}", MONITOR_HINT)
-                for part, reason in self.parts.off.items():
-                    missing.append(f"{part}: {reason}")
-                    if "privilege" in reason or "permission" in reason:
-                        hints.append(MONITOR_HINT)
+                if not self.parts.is_on("pg_stat_database"):
+                    return Probe(False, self.parts.off["pg_stat_database"], MONITOR_HINT)
+                missing.extend(self.parts.missing())
+                hints.append(self.parts.hint())
                 schema, why, hint = self._statements_status(s)
                 if schema is None:
                     missing.append(why)
@@ -231,7 +230,7 @@ class PgStatsCollector(Collector):
         except DbError as e:
             return Probe(False, str(e), probe_hint(e))
         finally:
-            self.parts = Parts()  # probe runs in the orchestrator; start() decides afresh in the collector process
+            self.parts = new_parts()  # probe runs in the orchestrator; start() decides afresh in the collector process
             self._sql = {}
         return Probe(True, missing=tuple(missing), hint="; ".join(dict.fromkeys(h for h in hints if h)))
 
@@ -240,7 +239,7 @@ class PgStatsCollector(Collector):
         self._prepare(self.session)
         schema, why, _hint = self._statements_status(self.session)
         if schema is None:
-            self.parts.switch_off("pg_stat_statements", why.split(": ", 1)[-1])
+            self.parts.switch_off("pg_stat_statements", why.split(": ", 1)[-1], hint="")
         self._stmt_schema = schema
         self._stmt_start = self._statements_snapshot()
         self._stmt_t0 = time.time()
@@ -248,7 +247,7 @@ class PgStatsCollector(Collector):
     def sample(self) -> dict[str, Any]:
         assert self.session is not None, "start() first"
         rec = self._read_counters(self.session)
-        news = self.parts.take_news()
+        news = self.parts.unsaid()
         if news:
             rec["off"] = news  # the first record after a part went off says why its series stops
         return rec
@@ -296,7 +295,7 @@ class PgStatsCollector(Collector):
         s = self.session
         if s is None or self._stmt_schema is None or not self.parts.is_on("pg_stat_statements"):
             return {}
-        sql = pick_sql("statements", s.version_num).format(schema=self._stmt_schema)
+        sql = session_sql(s, "statements").format(schema=self._stmt_schema)
         s.set_statement_timeout(STATEMENTS_TIMEOUT_MS)
         try:
             rows = self.parts.query("pg_stat_statements", s, sql) or []
@@ -308,7 +307,7 @@ class PgStatsCollector(Collector):
         s = self.session
         if s is None or not queryids or self._stmt_schema is None:
             return {}
-        sql = pick_sql("statement_texts", s.version_num).format(schema=self._stmt_schema)
+        sql = session_sql(s, "statement_texts").format(schema=self._stmt_schema)
         s.set_statement_timeout(STATEMENTS_TIMEOUT_MS)
         try:
             rows = self.parts.query("pg_stat_statements", s, sql, {"ids": queryids, "max_chars": QUERY_TEXT_CHARS})
@@ -323,7 +322,7 @@ class PgStatsCollector(Collector):
             return None
         end = self._statements_snapshot()
         if not self.parts.is_on("pg_stat_statements"):
-            return {"kind": "statements", "off": self.parts.take_news()}
+            return {"kind": "statements", "off": self.parts.unsaid()}
         delta = statements_delta(self._stmt_start, end)
         # a few extra candidates: our own catalog queries are dropped once their text is known
         candidates = top_statements(delta, self.top_n + 10)

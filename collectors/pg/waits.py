@@ -28,10 +28,11 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from collectors.base import Collector, Metric, Probe
-from collectors.pg.common import (MONITOR_HINT, OWN_APPLICATION_NAMES, Parts, open_session, privileges,
+from collectors.pg.common import (MONITOR_HINT, OWN_APPLICATION_NAMES, new_parts, open_session, privileges,
                                   probe_hint, unsupported_reason)
-from collectors.pg.queries import pick_sql
+from collectors.sql import session_sql
 from diag.db import Session
+from diag.engines import POSTGRES
 from diag.errors import DbError
 
 DEFAULT_HZ = 10.0
@@ -99,7 +100,7 @@ class PgWaitsCollector(Collector):
 
     name = "pg_waits"
     interval_s = 1.0 / DEFAULT_HZ
-    engines = ("postgres",)
+    engines = (POSTGRES.name,)
     metrics = (
         Metric("samples", "backend samples", "gauge", "(backend, tick) pairs in a transaction this window"),
         Metric("ticks", "count", "gauge", "pg_stat_activity reads this window"),
@@ -117,7 +118,7 @@ class PgWaitsCollector(Collector):
         self.all_databases = bool(ctx.options.get("pg_waits_all_databases", False))
         self.exclude = [*OWN_APPLICATION_NAMES, *ctx.options.get("pg_waits_exclude_apps", ())]
         self.session: Session | None = None
-        self.parts = Parts()
+        self.parts = new_parts()
         self._sql = ""
         self._window = WaitWindow()
 
@@ -130,7 +131,7 @@ class PgWaitsCollector(Collector):
                 too_old = unsupported_reason(s.version_num)
                 if too_old:
                     return Probe(False, too_old, "use PostgreSQL 13 or newer")
-                s.query(pick_sql("activity", s.version_num), self._params())
+                s.query(session_sql(s, "activity"), self._params())
                 priv = privileges(s)
         except DbError as e:
             return Probe(False, str(e), probe_hint(e))
@@ -140,7 +141,7 @@ class PgWaitsCollector(Collector):
 
     def start(self) -> None:
         self.session = open_session(self.ctx.target, self.name, TICK_TIMEOUT_MS)
-        self._sql = pick_sql("activity", self.session.version_num)
+        self._sql = session_sql(self.session, "activity")
         self._window = WaitWindow()
 
     def _tick(self) -> None:
@@ -151,7 +152,7 @@ class PgWaitsCollector(Collector):
 
     def _flush(self) -> dict[str, Any]:
         rec = self._window.record()
-        news = self.parts.take_news()
+        news = self.parts.unsaid()
         if news:
             rec["off"] = news
         self._window = WaitWindow()

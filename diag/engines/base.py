@@ -61,6 +61,7 @@ class Engine:
     name: ClassVar[str] = ""                   # stored in bundles: "postgres" or "mysql"
     title: ClassVar[str] = ""                  # for people: "PostgreSQL", "MySQL/MariaDB"
     aliases: ClassVar[tuple[str, ...]] = ()    # other spellings and product names that mean this engine
+    products: ClassVar[tuple[str, ...]] = ()   # Identity.product values; collector SQL files may be per product
     schemes: ClassVar[tuple[str, ...]] = ()    # DSN schemes, the first is the canonical one
     default_port: ClassVar[int] = 0
     default_user: ClassVar[str] = ""
@@ -96,6 +97,15 @@ class Engine:
     process_names: ClassVar[tuple[str, ...]] = ()  # ``comm`` of its server programs (and binary file names)
     process_title_prefix: ClassVar[str] = ""   # start of the title it writes over argv ("" = it keeps argv)
     symbols_hint: ClassVar[str] = ""           # where to get a server binary that keeps its symbol table
+    # Where a local server is (collectors.hostinfo asks these; each query returns one row).
+    data_directory_sql: ClassVar[str] = ""     # column ``d``: the server's data directory
+    # Column ``p``: the PID of the process serving our connection, whose parent is the server
+    # (process-per-connection engines); "" when connections are threads of the server process,
+    # which is then found by the port or socket it listens on (among ``process_names``).
+    backend_pid_sql: ClassVar[str] = ""
+    # Folder under the data directory that holds the log and may be a symlink to another disk ("pg_wal");
+    # "" when the log lives in the data directory itself. Flush tracing watches that disk too.
+    log_directory: ClassVar[str] = ""
     # Throwaway servers (diag.servers starts them, from a launcher registry keyed by name).
     server_stop_signal: ClassVar[int] = signal.SIGTERM  # the signal that shuts a server down fast and cleanly
 
@@ -111,6 +121,14 @@ class Engine:
         """Whether ``name`` (engine, alias or product name, any case) means this engine."""
         n = name.strip().lower()
         return n == self.name or n in self.aliases
+
+    def version_text(self, version_num: int) -> str:
+        """A version number as people write it (``150020`` -> ``"15.20"``, ``80030`` -> ``"8.0.30"``)."""
+        return f"{version_num // 10000}.{version_num // 100 % 100}.{version_num % 100}"
+
+    def release_text(self, version_num: int) -> str:
+        """How people name the release that first had a feature (PostgreSQL: ``160000`` -> ``"16"``)."""
+        return self.version_text(version_num)
 
     # ------------------------------------------------------------------ drivers and errors
 

@@ -30,6 +30,7 @@ class MysqlEngine(Engine):
     name = "mysql"
     title = "MySQL/MariaDB"
     aliases = ("mariadb",)
+    products = ("mysql", MARIADB)
     schemes = ("mysql", "mariadb")
     default_port = 3306
     default_user = "root"
@@ -64,6 +65,7 @@ class MysqlEngine(Engine):
                           # MariaDB 10.8+ has no redo-only counter.
                           ("status.Innodb_data_fsyncs", "Innodb_data_fsyncs (redo log and data files)"))
     process_names = ("mariadbd", "mysqld")
+    data_directory_sql = "SELECT @@datadir AS d"
 
     @staticmethod
     def is_mariadb(product: str) -> bool:

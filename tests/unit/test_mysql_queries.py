@@ -4,8 +4,21 @@ from pathlib import Path
 
 import pytest
 
-from collectors.mysql.queries import MARKER, SQL_DIR, SqlUnavailable, pick_sql, sql_names, version_text
+from collectors.sql import MARKER, SqlUnavailable, sql_dir
+from collectors.sql import pick_sql as _pick_sql
+from collectors.sql import sql_names as _sql_names
+from diag.engines import MYSQL
 from diag.errors import DiagError
+
+SQL_DIR = sql_dir(MYSQL)
+
+
+def pick_sql(name: str, product: str, version: int, sql_dir: Path | None = None) -> str:
+    return _pick_sql(name, MYSQL, version, product, folder=sql_dir)
+
+
+def sql_names() -> list[str]:
+    return _sql_names(MYSQL)
 
 SUPPORTED = [
     ("mysql", 50700), ("mysql", 50744), ("mysql", 80000), ("mysql", 80029), ("mysql", 80030), ("mysql", 80040),
@@ -64,15 +77,15 @@ def test_too_old_server_names_the_oldest_version(name):
 def test_unknown_name_and_product():
     with pytest.raises(DiagError, match="no SQL named"):
         pick_sql("nope", "mysql", 80000)
-    with pytest.raises(DiagError, match="unknown MySQL product"):
+    with pytest.raises(DiagError, match="unknown MySQL/MariaDB product 'postgresql'"):
         pick_sql("global_status", "postgresql", 160000)
 
 
 def test_rules_on_a_scratch_folder(tmp_path: Path):
-    for fname, body in [("q.any.0.sql", "any"), ("q.mysql.80000.sql", "my80"), ("q.mysql.80030.sql", "my8030"),
+    for fname, body in [("q.0.sql", "any"), ("q.mysql.80000.sql", "my80"), ("q.mysql.80030.sql", "my8030"),
                         ("q.mariadb.100800.sql", "maria108"), ("r.mariadb.110000.sql", "r11")]:
-        (tmp_path / fname).write_text(body + "\n")
-    pick = lambda p, v, n="q": pick_sql(n, p, v, sql_dir=tmp_path)  # noqa: E731
+        (tmp_path / fname).write_text(f"{MARKER} {body}\n")
+    pick = lambda p, v, n="q": pick_sql(n, p, v, sql_dir=tmp_path).removeprefix(f"{MARKER} ")  # noqa: E731
     assert pick("mysql", 50744) == "any"  # no mysql file old enough: the shared one
     assert pick("mysql", 80029) == "my80"
     assert pick("mysql", 80030) == "my8030"  # the newest file whose oldest version fits
@@ -93,6 +106,12 @@ def test_badly_named_file_is_an_error(tmp_path: Path):
 
 
 def test_version_text():
-    assert version_text(80030) == "8.0.30"
-    assert version_text(101119) == "10.11.19"
-    assert version_text(0) == "0.0.0"
+    assert MYSQL.version_text(80030) == "8.0.30"
+    assert MYSQL.version_text(101119) == "10.11.19"
+    assert MYSQL.version_text(0) == "0.0.0"
+
+
+def test_a_product_named_any_is_no_longer_a_file_name(tmp_path: Path):
+    (tmp_path / "q.any.0.sql").write_text("SELECT 1\n")
+    with pytest.raises(DiagError, match="not named"):
+        pick_sql("q", "mysql", 80000, sql_dir=tmp_path)

@@ -6,7 +6,8 @@ import pytest
 from hypothesis import given, strategies as st
 
 from collectors.base import CollectorContext
-from collectors.mysql.common import Parts, redact_sql_secrets, to_number
+from collectors.mysql.common import redact_sql_secrets, to_number
+from collectors.parts import Parts
 from collectors.mysql.status import InnodbStatusArchive, MyStatusCollector, log_fsync_counter, status_record
 from diag.errors import DbError
 from diag.targets import parse_target

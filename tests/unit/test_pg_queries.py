@@ -1,4 +1,4 @@
-"""pick_sql: the one function choosing version-specific PostgreSQL SQL, for servers 13 to 18."""
+"""pick_sql (collectors.sql), the one function choosing version-specific SQL, on PostgreSQL's files (13 to 18)."""
 
 from __future__ import annotations
 
@@ -6,9 +6,16 @@ import re
 
 import pytest
 
-from collectors.pg.queries import (MARKER, SQL_DIR, SqlUnavailable, pick_sql, sql_names, statement_text,
-                                   version_text)
+from collectors.sql import MARKER, SqlUnavailable, sql_dir, sql_names, statement_text
+from collectors.sql import pick_sql as _pick_sql
+from diag.engines import POSTGRES
 from diag.errors import DiagError
+
+SQL_DIR = sql_dir(POSTGRES)
+
+
+def pick_sql(name: str, version: int) -> str:
+    return _pick_sql(name, POSTGRES, version, "postgresql")
 
 # (version_num, file suffix expected) per query name; boundaries on both sides of each change.
 EXPECTED = {
@@ -59,7 +66,7 @@ def test_every_file_is_named_by_version_and_says_what_it_reads() -> None:
     for p in files:
         assert re.fullmatch(r"[a-z0-9_]+\.1[3-9]0000\.sql", p.name), p.name
         assert p.read_text(encoding="utf-8").startswith("-- "), p.name
-    assert set(EXPECTED) <= set(sql_names())
+    assert set(EXPECTED) <= set(sql_names(POSTGRES))
 
 
 @pytest.mark.parametrize("name", sorted(EXPECTED))
@@ -104,5 +111,12 @@ def test_version_specific_sources() -> None:
 
 
 def test_version_text() -> None:
-    assert version_text(150020) == "15.20"
-    assert version_text(180000) == "18.0"
+    assert POSTGRES.version_text(150020) == "15.20"
+    assert POSTGRES.version_text(180000) == "18.0"
+    assert POSTGRES.release_text(160000) == "16" and POSTGRES.release_text(160004) == "16.4"
+
+
+def test_a_file_per_product_is_refused_when_the_engine_has_no_such_product(tmp_path) -> None:
+    (tmp_path / "q.mariadb.130000.sql").write_text("SELECT 1\n")
+    with pytest.raises(DiagError, match="not named"):
+        _pick_sql("q", POSTGRES, 180000, folder=tmp_path)
