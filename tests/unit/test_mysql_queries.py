@@ -4,10 +4,10 @@ from pathlib import Path
 
 import pytest
 
-from collectors.sql import MARKER, SqlUnavailable, sql_dir
+from collectors.sql import MARKER, SqlUnavailable, sql_dir, statement_text
 from collectors.sql import pick_sql as _pick_sql
 from collectors.sql import sql_names as _sql_names
-from diag.engines import MYSQL
+from diag.engines import ENGINES, MYSQL
 from diag.errors import DiagError
 
 SQL_DIR = sql_dir(MYSQL)
@@ -115,3 +115,14 @@ def test_a_product_named_any_is_no_longer_a_file_name(tmp_path: Path):
     (tmp_path / "q.any.0.sql").write_text("SELECT 1\n")
     with pytest.raises(DiagError, match="not named"):
         pick_sql("q", "mysql", 80000, sql_dir=tmp_path)
+
+
+def test_a_marker_the_file_puts_first_stays_first():
+    """MySQL's processlist shows a statement from its first character; the wait sampler skips what starts so."""
+    assert statement_text(f"{MARKER} SHOW GLOBAL STATUS\n") == f"{MARKER} SHOW GLOBAL STATUS"
+    assert statement_text("-- why\nSHOW GLOBAL STATUS") == f"SHOW {MARKER} GLOBAL STATUS"
+
+
+def test_every_engine_has_an_sql_folder_with_queries():
+    for engine in ENGINES:
+        assert sql_dir(engine).is_dir() and _sql_names(engine), engine
