@@ -6,14 +6,19 @@ Small scales and ~1.5 s steps keep this module near a minute per engine.
 from __future__ import annotations
 
 import _thread
+import importlib.util
 import json
 from array import array
 import os
 import signal
+import subprocess
+import sys
 import threading
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit, urlunsplit
 
 import pytest
 
@@ -23,10 +28,12 @@ from diag.db import Session
 from diag.errors import UsageError
 from diag.targets import Target
 from workloads import load as wload
+from workloads.client import client_driver_text
 from workloads.driver import DriverOptions, StepInfo, run_sweep
 from workloads.pgbench import pgbench_dataset
 from workloads.sysbench import sbtest_dataset
 from workloads.tpcc import consistency_errors, tpcc_dataset
+from tests.conftest import PG_SERVICE
 
 SCALE = 0.05  # 5,000 sbtest rows, 5,000 pgbench accounts, a one-warehouse mini TPC-C
 ROW_KEYS = {"target", "engine", "workload", "clients", "duration_s", "transactions", "tps", "qps", "latency_ms",
@@ -267,8 +274,10 @@ def _alive(pid: int) -> bool:
         return False
 
 
-# The fallbacks the package installs (install_requires). mysqlclient is an optional extra that needs system
-# headers; the test command does not install it, so it is not tested here (BENCHMARKS.md measured it by hand).
+# The fallbacks: PyMySQL (install_requires) and psycopg2 (the psycopg2 extra, also in the test extra; loaded here
+# beside psycopg 3 only because a test process has both: test_psycopg2_fallback_without_psycopg3 runs it alone).
+# mysqlclient is an optional extra that needs system headers; the test command does not install it, so it is
+# not tested here (BENCHMARKS.md measured it by hand).
 FALLBACKS = [("postgres", "psycopg2", "psycopg2"), ("mysql", "PyMySQL", "pymysql")]
 
 
@@ -284,7 +293,7 @@ def test_fallback_drivers(engine: str, name: str, module: str, tmp_path: Path, m
     try:
         drv = DriverInfo(name, "", importlib.import_module(module))
     except ImportError:
-        pytest.fail(f"{name} is a dependency of dbdiag and is not installed: pip install -e .")
+        pytest.fail(f"{name} is a dependency of dbdiag's tests and is not installed: pip install -e '.[test]'")
     target = request.getfixturevalue("pg_server" if engine == "postgres" else "my_server").target()
     monkeypatch.setattr(wdriver, "fastest_driver", lambda engine: drv)
     bundle = BundleWriter(tmp_path / "run")
@@ -395,6 +404,10 @@ def test_point_select_loop_is_recorded_in_the_result(target: Target, py_loop: st
     assert r["transactions"] > 100 and r["errors"] == {} and r["qps"] == r["tps"], r
     assert r["driver"].endswith("+ C query loop") == (py_loop == ""), r["driver"]
     assert 0 < r["latency_ms"]["p50"] <= r["latency_ms"]["p99"] <= r["latency_ms"]["max"]
+    # The start-up line of a run says the same before the step runs.
+    said = client_driver_text(target.dbms, "prepared", ["point-select"])
+    assert said == (r["driver"] + " for point lookups" if py_loop == "" else r["driver"]), (said, r["driver"])
+    assert client_driver_text(target.dbms, "prepared", ["read-write"]) == r["driver"].split(" + ")[0]
 
 
 def test_sbtest_binary_copy_loads_the_same_rows_as_text(pg_server: servers.ThrowawayServer) -> None:
@@ -417,3 +430,106 @@ def test_sbtest_binary_copy_loads_the_same_rows_as_text(pg_server: servers.Throw
         text = checksum(s)
         wload.drop(s, ds)
     assert binary == text and binary[0] == 3000 and binary[3] == 120, (binary, text)
+
+
+# Run in a fresh interpreter: records, from inside each workload client process (Workload.client runs there),
+# which client class drives it and which PostgreSQL drivers that process has loaded. argv: DSN, spy file, then
+# either "block-psycopg" (psycopg 3 made unimportable first) or "normal", then the bundle directory.
+_SPY = r"""
+import json, os, sys
+from pathlib import Path
+
+dsn, spy, mode, out = sys.argv[1:5]
+
+
+class NoPsycopg3:
+    def find_spec(self, name, path=None, target=None):
+        if name == "psycopg" or name.startswith(("psycopg.", "psycopg_")):
+            raise ImportError(f"{name} blocked by the test")
+        return None
+
+
+if mode == "block-psycopg":
+    sys.meta_path.insert(0, NoPsycopg3())
+
+from workloads import pgbench, sysbench
+
+
+def spied(cls):
+    real = cls.client
+
+    def client(self, c, ctx):
+        with open(spy, "a") as f:
+            f.write(json.dumps({"pid": os.getpid(), "class": type(c).__name__, "psycopg": "psycopg" in sys.modules,
+                                "psycopg2": "psycopg2" in sys.modules}) + "\n")
+        return real(self, c, ctx)
+    cls.client = client
+
+
+spied(sysbench.PointSelect)
+spied(pgbench.ReadWrite)
+if mode == "cli":
+    from diag.cli import main
+    sys.exit(main(["run", dsn, "-w", "point-select", "-c", "1", "-T", "0.5", "--warmup", "0", "--no-profile",
+                   "-s", "1", "-o", out]))
+from diag.bundle import BundleWriter
+from diag.targets import parse_target
+from workloads.client import client_driver_text
+from workloads.driver import DriverOptions, run_sweep
+
+target = parse_target(dsn)
+rows = []
+for protocol in ("prepared", "simple"):
+    opts = DriverOptions(clients=(2,), duration_s=0.7, warmup_s=0.1, scale=0.01, protocol=protocol)
+    rows += run_sweep(target, ["point-select", "read-write"], opts, BundleWriter(Path(out)), progress=None)
+print(json.dumps({"pid": os.getpid(), "rows": rows, "psycopg": "psycopg" in sys.modules,
+                  "said": client_driver_text(target.dbms, "prepared", ["point-select"])}))
+"""
+
+
+@pytest.fixture
+def pg_service_db(pg_service: Target) -> Iterator[str]:
+    """The DSN of a database of its own on the PostgreSQL service, dropped afterwards (settings untouched)."""
+    name = f"dbdiag_test_drivers_{os.getpid()}"
+    with Session(pg_service, statement_timeout_ms=0) as s:
+        s.execute(f"DROP DATABASE IF EXISTS {name}")
+        s.execute(f"CREATE DATABASE {name}")
+    try:
+        yield urlunsplit(urlsplit(PG_SERVICE)._replace(path="/" + name))
+    finally:
+        with Session(pg_service, statement_timeout_ms=0) as s:
+            s.execute(f"DROP DATABASE IF EXISTS {name} WITH (FORCE)")
+
+
+def _spy_run(dsn: str, mode: str, tmp_path: Path) -> tuple[subprocess.CompletedProcess[str], list[dict]]:
+    spy = tmp_path / "spy.jsonl"
+    p = subprocess.run([sys.executable, "-c", _SPY, dsn, str(spy), mode, str(tmp_path / "run")],
+                       capture_output=True, text=True, timeout=300, cwd=str(Path(__file__).resolve().parents[2]))
+    assert p.returncode == 0, p.stderr[-3000:]
+    return p, [json.loads(line) for line in spy.read_text().splitlines()] if spy.exists() else []
+
+
+def test_psycopg2_fallback_without_psycopg3(pg_service_db: str, tmp_path: Path) -> None:
+    """Without psycopg 3, a sweep (load, both protocols, point-select and read-write) runs through psycopg2 and
+    Pg2Client, and psycopg 3 is never imported, in the parent or in any client process."""
+    if importlib.util.find_spec("psycopg2") is None:
+        pytest.fail("psycopg2 (the psycopg2 extra) is in dbdiag's test extra and is not installed: "
+                    "pip install -e '.[test]'")
+    p, clients = _spy_run(pg_service_db, "block-psycopg", tmp_path)
+    out = json.loads(p.stdout.strip().splitlines()[-1])
+    assert len(out["rows"]) == 4 and not out["psycopg"]
+    for r in out["rows"]:
+        assert r["driver"].startswith("psycopg2 ") and r["transactions"] > 0 and r["errors"] == {}, r
+    assert out["said"] == out["rows"][0]["driver"]  # the start-up text: psycopg2, and no C loop for it
+    assert len(clients) == 8 and all(c["pid"] != out["pid"] for c in clients), clients
+    assert all(c["class"] == "Pg2Client" and c["psycopg2"] and not c["psycopg"] for c in clients), clients
+
+
+def test_normal_run_clients_do_not_load_psycopg2(pg_service_db: str, tmp_path: Path) -> None:
+    """``dbdiag run`` with psycopg 3 installed: its client processes drive psycopg 3 and never load psycopg2
+    (a second libpq)."""
+    p, clients = _spy_run(pg_service_db, "cli", tmp_path)
+    assert clients and all(c["class"] == "PgPqClient" and c["psycopg"] and not c["psycopg2"] for c in clients), clients
+    results = json.loads((tmp_path / "run" / "results.json").read_text())["results"]
+    assert results and results[0]["driver"].startswith("psycopg ")
+

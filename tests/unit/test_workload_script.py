@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import inspect
 import random
 from pathlib import Path
 
@@ -10,7 +11,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from diag.errors import DbError, UsageError
-from workloads import hist
+from workloads import custom, hist, insert, pgbench, sysbench, tpcc
+from workloads.base import Workload
+from workloads.client import POINT_LOOKUP_WORKLOADS
 from workloads.custom import SetCmd, SqlCmd, parse_script, parse_text
 from workloads.driver import WORKLOADS, DriverOptions, validate
 from workloads.sql import Stmt, my_literal, pg_literal
@@ -145,3 +148,13 @@ def test_keyed_shape_only_for_pgbench_s_scripts(text: str, shape: tuple[int, int
     w.cmds = parse_text(text)
     got = w.keyed_shape()
     assert (got[:2] if got else None) == shape
+
+
+def test_point_lookup_workloads_are_those_that_reach_the_c_loop() -> None:
+    """The start-up line names the C query loop for the workloads in POINT_LOOKUP_WORKLOADS: exactly those
+    whose clients hand their statement to Client.keyed_batch (custom only when its script is keyed)."""
+    classes = [v for m in (custom, insert, pgbench, sysbench, tpcc) for v in vars(m).values()
+               if isinstance(v, type) and issubclass(v, Workload) and v is not Workload and v.name]
+    assert {c.name for c in classes} == set(WORKLOADS)
+    keyed = {c.name for c in classes if "keyed_batch" in inspect.getsource(c.client)}
+    assert keyed == POINT_LOOKUP_WORKLOADS
