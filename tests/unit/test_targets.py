@@ -1,7 +1,11 @@
-"""Target parsing and redaction."""
+"""Target parsing and redaction; the targets of throwaway servers."""
+
+from pathlib import Path
 
 import pytest
 
+from diag import servers
+from diag.engines import ENGINES
 from diag.errors import UsageError
 from diag.targets import parse_target, redact_argv
 
@@ -55,3 +59,20 @@ def test_bad_port_message_hides_password():
 def test_redact_argv():
     out = redact_argv(["run", "mysql://root:hunter22@h/db", "--clients", "2"])
     assert out[1] == "mysql://root:***@h/db" and out[2:] == ["--clients", "2"]
+
+
+@pytest.mark.parametrize("engine", ENGINES, ids=[e.name for e in ENGINES])
+def test_throwaway_server_target_and_dsn_agree(engine):
+    """A throwaway server's DSN parses back to the target it gives (its superuser, default database)."""
+    srv = servers.ThrowawayServer(engine.name, 54321, Path("/nonexistent"))
+    t, back = srv.target(), parse_target(srv.dsn())
+    assert srv.dbms is engine and engine.name in servers.LAUNCHERS
+    assert (t.engine, t.host, t.port, t.user, t.database) == (back.engine, back.host, back.port, back.user,
+                                                               back.database) == (
+        engine.name, "127.0.0.1", 54321, engine.default_user, engine.default_database)
+
+
+def test_start_server_names_an_unknown_engine():
+    with pytest.raises(UsageError, match="unknown engine 'oracle'"):
+        servers.start_server("oracle")
+

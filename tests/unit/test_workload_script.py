@@ -10,10 +10,15 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from diag.engines import ENGINES, Engine
 from diag.errors import DbError, UsageError
 from workloads import custom, hist, insert, pgbench, sysbench, tpcc
+from workloads import load as wload
 from workloads.base import Workload
-from workloads.client import POINT_LOOKUP_WORKLOADS
+from workloads.client import CLIENT_CLASSES, POINT_LOOKUP_WORKLOADS
+from workloads.load import RowFormat, dialect
+from workloads.pgbench import pgbench_dataset
+from workloads.sysbench import sbtest_dataset
 from workloads.custom import SetCmd, SqlCmd, parse_script, parse_text
 from workloads.driver import WORKLOADS, DriverOptions, validate
 from workloads.sql import Stmt, my_literal, pg_literal
@@ -158,3 +163,24 @@ def test_point_lookup_workloads_are_those_that_reach_the_c_loop() -> None:
     assert {c.name for c in classes} == set(WORKLOADS)
     keyed = {c.name for c in classes if "keyed_batch" in inspect.getsource(c.client)}
     assert keyed == POINT_LOOKUP_WORKLOADS
+
+
+@pytest.mark.parametrize("engine", ENGINES, ids=[e.name for e in ENGINES])
+def test_every_engine_has_workload_clients_and_a_loader(engine: Engine) -> None:
+    """The per-engine registries of the workloads layer cover every engine, for every driver it may pick."""
+    assert {d for d, _ in engine.drivers} <= set(CLIENT_CLASSES[engine.name])
+    assert all(cls.engine == engine.name for cls in CLIENT_CLASSES[engine.name].values())
+    d = dialect(engine)
+    assert d is dialect(engine.name) and d.load_table is not None and d.container
+
+
+def test_point_lookup_rows_are_the_same_in_both_row_formats() -> None:
+    """The fast chunk formatters of sbtest and pgbench_accounts give the generic path's rows in each format."""
+    for ds in (sbtest_dataset(0.01), pgbench_dataset(0.01)):
+        t = next(t for t in ds.tables if t.chunks is not None)
+        assert t.rows is not None
+        for fmt in RowFormat:
+            sep = "," if fmt is RowFormat.VALUES else ""  # VALUES chunks are joined by commas; COPY lines end in \n
+            fast = sep.join(text for _, text in t.chunks(fmt))
+            generic = sep.join(text for _, text in wload._GENERIC[fmt](t.rows()))
+            assert fast == generic and sum(n for n, _ in t.chunks(fmt)) == t.count, (t.name, fmt)
