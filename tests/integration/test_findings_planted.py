@@ -38,10 +38,10 @@ LOW_FLUSH_CAPABILITY = 10.0
 
 
 def run(out: Path, targets: list[str], workloads: list[str], *, clients: tuple[int, ...] = (2,),
-        script: Path | None = None, flush_capability: float | None = None, scale: int = 1
-        ) -> dict[str, list[dict[str, Any]]]:
+        script: Path | None = None, flush_capability: float | None = None, scale: int = 1,
+        duration_s: float = 2.0) -> dict[str, list[dict[str, Any]]]:
     """Run and return findings.json's findings per target label, as written by the run."""
-    drv = DriverOptions(clients=clients, duration_s=2.0, warmup_s=0.5, script=str(script) if script else None,
+    drv = DriverOptions(clients=clients, duration_s=duration_s, warmup_s=0.5, script=str(script) if script else None,
                         scale=scale)
     log = io.StringIO()
     path = Run(RunOptions(targets=targets, workloads=workloads, driver=drv, out=out, argv=["dbdiag", "run"],
@@ -144,7 +144,9 @@ def test_small_buffer_pool_gives_io_read_bound_on_mariadb(tmp_path: Path) -> Non
     settings = {"innodb_buffer_pool_size": "6M", "performance_schema": "ON",
                 "performance-schema-consumer-events-waits-current": "ON"}
     with servers.start_mysql(settings) as my:
-        by = run(tmp_path / "bundle", [f"my={my.dsn()}"], ["point-select"], scale=2)
+        # Autocommit point selects are inside a transaction for only part of each tick: 2 s gave 24 samples
+        # here (the rules need 15) and fewer on a busy machine, so the step is long enough to clear that.
+        by = run(tmp_path / "bundle", [f"my={my.dsn()}"], ["point-select"], scale=2, duration_s=5.0)
     found = by["my"]
     io_read = [f for f in found if f["category"] == "io_read_bound"]
     assert len(io_read) == 1, summary(found)
