@@ -80,14 +80,18 @@ def pdeathsig_preexec(sig: int = signal.SIGTERM) -> Callable[[], None]:
     return _pre
 
 
-def watch_parent(on_gone: Callable[[], None] | None = None, interval_s: float = WATCH_INTERVAL_S) -> threading.Thread:
+def watch_parent(on_gone: Callable[[], None] | None = None, interval_s: float = WATCH_INTERVAL_S,
+                 parent: int | None = None) -> threading.Thread:
     """Start a daemon thread that calls ``on_gone`` (default: exit at once) when the parent dies.
+
+    ``parent`` is the PID the caller had before it forked (default: the current
+    parent; pass it when the parent may already have died).
 
     ``os._exit`` is the default because a child of a dead run has nobody to
     report to; what it wrote so far is already flushed (the bundle writes
     append and flush each record).
     """
-    parent = os.getppid()
+    parent = os.getppid() if parent is None else parent
 
     def _watch() -> None:
         while os.getppid() == parent:
@@ -102,10 +106,15 @@ def watch_parent(on_gone: Callable[[], None] | None = None, interval_s: float = 
     return th
 
 
-def guard_child() -> None:
-    """Both guards for a Python child of the run: PDEATHSIG and the parent watch."""
-    die_with_parent(os.getppid())
-    watch_parent()
+def guard_child(parent: int | None = None) -> None:
+    """Both guards for a Python child of the run: PDEATHSIG and the parent watch.
+
+    ``parent``: the parent's PID taken before the fork, so a parent that died
+    before this call is noticed (default: the current parent).
+    """
+    parent = os.getppid() if parent is None else parent
+    die_with_parent(parent)
+    watch_parent(parent=parent)
 
 
 class Supervisor:

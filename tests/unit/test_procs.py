@@ -104,9 +104,10 @@ def test_die_with_parent_and_parent_watch() -> None:
     parent = _spawn("""
         import os, sys, time
         from diag.procs import guard_child
+        me = os.getpid()
         pid = os.fork()
         if pid == 0:
-            guard_child()
+            guard_child(me)
             time.sleep(300)
             os._exit(0)
         print(pid, flush=True)
