@@ -1,10 +1,20 @@
-"""The collector contract: declare metrics, answer a probe, then start / sample / stop.
+"""The source contract: declare metrics, answer a probe, then start / sample / stop, plus step hooks.
 
-A collector runs in its own process (see :mod:`collectors.runner`), beside the
-workload's client processes. Each ``sample()`` returns one record (a dict of
-metric name -> raw value, counters uncooked; rates are computed later by
-:mod:`collectors.rates`) or a list of records, or None. The runner stamps each
-record with ``t`` (Unix seconds) and appends it to ``series/<name>--<target>.jsonl``.
+Every source of a run (host, engine collectors, flush tracing, the fsync test,
+profiles) is a :class:`Collector`, registered in :mod:`collectors.registry` and
+driven by :mod:`collectors.lifecycle`. Two kinds:
+
+- *sampled* (the default): runs in its own process (see :mod:`collectors.runner`),
+  beside the workload's client processes. Each ``sample()`` returns one record (a
+  dict of metric name -> raw value, counters uncooked; rates are computed later by
+  :mod:`collectors.rates`) or a list of records, or None. The runner stamps each
+  record with ``t`` (Unix seconds) and appends it to ``series/<name>--<target>.jsonl``.
+- *in-process* (``sampled = False``): lives in the run's own process and works in
+  ``start()`` (the fsync test) or in the step hooks (profiles); it writes no series.
+
+``step_started`` / ``step_finished`` are called in the run's process on the source
+object, so only in-process sources can use them; a sampled source that needs to
+know about steps reads shared state (``CollectorContext.client_pids``).
 """
 
 from __future__ import annotations
@@ -14,6 +24,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, ClassVar, Literal
 
+from diag.bundle import BundleWriter
 from diag.targets import Target
 
 
@@ -40,6 +51,17 @@ class Probe:
         return {"ok": self.ok, "reason": self.reason, "hint": self.hint, "missing": list(self.missing)}
 
 
+@dataclass(frozen=True)
+class ServerFacts:
+    """What a run found out about one target's server (run-wide sources act on every target)."""
+
+    label: str
+    local: bool
+    pid: int | None = None       # postmaster / mysqld, when local and found
+    data_dir: str | None = None  # when the server says and it is on this machine
+    binary: str | None = None    # executable of ``pid`` (perf symbol hints)
+
+
 @dataclass
 class CollectorContext:
     """What a collector may know about the run.
@@ -47,7 +69,9 @@ class CollectorContext:
     ``server_pid``: the postmaster / mysqld PID when the server is local and known.
     ``data_dir``: the server's data directory when local. ``client_pids``: a
     callable returning the workload driver's current client PIDs.
-    ``artifacts``: the bundle's artifacts/ folder for large files.
+    ``artifacts``: the bundle's artifacts/ folder for large files. ``servers``: every
+    target of the run (run-wide sources). ``bundle``: the run's bundle writer, for
+    in-process sources (events, artifacts); sampled ones get their own in their process.
     """
 
     target: Target
@@ -57,16 +81,27 @@ class CollectorContext:
     main_pid: int | None = None
     client_pids: Any = None
     options: dict[str, Any] = field(default_factory=dict)
+    servers: tuple[ServerFacts, ...] = ()
+    bundle: BundleWriter | None = None
+
+    def server(self, label: str) -> ServerFacts | None:
+        """The facts of target ``label`` among :attr:`servers`."""
+        return next((s for s in self.servers if s.label == label), None)
 
 
 class Collector(abc.ABC):
-    """Base of all collectors. Subclasses set ``name``, ``metrics`` and ``interval_s``."""
+    """Base of all sources. Subclasses set ``name``, ``metrics`` and ``interval_s``."""
 
     name: ClassVar[str] = ""
+    title: ClassVar[str] = ""  # for people, in messages ("flush tracing"); ``name`` when empty
     metrics: ClassVar[tuple[Metric, ...]] = ()
     interval_s: ClassVar[float] = 1.0
-    engines: ClassVar[tuple[str, ...]] = ("postgres", "mysql")  # which targets it applies to
     per_target: ClassVar[bool] = True  # False: one instance per run (host metrics)
+    sampled: ClassVar[bool] = True  # False: lives in the run's process, no series (see the module docstring)
+    # Seconds the run waits for this source's first record before clients connect (None: it does not
+    # wait). Flush tracing needs it: a backend forked before perf attaches is never counted.
+    ready_timeout_s: ClassVar[float | None] = None
+    quiet: ClassVar[bool] = False  # True: a planned-off source; its probe is recorded, not announced
 
     def __init__(self, ctx: CollectorContext) -> None:
         self.ctx = ctx
@@ -85,6 +120,17 @@ class Collector(abc.ABC):
     def stop(self) -> list[dict[str, Any]] | None:
         """Close; may return final records (e.g. a settings snapshot at the end)."""
         return None
+
+    def step_started(self, info: Any) -> None:
+        """A measured step begins (``info``: workloads.driver.StepInfo). In-process sources only."""
+
+    def step_finished(self, info: Any, result: dict[str, Any]) -> dict[str, Any] | None:
+        """A step ended; what this returns is merged into its results.json row. In-process sources only."""
+        return None
+
+    def facts(self) -> dict[str, Any]:
+        """run.json entries this source adds once started (the fsync test's ``flush_capability``)."""
+        return {}
 
     @classmethod
     def declared(cls) -> list[dict[str, str]]:

@@ -55,7 +55,6 @@ that moment so both cover the same time.
 from __future__ import annotations
 
 import contextlib
-import ctypes
 import os
 import shutil
 import signal
@@ -64,7 +63,6 @@ import threading
 import time
 from collections import deque
 from collections.abc import Iterable
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -72,6 +70,9 @@ import psutil
 
 from collectors.base import Collector, CollectorContext, Metric, Probe
 from collectors.diskstats import DeviceInfo, device_for_path, read_diskstats
+from collectors.flush_perf import (MIN_INTERVAL_S, IntervalAssembler, die_with_parent, perf_error_reason,
+                                   perf_stat_argv, probe_perf_tracepoints)
+from diag.engines import Engine
 from diag.errors import DiagError, ParseError, ToolUnavailable
 
 SYSCALL_EVENTS = {
@@ -90,11 +91,9 @@ FS_KEY = "fs.sync_file"
 PERF_HINT = ("install perf (Debian: apt-get install linux-perf) and run dbdiag as root, or grant CAP_PERFMON "
              "and make tracepoints readable (mount -o remount,mode=755 /sys/kernel/tracing)")
 REMOTE_HINT = "run dbdiag on the database host to count its flush calls"
-MIN_INTERVAL_S = 0.1  # perf stat -I refuses less than 10 ms and warns below 100 ms
 START_RETRIES = 4  # a listed backend that exits before perf attaches makes perf fail; list again
 START_CHECK_S = 0.3  # how long to watch a new perf for an immediate failure
 STOP_TIMEOUT_S = 5.0
-PROBE_TIMEOUT_S = 20.0
 
 METRICS: tuple[Metric, ...] = (
     Metric("syscalls.fsync", "calls", "counter", "fsync() calls by the server's processes (perf tracepoint)"),
@@ -109,118 +108,6 @@ METRICS: tuple[Metric, ...] = (
 )
 
 
-# --------------------------------------------------------------------------- perf stat output
-
-
-@dataclass(frozen=True)
-class PerfCount:
-    """One data line of ``perf stat -I MS -x,``: ``count`` None when perf says <not supported>."""
-
-    t_rel: float  # seconds since perf started counting (end of the interval)
-    event: str
-    count: int | None
-
-
-def parse_perf_stat_line(line: str) -> PerfCount | None:
-    """Parse one line of ``perf stat -I MS -x,`` output; None for lines that carry no count.
-
-    Fields: interval end (s), count, unit, event, run time (ns), enabled %, ...
-    ``<not counted>`` (the task did not run in the interval) is 0;
-    ``<not supported>`` is None. Raises :class:`ParseError` for a line that looks
-    like a count but is not one.
-    """
-    s = line.strip()
-    if not s or s.startswith("#"):
-        return None
-    parts = s.split(",")
-    if len(parts) < 4:
-        return None  # perf's messages (warnings, errors) are free text
-    try:
-        t_rel = float(parts[0])
-    except ValueError:
-        return None
-    event = parts[3].strip()
-    if not event:
-        raise ParseError(f"perf stat line without an event name: {s[:200]!r}")
-    raw = parts[1].strip()
-    if raw == "<not counted>":
-        count: int | None = 0
-    elif raw == "<not supported>":
-        count = None
-    else:
-        try:
-            count = int(float(raw))  # perf prints integers for tracepoints; tolerate "12.00"
-        except ValueError:
-            raise ParseError(f"perf stat line with a count that is not a number: {s[:200]!r}") from None
-        if count < 0:
-            raise ParseError(f"perf stat line with a negative count: {s[:200]!r}")
-    return PerfCount(t_rel, event, count)
-
-
-class IntervalAssembler:
-    """Groups perf's per-event lines into intervals.
-
-    ``feed(line)`` returns the finished interval ``(t_rel, {event: count})`` when the
-    line completes one (all ``events`` seen for its timestamp) or starts the next
-    (then the earlier one is returned incomplete: its missing events are absent).
-    """
-
-    def __init__(self, events: Iterable[str]) -> None:
-        self.events = tuple(events)
-        self._t: float | None = None
-        self._counts: dict[str, int | None] = {}
-        self.messages: deque[str] = deque(maxlen=20)  # perf's free-text lines, for error messages
-
-    def feed(self, line: str) -> tuple[float, dict[str, int | None]] | None:
-        pc = parse_perf_stat_line(line)
-        if pc is None:
-            if line.strip():
-                self.messages.append(line.strip())
-            return None
-        out = None
-        if self._t is not None and pc.t_rel != self._t:
-            out = (self._t, self._counts)
-            self._counts = {}
-        self._t = pc.t_rel
-        self._counts[pc.event] = pc.count
-        if all(e in self._counts for e in self.events):
-            done = (self._t, self._counts)
-            self._t, self._counts = None, {}
-            return done if out is None else out  # two completions at once cannot happen: one line each
-        return out
-
-    def flush(self) -> tuple[float, dict[str, int | None]] | None:
-        """The interval in progress, if any (at end of output)."""
-        if self._t is None:
-            return None
-        done = (self._t, self._counts)
-        self._t, self._counts = None, {}
-        return done
-
-
-def perf_error_reason(stderr: str) -> str:
-    """One line saying why ``perf stat`` failed (its messages span many lines)."""
-    low = stderr.lower()
-    if "problems finding threads of monitor" in low or "no such process" in low:
-        return "a server process exited before perf could attach"
-    if "can't access trace events" in low or "no permissions to read" in low:
-        return "perf may not read the tracepoints (/sys/kernel/tracing is not readable for this user)"
-    if "unknown tracepoint" in low:
-        for line in stderr.splitlines():
-            if "error:" in line.lower() and "not found" in line.lower():
-                return "tracepoint missing: " + line.split(":", 1)[1].strip()
-        return "a tracepoint is missing from this kernel"
-    if "perf_event_paranoid" in low or "access to performance monitoring" in low:
-        return "kernel.perf_event_paranoid forbids counting for this user"
-    if "permission denied" in low or "operation not permitted" in low:
-        return "permission denied"
-    for line in stderr.splitlines():
-        t = line.strip()
-        if t and not t.lower().startswith(("usage:", "-", "warning")) and "\\___" not in t:
-            return t
-    return "perf exited with an error and no message"
-
-
 # --------------------------------------------------------------------------- processes and devices
 
 
@@ -233,15 +120,15 @@ def server_processes(pid: int) -> list[int]:
         return []
 
 
-def flush_paths(engine: str, data_dir: str) -> list[Path]:
-    """Directories whose disks take the server's commit flushes: the data directory, and pg_wal."""
+def flush_paths(engine: Engine, data_dir: str) -> list[Path]:
+    """Directories whose disks take the server's commit flushes: the data directory, and its log folder (pg_wal)."""
     paths = [Path(data_dir)]
-    if engine == "postgres":
-        wal = Path(data_dir) / "pg_wal"
+    if engine.log_directory:
+        wal = Path(data_dir) / engine.log_directory
         with contextlib.suppress(OSError):
             real = wal.resolve()
             if real.is_dir() and os.stat(real).st_dev != os.stat(data_dir).st_dev:
-                paths.append(real)  # pg_wal symlinked to another filesystem
+                paths.append(real)  # the log folder symlinked to another filesystem
     return paths
 
 
@@ -272,38 +159,6 @@ def device_counters(devices: Iterable[str], proc_root: Path = Path("/proc")) -> 
     return out
 
 
-def _die_with_parent() -> None:
-    """In perf's child: get SIGTERM if the collector dies, and take SIGINT again (the runner ignores it)."""
-    signal.signal(signal.SIGINT, signal.SIG_DFL)
-    with contextlib.suppress(OSError, AttributeError):
-        libc = ctypes.CDLL(None, use_errno=True)
-        libc.prctl(1, signal.SIGTERM, 0, 0, 0)  # PR_SET_PDEATHSIG
-
-
-def perf_stat_argv(perf: str, events: Iterable[str], pids: Iterable[int], interval_s: float) -> list[str]:
-    """The ``perf stat`` command line: interval counts as CSV on stderr, counters inherited."""
-    ms = max(int(MIN_INTERVAL_S * 1000), int(round(interval_s * 1000)))
-    return [perf, "stat", "-e", ",".join(events), "-x", ",", "-I", str(ms),
-            "-p", ",".join(str(p) for p in pids)]
-
-
-def probe_perf_tracepoints(pid: int, events: list[str], perf: str = "perf") -> tuple[bool, str]:
-    """Count ``events`` on ``pid`` for 0.1 s: ``(ok, reason)``. Proves both the events and the permission."""
-    exe = shutil.which(perf)
-    if exe is None:
-        return False, "perf not found on PATH"
-    argv = [exe, "stat", "-e", ",".join(events), "-x", ",", "-p", str(pid), "--", "sleep", "0.1"]
-    try:
-        out = subprocess.run(argv, capture_output=True, text=True, timeout=PROBE_TIMEOUT_S)
-    except subprocess.TimeoutExpired:
-        return False, f"perf stat did not finish within {PROBE_TIMEOUT_S:.0f} s"
-    except OSError as e:
-        return False, f"cannot run perf: {e.strerror}"
-    if out.returncode != 0:
-        return False, perf_error_reason(out.stderr)
-    return True, ""
-
-
 # --------------------------------------------------------------------------- collector
 
 
@@ -311,8 +166,10 @@ class FlushCollector(Collector):
     """Flush system calls by the server's processes and device flushes, per interval (local servers only)."""
 
     name = "flush"
+    title = "flush tracing"
     metrics = METRICS
     interval_s = 1.0
+    ready_timeout_s = 10.0  # perf attaches within a second here; clients wait for its first record
 
     def __init__(self, ctx: CollectorContext) -> None:
         super().__init__(ctx)
@@ -348,7 +205,7 @@ class FlushCollector(Collector):
         self.devices, self.fs_types = [], []
         if self.ctx.data_dir:
             try:
-                infos = devices_of(flush_paths(t.engine, self.ctx.data_dir))
+                infos = devices_of(flush_paths(t.dbms, self.ctx.data_dir))
             except DiagError as e:
                 infos = []
                 missing.append(f"device flushes: {e}")
@@ -426,7 +283,7 @@ class FlushCollector(Collector):
             baseline = self._baseline()
             proc = subprocess.Popen(perf_stat_argv(exe, perf_events, pids, self.perf_interval_s),
                                     stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
-                                    text=True, bufsize=1, preexec_fn=_die_with_parent, start_new_session=True)
+                                    text=True, bufsize=1, preexec_fn=die_with_parent, start_new_session=True)
             deadline = time.monotonic() + START_CHECK_S
             while time.monotonic() < deadline and proc.poll() is None:
                 time.sleep(0.02)

@@ -35,3 +35,20 @@ def key_values(items: list[str] | None) -> dict[str, str]:
         k, v = it.split("=", 1)
         out[k.strip()] = v.strip()
     return out
+
+
+class DefaultsHelpFormatter(argparse.HelpFormatter):
+    """``--help`` that states each option's default, unless its help already says it or there is none to say.
+
+    argparse's own ArgumentDefaultsHelpFormatter also prints "(default: None)" and
+    "(default: False)" for options that have no default worth saying.
+    """
+
+    def _get_help_string(self, action: argparse.Action) -> str | None:
+        text = action.help or ""
+        d = action.default
+        if not action.option_strings or d is None or d is False or d == "" or d == argparse.SUPPRESS or \
+                "default" in text.lower():
+            return text
+        shown = ",".join(str(x) for x in d) if isinstance(d, (tuple, list)) else str(d)
+        return f"{text} (default: {shown.replace('%', '%%')})"  # help text is %-formatted by argparse

@@ -8,33 +8,27 @@ partial bundle is and exits 130. No traceback for either.
 from __future__ import annotations
 
 import argparse
-import importlib
 import os
 import signal
 import sys
 import threading
 import warnings
 from pathlib import Path
+from types import ModuleType
 
-from diag import __version__
-from diag.argtypes import csv_ints as _csv_ints, key_values as _kv, positive as _positive
+from diag import __version__, comparecmd
+from diag.argtypes import DefaultsHelpFormatter, csv_ints as _csv_ints, key_values as _kv, positive as _positive
+from diag.commands import durability, fsync_test
 from diag.errors import DiagError
-
+from diag.run import Run, RunOptions, default_targets
+from diag.servers import start_server
+from diag.targets import parse_target
+from reports.render import render_bundle
+from workloads.driver import DriverOptions
 
 # Modules that add subcommands: each defines ``add_parsers(sub)`` and ``dispatch(args) -> int | None``
 # (None: not mine). An explicit tuple, not a folder scan.
-COMMAND_MODULES = ("diag.flushcmds", "diag.comparecmd")
-
-
-def _command_modules() -> list[object]:
-    mods = []
-    for name in COMMAND_MODULES:
-        try:
-            mods.append(importlib.import_module(name))
-        except ModuleNotFoundError as e:
-            if e.name != name:
-                raise
-    return mods
+COMMAND_MODULES: tuple[ModuleType, ...] = (fsync_test, durability, comparecmd)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -43,7 +37,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--version", action="version", version=f"dbdiag {__version__}")
     sub = p.add_subparsers(dest="command", metavar="COMMAND")
 
-    r = sub.add_parser("run", help="run workloads against targets while collecting; write a bundle and report")
+    r = sub.add_parser("run", help="run workloads against targets while collecting; write a bundle and report",
+                       formatter_class=DefaultsHelpFormatter)
     r.add_argument("targets", nargs="*", metavar="TARGET",
                    help="[LABEL=]DSN: postgresql://..., mysql://..., mariadb://..., embedded:postgres, "
                         "embedded:mysql (default: embedded servers available here)")
@@ -52,10 +47,11 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("-c", "--clients", type=_csv_ints, default=(1, 4), help="client counts to sweep, e.g. 1,2,4,8")
     r.add_argument("-T", "--duration", type=_positive, default=10.0, help="seconds measured per step")
     r.add_argument("--warmup", type=float, default=2.0, help="seconds per step before measuring")
-    r.add_argument("--protocol", choices=("simple", "prepared"), default="prepared")
+    r.add_argument("--protocol", choices=("simple", "prepared"), default="prepared",
+                   help="simple: statement text each time; prepared: parse once per client")
     r.add_argument("--isolation", choices=("read-committed", "repeatable-read", "serializable"),
-                   default="read-committed")
-    r.add_argument("--rate", type=_positive, default=None, help="open-loop target transactions/s (total)")
+                   default="read-committed", help="transaction isolation level of the workload's clients")
+    r.add_argument("--rate", type=_positive, default=None, help="open-loop target transactions/s (total) (default: closed loop, each client as fast as it can)")
     r.add_argument("--max-tries", type=int, default=10, help="tries per transaction on serialization/deadlock")
     r.add_argument("--report-interval", type=_positive, default=1.0, help="seconds between progress lines")
     r.add_argument("-s", "--scale", type=int, default=1, help="data size (workload-specific unit)")
@@ -63,13 +59,14 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("--script", default=None, help="file for the custom workload")
     r.add_argument("--think", action="store_true", help="tpcc: keying and think times")
     r.add_argument("-o", "--out", type=Path, default=None, help="bundle folder (default runs/<UTC time>-<name>)")
-    r.add_argument("--name", default="", help="name used in the default bundle folder")
+    r.add_argument("--name", default="", help="name used in the default bundle folder (default: the workload names)")
     r.add_argument("--no-collect", action="store_true", help="do not run collectors (driver only)")
     r.add_argument("--no-profile", action="store_true", help="do not record perf profiles")
     r.add_argument("--profile-seconds", type=_positive, default=3.0, help="perf window per step (middle of it)")
     r.add_argument("--profile-client", action="store_true", help="sample the client processes with py-spy")
     r.add_argument("--flush-capability", type=_positive, default=None,
-                   help="flushes/s the storage can do (skip measuring), e.g. 120 for a 7200 rpm disk")
+                   help="flushes/s the storage can do (skip measuring), e.g. 120 for a 7200 rpm disk "
+                        "(default: measured by an fsync test when a workload writes)")
     r.add_argument("--set", action="append", metavar="KEY=VALUE", help="setting for embedded servers")
 
     rep = sub.add_parser("report", help="re-render report.html from a run bundle")
@@ -81,8 +78,8 @@ def build_parser() -> argparse.ArgumentParser:
     st.add_argument("engine", choices=("postgres", "postgresql", "mysql", "mariadb"))
     st.add_argument("--set", action="append", metavar="KEY=VALUE", help="server setting, e.g. fsync=off")
     st.add_argument("--port", type=int, default=None)
-    for mod in _command_modules():
-        mod.add_parsers(sub)  # type: ignore[attr-defined]
+    for mod in COMMAND_MODULES:
+        mod.add_parsers(sub)
     return p
 
 
@@ -93,10 +90,6 @@ def _install_sigterm() -> None:
 
 
 def cmd_run(a: argparse.Namespace, argv: list[str]) -> int:
-    from diag.run import Run, RunOptions, default_targets
-    from diag.targets import parse_target
-    from workloads.driver import DriverOptions
-
     for t in a.targets:
         parse_target(t)  # bad DSNs fail before anything starts
 
@@ -124,15 +117,11 @@ def cmd_run(a: argparse.Namespace, argv: list[str]) -> int:
 
 
 def cmd_report(a: argparse.Namespace) -> int:
-    from reports.render import render_bundle
-
     print(f"dbdiag: report: {render_bundle(a.bundle).resolve()}")
     return 0
 
 
 def cmd_server(a: argparse.Namespace) -> int:
-    from diag.servers import start_server
-
     srv = start_server(a.engine, _kv(a.set), a.port)
     try:
         print(srv.dsn(), flush=True)
@@ -172,8 +161,8 @@ def main(argv: list[str] | None = None) -> int:
             if not a.server_command:
                 parser.parse_args(["server", "--help"])
             return cmd_server(a)
-        for mod in _command_modules():
-            rc = mod.dispatch(a)  # type: ignore[attr-defined]
+        for mod in COMMAND_MODULES:
+            rc = mod.dispatch(a)
             if rc is not None:
                 return int(rc)
     except DiagError as e:

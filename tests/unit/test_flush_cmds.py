@@ -1,4 +1,5 @@
-"""diag.flushcmds: argument parsing, flush capability for run.json, text output (real disk, no servers)."""
+"""durability / fsync-test commands: argument parsing, flush capability for run.json (collectors.flush_capability),
+text output (reports.durability_text); real disk, no servers."""
 
 from __future__ import annotations
 
@@ -12,10 +13,11 @@ from pathlib import Path
 
 import pytest
 
-from diag import flushcmds as fc
+from collectors import flush_capability as fc
 from diag.cli import build_parser
 from diag.errors import DiagError
 from reports import durability_view as dv
+from reports.durability_text import format_durability
 from tests.unit.test_flush_view import bundle, flush_series
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -78,7 +80,7 @@ def test_text_output_shows_numbers_formulas_and_verdict() -> None:
     b.run["targets"][0].update(product="postgresql", data_directory="/srv/pg")
     steps = dv.durability_rows(b)
     code, line = dv.overall(steps)
-    text = fc.format_durability(b.run, steps, code, line)
+    text = format_durability(b.run, steps, code, line)
     assert "Settings: DURABLE" in text
     assert "F (flush capability): 120.0 flushes/s" in text
     assert "[FAIL] flush_capacity: C <= F x c x 1.5: 600 <= 120 x 2 x 1.5 = 360" in text

@@ -16,6 +16,7 @@ import pytest
 
 from collectors import flush as fl
 from collectors.base import CollectorContext
+from diag.engines import MYSQL, POSTGRES
 from diag.errors import DiagError, ToolUnavailable
 from diag.targets import parse_target
 
@@ -149,12 +150,12 @@ def test_probe_without_perf_or_for_a_remote_server(tmp_path: Path) -> None:
 
 def test_flush_paths_add_a_symlinked_pg_wal_on_another_filesystem(tmp_path: Path) -> None:
     (tmp_path / "pg_wal").mkdir()
-    assert fl.flush_paths("postgres", str(tmp_path)) == [tmp_path]
-    assert fl.flush_paths("mysql", str(tmp_path)) == [tmp_path]
+    assert fl.flush_paths(POSTGRES, str(tmp_path)) == [tmp_path]
+    assert fl.flush_paths(MYSQL, str(tmp_path)) == [tmp_path]
     other = tmp_path / "d2"
     other.mkdir()
     (other / "pg_wal").symlink_to("/dev/shm")  # tmpfs: another filesystem
-    assert fl.flush_paths("postgres", str(other)) == [other, Path("/dev/shm")]
+    assert fl.flush_paths(POSTGRES, str(other)) == [other, Path("/dev/shm")]
 
 
 def test_device_counters_from_a_saved_diskstats() -> None:

@@ -1,4 +1,4 @@
-"""collectors.flush: perf stat interval output and error messages, from saved real outputs (tests/data/flush)."""
+"""collectors.flush_perf: perf stat interval output and error messages, from saved real outputs (tests/data/flush)."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from collectors import flush as fl
+from collectors import flush_perf as fl
 from diag.errors import ParseError
 
 DATA = Path(__file__).resolve().parents[1] / "data" / "flush"

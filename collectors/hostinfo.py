@@ -1,6 +1,9 @@
-"""Facts about this machine and about each local server (PID, data directory, device).
+"""Facts about this machine and about each local server (PID, data directory, device, binary).
 
 Written into run.json so a report can say what hardware and storage a result came from.
+Where a server keeps its data and which process serves it is the engine's knowledge
+(:attr:`diag.engines.base.Engine.data_directory_sql`, ``backend_pid_sql``,
+``process_names``); this module only runs those questions and looks at processes.
 """
 
 from __future__ import annotations
@@ -13,7 +16,9 @@ from typing import Any
 
 import psutil
 
+from collectors.diskstats import device_for_path
 from diag.db import Session
+from diag.targets import Target
 
 
 def host_facts() -> dict[str, Any]:
@@ -41,10 +46,6 @@ def storage_facts(path: str | None) -> dict[str, Any]:
     if not path:
         return {}
     try:
-        from collectors.diskstats import device_for_path
-    except ImportError:
-        return {"path": path}
-    try:
         info = device_for_path(Path(path))
     except Exception as e:  # unreadable path, odd /sys: still record the rest of the run
         return {"path": path, "error": str(e)}
@@ -52,41 +53,43 @@ def storage_facts(path: str | None) -> dict[str, Any]:
     return {"path": path, **{k: (str(v) if isinstance(v, Path) else v) for k, v in d.items()}}
 
 
-def server_pid(session: Session) -> int | None:
-    """PID of the postmaster / mysqld of a local server, found from our own connection.
+def _listener_pid(t: Target, names: tuple[str, ...]) -> int | None:
+    """The process listening on the target's TCP port, or (among ``names``) holding its unix socket."""
+    if t.port and not t.socket:
+        for c in psutil.net_connections(kind="tcp"):
+            if c.status == psutil.CONN_LISTEN and c.laddr and c.laddr.port == t.port and c.pid:
+                return int(c.pid)
+    for p in psutil.process_iter(["name"]):
+        if p.info["name"] in names:
+            with contextlib.suppress(psutil.Error):
+                for c in p.net_connections(kind="unix" if t.socket else "tcp"):
+                    if (t.socket and c.laddr == t.socket) or (not t.socket and c.laddr and
+                                                              getattr(c.laddr, "port", None) == t.port):
+                        return p.pid
+    return None
 
-    PostgreSQL: the parent of our backend. MySQL/MariaDB: the process listening on
-    the target's port (or holding its unix socket).
+
+def server_pid(session: Session) -> int | None:
+    """PID of the server process (postmaster / mysqld) of a local server, found from our own connection.
+
+    Process-per-connection engines: the parent of the process serving us. Threaded
+    ones: the process listening on the target's port (or holding its unix socket).
     """
     t = session.target
     if not t.is_local():
         return None
-    if session.engine == "postgres":
-        with contextlib.suppress(Exception):
-            pid = int(session.query("SELECT pg_backend_pid() AS p")[0]["p"])
-            return psutil.Process(pid).ppid()
-        return None
-    with contextlib.suppress(Exception):
-        if t.port and not t.socket:
-            for c in psutil.net_connections(kind="tcp"):
-                if c.status == psutil.CONN_LISTEN and c.laddr and c.laddr.port == t.port and c.pid:
-                    return int(c.pid)
-        for p in psutil.process_iter(["name"]):
-            if p.info["name"] in ("mariadbd", "mysqld"):
-                with contextlib.suppress(psutil.Error):
-                    for c in p.net_connections(kind="unix" if t.socket else "tcp"):
-                        if (t.socket and c.laddr == t.socket) or (not t.socket and c.laddr and
-                                                                  getattr(c.laddr, "port", None) == t.port):
-                            return p.pid
+    sql = session.dbms.backend_pid_sql
+    with contextlib.suppress(Exception):  # no permission to see the process, odd /proc: PID unknown
+        if sql:
+            return psutil.Process(int(session.query(sql)[0]["p"])).ppid()
+        return _listener_pid(t, session.dbms.process_names)
     return None
 
 
 def data_directory(session: Session) -> str | None:
     """The server's data directory when visible to this user, else None."""
-    with contextlib.suppress(Exception):
-        if session.engine == "postgres":
-            return str(session.query("SELECT current_setting('data_directory') AS d")[0]["d"])
-        return str(session.query("SELECT @@datadir AS d")[0]["d"])
+    with contextlib.suppress(Exception):  # a user without the privilege to read it
+        return str(session.query(session.dbms.data_directory_sql)[0]["d"])
     return None
 
 

@@ -1,0 +1,146 @@
+"""Every source a run can have, registered in one place, and the plan that says which ones run.
+
+:data:`SOURCES` is an explicit tuple (no folder scan): each entry turns a
+:class:`SourcePlan` and a context into source objects, for the whole run
+(``scope="run"``: started once, before the first target's sweep) or for one
+target (``scope="target"``: started around that target's sweep). The per-engine
+collector registries (``collectors.pg.PG_COLLECTORS``,
+``collectors.mysql.MYSQL_COLLECTORS``) are chosen by ``Engine.name`` in
+:data:`ENGINE_COLLECTORS`, and imported at the top: a broken collector module
+fails the run at start, it does not silently remove that engine's collectors.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from collectors.base import Collector, CollectorContext, Probe
+from collectors.flush import FlushCollector
+from collectors.flush_capability import FlushCapabilitySource
+from collectors.host import HostCollector
+from collectors.mysql import MYSQL_COLLECTORS
+from collectors.pg import PG_COLLECTORS
+from collectors.step_profiles import ClientProfileSource, ServerProfileSource
+from diag.engines import MYSQL, POSTGRES, Engine
+
+ENGINE_COLLECTORS: dict[str, tuple[type[Collector], ...]] = {
+    POSTGRES.name: PG_COLLECTORS,
+    MYSQL.name: MYSQL_COLLECTORS,
+}
+
+Scope = Literal["run", "target"]
+
+
+@dataclass(frozen=True)
+class SourcePlan:
+    """Which sources a run starts, and how (times in seconds).
+
+    ``engine``: "all" of the engine's collectors, "stats" (only its global
+    counters, series ``Engine.stats_series``: the log-flush count beside flush
+    tracing), or "none". ``flush_off``: when set, flush tracing is not started
+    and this reason is recorded as its probe. ``strict``: a source that must be
+    ready before clients connect (flush tracing) and is not fails the run.
+    ``fsync_test_s``: seconds per fsync test when measuring F; None: F is not measured.
+    """
+
+    host: bool = True
+    engine: Literal["all", "stats", "none"] = "all"
+    flush: bool = True
+    flush_off: str = ""
+    flush_interval_s: float | None = None
+    strict: bool = False
+    fsync_test_s: float | None = None
+    profile: bool = False  # perf of local servers in each step
+    client_profile: bool = False  # py-spy of the clients in each step
+    profile_s: float = 3.0  # window of either, centred on the step
+
+    def to_dict(self) -> dict[str, Any]:
+        """For run.json ``options``: only what is not implied by the other options."""
+        return {"flush_interval_s": self.flush_interval_s} if self.flush_interval_s else {}
+
+
+class FlushOff(Collector):
+    """Flush tracing planned off: recorded in run.json with why, not announced (it is the plan, not a fault)."""
+
+    name = FlushCollector.name
+    quiet = True
+
+    def probe(self) -> Probe:
+        return Probe(False, str(self.ctx.options.get("reason", "")))
+
+    def sample(self) -> None:
+        return None
+
+
+def _with(ctx: CollectorContext, **options: Any) -> CollectorContext:
+    return CollectorContext(target=ctx.target, artifacts=ctx.artifacts, server_pid=ctx.server_pid,
+                            data_dir=ctx.data_dir, main_pid=ctx.main_pid, client_pids=ctx.client_pids,
+                            options={**ctx.options, **options}, servers=ctx.servers, bundle=ctx.bundle)
+
+
+def _fsync_test(plan: SourcePlan, ctx: CollectorContext) -> list[Collector]:
+    if plan.fsync_test_s is None:
+        return []
+    return [FlushCapabilitySource(_with(ctx, seconds_per_test=plan.fsync_test_s))]
+
+
+def _host(plan: SourcePlan, ctx: CollectorContext) -> list[Collector]:
+    return [HostCollector(ctx)] if plan.host else []
+
+
+def _server_profile(plan: SourcePlan, ctx: CollectorContext) -> list[Collector]:
+    return [ServerProfileSource(_with(ctx, profile_seconds=plan.profile_s))] if plan.profile else []
+
+
+def _client_profile(plan: SourcePlan, ctx: CollectorContext) -> list[Collector]:
+    if not plan.client_profile:
+        return []
+    return [ClientProfileSource(_with(ctx, profile_seconds=plan.profile_s))]
+
+
+def engine_collectors(engine: Engine, which: str = "all") -> tuple[type[Collector], ...]:
+    """The collector classes of ``engine``: all, only its global counters ("stats"), or none."""
+    classes = ENGINE_COLLECTORS[engine.name]
+    if which == "stats":
+        return tuple(c for c in classes if c.name == engine.stats_series)
+    return classes if which == "all" else ()
+
+
+def _engine(plan: SourcePlan, ctx: CollectorContext) -> list[Collector]:
+    return [cls(ctx) for cls in engine_collectors(ctx.target.dbms, plan.engine)]
+
+
+def _flush(plan: SourcePlan, ctx: CollectorContext) -> list[Collector]:
+    if plan.flush_off:
+        return [FlushOff(_with(ctx, reason=plan.flush_off))]
+    if not plan.flush:
+        return []
+    return [FlushCollector(_with(ctx, flush_interval_s=plan.flush_interval_s) if plan.flush_interval_s else ctx)]
+
+
+@dataclass(frozen=True)
+class Registered:
+    """One entry of the registry: a name, a scope, and how to make its sources from a plan."""
+
+    name: str
+    scope: Scope
+    make: Callable[[SourcePlan, CollectorContext], list[Collector]]
+
+
+# Order matters within a scope: in-process sources start in this order before the sampled ones,
+# so the fsync test runs before host sampling starts (it would show in the host's disk and CPU).
+SOURCES: tuple[Registered, ...] = (
+    Registered("flush_capability", "run", _fsync_test),
+    Registered("host", "run", _host),
+    Registered("profile", "run", _server_profile),
+    Registered("client_profile", "run", _client_profile),
+    Registered("engine", "target", _engine),
+    Registered("flush", "target", _flush),
+)
+
+
+def sources_for(scope: Scope, plan: SourcePlan, ctx: CollectorContext) -> list[Collector]:
+    """The sources of ``scope`` this plan asks for, made for ``ctx`` (a target's, or the run's)."""
+    return [s for r in SOURCES if r.scope == scope for s in r.make(plan, ctx)]
