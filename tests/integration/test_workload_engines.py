@@ -527,9 +527,11 @@ def test_psycopg2_fallback_without_psycopg3(pg_service_db: str, tmp_path: Path) 
 
 def test_normal_run_clients_do_not_load_psycopg2(pg_service_db: str, tmp_path: Path) -> None:
     """``dbdiag run`` with psycopg 3 installed: its client processes drive psycopg 3 and never load psycopg2
-    (a second libpq)."""
+    (a second libpq); the start-up line names the clients' driver as the results do."""
     p, clients = _spy_run(pg_service_db, "cli", tmp_path)
     assert clients and all(c["class"] == "PgPqClient" and c["psycopg"] and not c["psycopg2"] for c in clients), clients
     results = json.loads((tmp_path / "run" / "results.json").read_text())["results"]
     assert results and results[0]["driver"].startswith("psycopg ")
+    said = [ln for ln in p.stderr.splitlines() if " via " in ln]
+    assert len(said) == 1 and said[0].split(" via ", 1)[1].startswith(results[0]["driver"]), (said, results)
 
