@@ -1,9 +1,10 @@
 """The connection a workload client drives: as thin as each driver allows.
 
 One class per driver (:mod:`workloads.pgclient`, :mod:`workloads.myclient`, on the
-contract of :mod:`workloads.clientbase`); this module picks one. A statement is prepared once per connection and returned as
-a :class:`Query` whose ``rows`` and ``run`` are plain closures taking a parameter
-tuple, so the query loop pays for the driver call and nothing else:
+contract of :mod:`workloads.clientbase`); this module picks one. A statement is
+prepared once per connection and returned as a :class:`Query` whose ``rows`` and
+``run`` are plain closures taking a parameter tuple, so the query loop pays for the
+driver call and nothing else:
 
 - psycopg 3: libpq through ``psycopg.pq`` (``PQexecPrepared`` / ``PQexec``);
   measured faster than ``cursor.execute(prepare=True)`` (see BENCHMARKS.md).
