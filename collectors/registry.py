@@ -13,7 +13,7 @@ fails the run at start, it does not silently remove that engine's collectors.
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Literal
 
 from collectors.base import Collector, CollectorContext, Probe
@@ -75,9 +75,8 @@ class FlushOff(Collector):
 
 
 def _with(ctx: CollectorContext, **options: Any) -> CollectorContext:
-    return CollectorContext(target=ctx.target, artifacts=ctx.artifacts, server_pid=ctx.server_pid,
-                            data_dir=ctx.data_dir, main_pid=ctx.main_pid, client_pids=ctx.client_pids,
-                            options={**ctx.options, **options}, servers=ctx.servers, bundle=ctx.bundle)
+    """``ctx`` with more options (each source gets its own context; the run's stays as it was)."""
+    return replace(ctx, options={**ctx.options, **options})
 
 
 def _fsync_test(plan: SourcePlan, ctx: CollectorContext) -> list[Collector]:
