@@ -78,7 +78,6 @@ class MyCollector(Collector):
     closes it.
     """
 
-    engines = (MYSQL.name,)
     hints: ClassVar[dict[str, str]] = {}
     statement_timeout_ms: ClassVar[int] = 2000
 

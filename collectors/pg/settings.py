@@ -29,7 +29,6 @@ from collectors.base import Collector, Metric, Probe
 from collectors.pg.common import MONITOR_HINT, open_session, privileges, probe_hint, unsupported_reason
 from collectors.sql import session_sql
 from diag.db import Session
-from diag.engines import POSTGRES
 from diag.errors import DbError
 
 TIMEOUT_MS = 2000
@@ -106,7 +105,6 @@ class PgSettingsCollector(Collector):
 
     name = "pg_settings"
     interval_s = 60.0  # nothing to do per tick; the runner's stop event ends the wait early
-    engines = (POSTGRES.name,)
     metrics = (
         Metric("durability.<name>", "setting", "gauge",
                "fsync, synchronous_commit, wal_sync_method, full_page_writes, commit_delay, commit_siblings, "

@@ -31,7 +31,6 @@ from collectors.pg.common import (MONITOR_HINT, describe, new_parts, open_sessio
                                   quote_ident, unsupported_reason)
 from collectors.sql import MARKER, SqlUnavailable, session_sql
 from diag.db import Session
-from diag.engines import POSTGRES
 from diag.errors import DbError
 
 TICK_TIMEOUT_MS = 1000  # per-second catalog reads: small views, must never stall the sampling
@@ -155,7 +154,6 @@ class PgStatsCollector(Collector):
 
     name = "pg_stats"
     interval_s = 1.0
-    engines = (POSTGRES.name,)
     metrics = METRICS
 
     def __init__(self, ctx: Any) -> None:

@@ -32,7 +32,6 @@ from collectors.pg.common import (MONITOR_HINT, OWN_APPLICATION_NAMES, new_parts
                                   probe_hint, unsupported_reason)
 from collectors.sql import session_sql
 from diag.db import Session
-from diag.engines import POSTGRES
 from diag.errors import DbError
 
 DEFAULT_HZ = 10.0
@@ -100,7 +99,6 @@ class PgWaitsCollector(Collector):
 
     name = "pg_waits"
     interval_s = 1.0 / DEFAULT_HZ
-    engines = (POSTGRES.name,)
     metrics = (
         Metric("samples", "backend samples", "gauge", "(backend, tick) pairs in a transaction this window"),
         Metric("ticks", "count", "gauge", "pg_stat_activity reads this window"),
