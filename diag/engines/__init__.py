@@ -7,7 +7,7 @@ comparing engine names.
 
 from __future__ import annotations
 
-from diag.engines.base import DriverInfo, Engine, Identity
+from diag.engines.base import WAIT_CLASSES, DriverInfo, Engine, Identity
 from diag.engines.mysql import MYSQL
 from diag.engines.postgres import POSTGRES
 from diag.errors import UsageError
@@ -29,4 +29,4 @@ def engine_for_scheme(scheme: str) -> Engine | None:
     return next((e for e in ENGINES if s in e.schemes), None)
 
 
-__all__ = ["ENGINES", "MYSQL", "POSTGRES", "DriverInfo", "Engine", "Identity", "engine_for", "engine_for_scheme"]
+__all__ = ["ENGINES", "MYSQL", "POSTGRES", "WAIT_CLASSES", "DriverInfo", "Engine", "Identity", "engine_for", "engine_for_scheme"]

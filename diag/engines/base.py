@@ -26,6 +26,14 @@ if TYPE_CHECKING:  # type hints only: targets import engines at run time, not th
 
 # Modules whose exceptions are driver errors (mapped), as opposed to bugs (raised as is).
 _DRIVER_MODULES = ("psycopg", "psycopg2", "pymysql", "MySQLdb", "socket", "workloads")
+# The wait taxonomy both engines map their wait events and thread states into (reports.accounting):
+# on CPU (or runnable), the client / network (waiting for the next statement), the commit's log flush,
+# data-file I/O, row / table locks, latches (LWLocks, InnoDB mutexes), waiting for log or buffer space, other.
+WAIT_CLASSES = ("cpu", "client", "commit_flush", "data_io", "lock", "latch", "buffer_log_space", "other")
+_WAIT_WORDS = {"cpu": "CPU", "client": "client / network", "commit_flush": "commit flush", "data_io": "data file I/O",
+               "lock": "row and table locks", "latch": "latches", "buffer_log_space": "buffer / log space",
+               "other": "other"}
+
 _HINTS = {
     "auth": "check the user and password",
     "connect": "is the server running, and are host, port and database right?",
@@ -129,6 +137,30 @@ class Engine:
     def release_text(self, version_num: int) -> str:
         """How people name the release that first had a feature (PostgreSQL: ``160000`` -> ``"16"``)."""
         return self.version_text(version_num)
+
+    # ------------------------------------------------------------------ wait taxonomy
+
+    def wait_class(self, raw: str) -> str:
+        """The class (one of :data:`WAIT_CLASSES`) of one raw wait-profile key of this engine's sampler.
+
+        ``CPU`` (running, or a wait the server does not instrument) and ``Lock:*`` mean the same on every
+        engine; the rest is the engine's own vocabulary (:meth:`wait_class_of`). The raw key stays the detail.
+        """
+        k = raw.strip().lower()
+        if k == "cpu":
+            return "cpu"
+        if k.startswith("lock:"):
+            return "lock"
+        return self.wait_class_of(k)
+
+    def wait_class_of(self, key: str) -> str:
+        """Class of a lower-case key that is neither ``cpu`` nor ``lock:*``; engines override."""
+        return "other"
+
+    def wait_label(self, cls: str) -> str:
+        """A wait class in this engine's words, for people: ``"commit flush (WAL)"``."""
+        words = _WAIT_WORDS.get(cls, cls)
+        return f"{words} ({self.log_name})" if cls == "commit_flush" and self.log_name else words
 
     # ------------------------------------------------------------------ drivers and errors
 

@@ -23,6 +23,27 @@ _KINDS = {
 }
 MARIADB = "mariadb"
 
+# performance_schema event names and processlist states (``state:<state>``, lower case) by class of the
+# shared taxonomy. MariaDB 10.8+ does not instrument the redo flush: its commits show as state "Commit".
+_MY_FLUSH = frozenset({"wait/io/file/innodb/innodb_log_file", "wait/io/file/sql/binlog", "state:commit",
+                       "state:waiting for handler commit"})
+_MY_FLUSH_PREFIX = ("wait/synch/cond/sql/mysql_bin_log::cond_done", "wait/synch/cond/sql/mysql_bin_log::cond_queue")
+_MY_LATCH_PREFIX = ("wait/synch/mutex/", "wait/synch/rwlock/", "wait/synch/sxlock/", "wait/synch/prlock/")
+_MY_LOCK_PREFIX = ("wait/lock/",)
+# Waiting for the client's next statement inside a transaction, or on the client socket.
+_MY_CLIENT = frozenset({"clientread", "state:reading from net"})
+_MY_CLIENT_PREFIX = ("wait/io/socket/",)
+_MY_SPACE = frozenset({"state:waiting for redo log space", "state:waiting for free buffer"})
+# Thread states of a statement at work (no wait): the server is on CPU (or runnable). "Writing to net" is
+# the send itself (on loopback the kernel does the receiver's work inside it), not a wait for the client.
+_MY_RUNNING = ("state:updat", "state:sending", "state:executing", "state:statistics", "state:preparing",
+               "state:optimizing", "state:init", "state:starting", "state:end", "state:query end",
+               "state:closing tables", "state:freeing items", "state:cleaning up", "state:opening table",
+               "state:checking permissions", "state:writing to net", "state:system lock", "state:searching rows",
+               "state:sorting", "state:creating", "state:copying", "state:after opening tables",
+               "state:unlocking tables", "state:reset for next command", "state:update", "state:insert",
+               "state:delete", "state:removing tmp table", "state:closing")
+
 
 class MysqlEngine(Engine):
     """MySQL and MariaDB: libmariadb through ctypes for workloads; mysqlclient, else PyMySQL, for sessions."""
@@ -71,6 +92,23 @@ class MysqlEngine(Engine):
     def is_mariadb(product: str) -> bool:
         """Whether a product name (or version text) is MariaDB rather than MySQL."""
         return MARIADB in product.lower()
+
+    def wait_class_of(self, key: str) -> str:
+        if key in _MY_FLUSH or key.startswith(_MY_FLUSH_PREFIX):
+            return "commit_flush"
+        if key.startswith(_MY_LATCH_PREFIX):
+            return "latch"
+        if key.startswith(_MY_LOCK_PREFIX):
+            return "lock"
+        if key in _MY_CLIENT or key.startswith(_MY_CLIENT_PREFIX):
+            return "client"
+        if key in _MY_SPACE:
+            return "buffer_log_space"
+        if key.startswith("wait/io/file/"):
+            return "data_io"
+        if key.startswith(_MY_RUNNING):
+            return "cpu"
+        return "other"
 
     def error_kind(self, exc: BaseException) -> tuple[str, str, str]:
         args = getattr(exc, "args", ())

@@ -21,6 +21,15 @@ _CONNECT_TEXTS = ("connection refused", "could not connect", "timeout expired", 
 _LOST_TEXTS = ("server closed the connection", "terminating connection", "consuming input failed",
                "the connection is lost", "connection is closed")
 
+# Wait events (wait_event_type:wait_event, lower case) by class of the shared taxonomy. 13-16 spell
+# WALSync/WALWrite, 17+ WalSync/WalWrite: lower case covers both. Source: "Wait Events" in
+# https://www.postgresql.org/docs/current/monitoring-stats.html#WAIT-EVENT-TABLE
+_PG_FLUSH = frozenset({"io:walsync", "io:walwrite", "io:walinitsync", "io:walinitwrite", "lwlock:walwrite",
+                       "lwlock:walwritelock", "ipc:syncrep"})
+# A backend that finds the WAL buffers full waits to map a new page (WALBufMapping).
+_PG_SPACE = frozenset({"lwlock:walbufmapping", "lwlock:walbufmappinglock"})
+_PG_CLIENT = frozenset({"client:clientread", "client:clientwrite"})
+
 
 class PostgresEngine(Engine):
     """PostgreSQL: psycopg 3 (psycopg2 only as a fallback when psycopg 3 is missing)."""
@@ -62,6 +71,19 @@ class PostgresEngine(Engine):
     data_directory_sql = "SELECT current_setting('data_directory') AS d"
     backend_pid_sql = "SELECT pg_backend_pid() AS p"
     log_directory = "pg_wal"
+
+    def wait_class_of(self, key: str) -> str:
+        if key in _PG_FLUSH:
+            return "commit_flush"
+        if key in _PG_CLIENT:
+            return "client"
+        if key in _PG_SPACE:
+            return "buffer_log_space"
+        if key == "lwlock:bufferio" or key.startswith("io:"):  # PostgreSQL 18's io:aio* serves reads too
+            return "data_io"
+        if key.startswith(("lwlock:", "bufferpin:")) or key == "timeout:spindelay":
+            return "latch"
+        return "other"
 
     def error_kind(self, exc: BaseException) -> tuple[str, str, str]:
         code = getattr(exc, "sqlstate", None) or getattr(exc, "pgcode", None) or ""

@@ -240,7 +240,7 @@ def parse_plan_samples(folded: Mapping[str, int], engine: Engine) -> ParsePlan:
     return ParsePlan(total, user, hit, by)
 
 
-def _top_symbols(folded: Mapping[str, int], n: int = 5) -> str:
+def top_symbols_text(folded: Mapping[str, int], n: int = 5) -> str:
     rows = top_symbols(folded, by_kind=False, n=n)
     return ", ".join(f"{r.symbol} {r.percent:.1f}%" for r in rows)
 
@@ -264,7 +264,7 @@ def cpu_parse_plan(b: Bundle) -> list[Finding]:
             "parse_plan_pct_of_server_cpu": num(100 * share),
             "parse_plan_frames": ", ".join(f"{k} {pct(v / pp.total)}" for k, v in
                                            sorted(pp.by_frame.items(), key=lambda kv: (-kv[1], kv[0]))[:5]),
-            "top_symbols": _top_symbols(folded),
+            "top_symbols": top_symbols_text(folded),
             "protocol": str(step.row.get("protocol") or "unknown"),
         }
         u = cpu_use(b, step)
@@ -298,7 +298,7 @@ def cpu_bound(b: Bundle) -> list[Finding]:
         ev["server_system_cpu_pct"] = num(100 * u.server_sys_s / max(1e-9, u.server_user_s + u.server_sys_s))
         folded = step_profile(b, step)
         if folded:
-            ev["top_symbols"] = _top_symbols(folded)
+            ev["top_symbols"] = top_symbols_text(folded)
         why = (f"the server used {num(u.server_cores, 2)} of the {usable:g} CPUs its {step.clients} backends could use"
                if saturation >= SERVER_SATURATED else
                f"the machine was {pct(u.host_busy)} busy and the server used most of it")

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from diag.bundle import Bundle
-from diag.engines import MYSQL, POSTGRES, Engine
+from diag.engines import MYSQL, POSTGRES, WAIT_CLASSES, Engine
 from reports.durability_view import durability_rows
 from reports.rules.base import Finding, Step, counter_in_step, gauge_mean, in_window, num, pct, series, steps
 
@@ -45,55 +45,12 @@ FLUSH_SHARE = 0.25
 # 1M rows (O_DIRECT: every miss is a disk read).
 IO_READ_SHARE = 0.20
 
-CLASSES = ("lock", "latch", "commit_flush", "io_read", "client", "cpu", "other")
-
-# PostgreSQL wait events by class (lower case; 13-16 spell WALSync/WALWrite, 17+ WalSync/WalWrite).
-_PG_FLUSH = {"io:walsync", "io:walwrite", "io:walinitsync", "io:walinitwrite", "lwlock:walwrite"}
-_PG_READ = {"io:datafileread", "io:datafileprefetch", "io:buffileread", "io:slruread", "io:relationmapread"}
-# MySQL / MariaDB: performance_schema event names and processlist states (lower case).
-_MY_FLUSH = {"wait/io/file/innodb/innodb_log_file", "wait/io/file/sql/binlog", "state:commit",
-             "state:waiting for handler commit"}
-_MY_FLUSH_PREFIX = ("wait/synch/cond/sql/mysql_bin_log::cond_done", "wait/synch/cond/sql/mysql_bin_log::cond_queue")
-_MY_LATCH_PREFIX = ("wait/synch/mutex/", "wait/synch/rwlock/", "wait/synch/sxlock/", "wait/synch/prlock/")
-_MY_READ = {"wait/io/file/innodb/innodb_data_file"}
-# Waiting for the client's next statement inside a transaction. Not "Writing to net": that state is
-# the send itself (on loopback the kernel does the receiver's work inside it), 53% of the samples of
-# MariaDB point selects whose clients were idle.
-_MY_CLIENT = {"clientread"}
+CLASSES = WAIT_CLASSES
 
 
 def wait_class(engine: Engine, key: str) -> str:
-    """The class of one wait-profile key (see :data:`CLASSES`) of an engine's sampler."""
-    k = key.lower()
-    if k == "cpu":
-        return "cpu"
-    if k.startswith("lock:"):
-        return "lock"
-    return _vocabulary(engine).classify(k)
-
-
-def _pg_wait_class(k: str) -> str:
-    if k in _PG_FLUSH:
-        return "commit_flush"
-    if k.startswith("lwlock:") or k.startswith("bufferpin:") or k == "timeout:spindelay":
-        return "latch"
-    if k in _PG_READ or k.startswith("io:aio"):  # PostgreSQL 18's asynchronous I/O serves reads only
-        return "io_read"
-    if k in ("client:clientread", "client:clientwrite"):
-        return "client"
-    return "other"
-
-
-def _my_wait_class(k: str) -> str:
-    if k in _MY_FLUSH or k.startswith(_MY_FLUSH_PREFIX):
-        return "commit_flush"
-    if k.startswith(_MY_LATCH_PREFIX):
-        return "latch"
-    if k in _MY_READ:
-        return "io_read"
-    if k in _MY_CLIENT:
-        return "client"
-    return "other"
+    """The class of one wait-profile key (one of :data:`diag.engines.WAIT_CLASSES`): the engine maps it."""
+    return engine.wait_class(key)
 
 
 @dataclass(frozen=True)
@@ -105,6 +62,7 @@ class WaitProfile:
     counts: Counter[str]
     source: str
     ticks: int
+    idle: int = 0  # (backend, tick) samples of workload backends idle between transactions (not in counts)
 
     def share(self, cls: str) -> float:
         return self.class_samples(cls) / self.samples if self.samples else 0.0
@@ -130,7 +88,7 @@ def wait_profile(b: Bundle, step: Step) -> WaitProfile | None:
     if not recs:
         return None
     counts: Counter[str] = Counter()
-    samples = ticks = 0
+    samples = ticks = idle = 0
     sources: Counter[str] = Counter()
     for r in recs:
         waits = {k: int(v) for k, v in (r.get("waits") or {}).items() if isinstance(v, (int, float))}
@@ -143,9 +101,10 @@ def wait_profile(b: Bundle, step: Step) -> WaitProfile | None:
         counts.update(waits)
         samples += int(r.get("samples") or 0)
         ticks += int(r.get("ticks") or 0)
+        idle += int(r.get("idle") or 0)
         sources[str(r.get("source") or "pg_stat_activity")] += 1
     source = sources.most_common(1)[0][0] if sources else ""
-    return WaitProfile(step.engine, samples, counts, source, ticks)
+    return WaitProfile(step.engine, samples, counts, source, ticks, idle)
 
 
 def sampler(p: WaitProfile) -> str:
@@ -344,7 +303,7 @@ def _flushes_per_commit(b: Bundle) -> dict[tuple[str, str, int], dict[str, Any]]
 def io_read_bound(b: Bundle) -> list[Finding]:
     """Data-file read waits take at least :data:`IO_READ_SHARE` of the backends' time."""
     out: list[Finding] = []
-    for step, _p, share, ev in _steps_over(b, "io_read", IO_READ_SHARE, "read_waits"):
+    for step, _p, share, ev in _steps_over(b, "data_io", IO_READ_SHARE, "read_waits"):
         ev.update(_vocabulary(step.engine).cache_counters(b, step))
         cache = step.engine.buffer_pool_setting
         out.append(_wait_finding(
@@ -391,9 +350,8 @@ Counters = Callable[[Bundle, Step], dict[str, Any]]
 
 @dataclass(frozen=True)
 class WaitVocabulary:
-    """How one engine's wait samples read: the class of a key, who sampled them, the counters beside them."""
+    """How one engine's wait samples read: who sampled them, the counters beside them."""
 
-    classify: Callable[[str], str]  # lower-case key (neither CPU nor Lock:*) -> one of CLASSES
     sampler: Callable[[str], str]  # the records' source -> who sampled, in words
     flush_note: Callable[[str], str]  # the records' source -> what to know about its flush waits ("" = nothing)
     lock_counters: Counters  # the engine's own lock counters over a step (evidence of lock_contention)
@@ -414,9 +372,9 @@ def _no_note(source: str) -> str:
 
 # Explicit registry, keyed by Engine.name.
 VOCABULARY: dict[str, WaitVocabulary] = {
-    POSTGRES.name: WaitVocabulary(_pg_wait_class, _pg_sampler, _no_note, _pg_lock_counters, _no_counters,
+    POSTGRES.name: WaitVocabulary(_pg_sampler, _no_note, _pg_lock_counters, _no_counters,
                                   _pg_cache_counters),
-    MYSQL.name: WaitVocabulary(_my_wait_class, _my_sampler, _my_flush_note, _my_lock_counters, _innodb_semaphores,
+    MYSQL.name: WaitVocabulary(_my_sampler, _my_flush_note, _my_lock_counters, _innodb_semaphores,
                                _my_cache_counters),
 }
 

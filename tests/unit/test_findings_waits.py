@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from diag.bundle import Bundle, load_bundle
-from diag.engines import ENGINES, engine_for
+from diag.engines import ENGINES, WAIT_CLASSES, engine_for
 from reports.rules import waits as w
 
 DATA = Path(__file__).resolve().parents[1] / "data" / "bundles"
@@ -51,8 +51,8 @@ def by_step(findings: list, category: str | None = None) -> dict[tuple[str, int]
     ("postgres", "LWLock:WALWrite", "commit_flush"),
     ("postgres", "IO:WalSync", "commit_flush"),
     ("postgres", "IO:WALSync", "commit_flush"),  # PostgreSQL 13-16 spelling
-    ("postgres", "IO:DataFileRead", "io_read"),
-    ("postgres", "IO:AioIoCompletion", "io_read"),
+    ("postgres", "IO:DataFileRead", "data_io"),
+    ("postgres", "IO:AioIoCompletion", "data_io"),
     ("postgres", "Client:ClientRead", "client"),
     ("postgres", "Client:ClientWrite", "client"),
     ("postgres", "Timeout:PgSleep", "other"),
@@ -62,10 +62,13 @@ def by_step(findings: list, category: str | None = None) -> dict[tuple[str, int]
     ("mysql", "wait/synch/sxlock/innodb/index_tree_rw_lock", "latch"),
     ("mysql", "wait/io/file/innodb/innodb_log_file", "commit_flush"),
     ("mysql", "State:Commit", "commit_flush"),
-    ("mysql", "wait/io/file/innodb/innodb_data_file", "io_read"),
+    ("mysql", "wait/io/file/innodb/innodb_data_file", "data_io"),
     ("mysql", "ClientRead", "client"),
-    ("mysql", "State:Writing to net", "other"),  # the send itself, not a wait for the client
-    ("mysql", "State:Updating", "other"),
+    ("mysql", "State:Writing to net", "cpu"),  # the send itself, not a wait for the client
+    ("mysql", "State:Updating", "cpu"),  # a statement at work
+    ("mysql", "State:User sleep", "other"),
+    ("postgres", "LWLock:WALBufMapping", "buffer_log_space"),
+    ("mysql", "wait/io/socket/sql/client_connection", "client"),
 ])
 def test_wait_classes(engine: str, key: str, cls: str) -> None:
     assert w.wait_class(engine_for(engine), key) == cls
@@ -78,6 +81,7 @@ def test_every_engine_has_a_wait_vocabulary() -> None:
         assert e.waits_series and e.stats_series
         assert w.wait_class(e, "CPU") == "cpu" and w.wait_class(e, "Lock:anything") == "lock"
         assert w.wait_class(e, "no such wait") == "other"
+        assert all(e.wait_label(c) for c in WAIT_CLASSES)
 
 
 def test_mariadb_commit_state_under_cpu_counts_as_flush() -> None:

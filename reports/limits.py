@@ -1,0 +1,260 @@
+"""The limit of a step: the saturated resource (utilisation, the USE method), not the largest wait share.
+
+Decided in this order, each from measured utilisation:
+
+1. the client processes: each near a full CPU, or a saturated host where the clients hold most of the busy
+   CPU (``client_cpu``; never from the server waiting for the next statement alone);
+2. the host's CPUs busy (``host_cpu``, split into the server's and the clients' shares), or the server's
+   processes using the CPUs their backends can use (``server_cpu``);
+3. the log device busy (flush calls/s x flush latency, the latency from the fsync test: ``commit_flush``);
+4. a lock holder (``lock``: transactions queue behind one row), a latch (``latch``), data-file reads (``io``),
+   from their share of the transaction's time;
+5. nothing saturated: the serial chain's largest part, the server's CPU per transaction (``server_cpu``), the
+   commit flush of a lone committer (``commit_flush``), or the round trips themselves (``round_trips``).
+
+A wait for a resource that is not the limit is queueing: a symptom, listed under the limit.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from diag.bundle import Bundle
+from reports.accounting_records import Limit, StepAccounting
+from reports.durability_view import StepDurability, durability_rows
+from reports.rules.base import Step, num, pct
+from reports.rules.cpu import HOST_BUSY, SERVER_SATURATED, CpuUse, cpu_use, step_profile, top_symbols_text
+from reports.rules.waits import FLUSH_SHARE, IO_READ_SHARE, LATCH_SHARE, LOCK_SHARE
+
+# One client is one process with one query loop: at 80% of a CPU (sampled once a second, so short of 100%
+# even when it never waits) it cannot send faster.
+CLIENT_SATURATED = 0.80
+# On a saturated host the clients are the limit when they hold most of the CPU the run's processes got
+# (server + clients): the server then has less than half of it. Below that the host is shared (the
+# default run: server 1.16 cores, clients 0.66 is a shared host, not a client limit; a 5 MB result per
+# transaction: clients 0.31, server 0.04 is the clients).
+CLIENT_MAJORITY = 0.50
+# On a saturated host the server alone is the limit when it holds nearly all of the busy CPU.
+SERVER_MAJORITY = 0.80
+# The run saturates the host when its own processes (server and clients) hold at least half of the busy
+# CPU; a host kept busy mostly by other processes is a shared machine (host_contention says so), and the
+# step's limit is looked for further down, with the contention stated in the evidence.
+OWN_SHARE_OF_BUSY = 0.50
+# The log device counts as saturated at this busy share (flush calls/s x flush latency).
+DEVICE_SATURATED = 0.80
+# A wait class at this share of the transaction's time is worth showing as a symptom under the limit.
+SYMPTOM_SHARE = 0.10
+
+_CAUSE_SHARES = (("lock", "wait:lock", LOCK_SHARE), ("latch", "wait:latch", LATCH_SHARE),
+                 ("io", "wait:data_io", IO_READ_SHARE))
+_KIND_OF_WAIT = {"wait:commit_flush": "commit_flush", "wait:lock": "lock", "wait:latch": "latch",
+                 "wait:data_io": "io", "wait:cpu": "host_cpu"}
+
+
+def limit_of(b: Bundle, step: Step, acc: StepAccounting) -> Limit:
+    """The limit of one step (every step gets one), with the symptoms seen under it."""
+    u = cpu_use(b, step)
+    dev = _device(b, step)
+    ev: dict[str, Any] = {"window": step.window()}
+    lim = (_client_limit(step, acc, u, ev) or _cpu_limit(b, step, acc, u, ev) or _device_limit(acc, dev, ev)
+           or _wait_limit(step, acc, ev) or _serial_limit(b, step, acc, u, dev, ev))
+    return Limit(lim.kind, lim.title, lim.utilisation, lim.evidence, lim.advice, _symptoms(acc, lim.kind, dev),
+                 round(max(0.0, min(1.0, lim.impact)), 4))
+
+
+def _shares(acc: StepAccounting, *keys: str) -> float:
+    return sum(acc.share(k) for k in keys)
+
+
+def _cpu_ev(u: CpuUse, step: Step, ev: dict[str, Any]) -> None:
+    ev["cpus"] = u.ncpu
+    ev["host_busy_pct"] = num(100 * u.host_busy)
+    if u.server_cores is not None:
+        ev["server_cpu_cores"] = num(u.server_cores, 2)
+    if u.client_cores is not None:
+        ev["client_cpu_cores"] = num(u.client_cores, 2)
+        ev["client_cpu_per_client_pct"] = num(100 * u.client_cores / step.clients)
+
+
+def _client_limit(step: Step, acc: StepAccounting, u: CpuUse | None, ev: dict[str, Any]) -> Limit | None:
+    """The client processes, only with client CPU evidence."""
+    if u is None or u.client_cores is None:
+        return None
+    per_client = u.client_cores / step.clients
+    own = u.client_cores + (u.server_cores or 0.0)
+    share = u.client_cores / own if own > 0 else 0.0
+    saturated_host = u.host_busy >= HOST_BUSY
+    if per_client < CLIENT_SATURATED and not (saturated_host and share >= CLIENT_MAJORITY):
+        return None
+    _cpu_ev(u, step, ev)
+    ev["client_share_of_run_cpu_pct"] = num(100 * share)
+    why = (f"each client process used {pct(per_client)} of a CPU" if per_client >= CLIENT_SATURATED else
+           f"on a saturated machine the clients used {pct(share)} of the CPU the server and clients got")
+    return Limit("client_cpu", f"Client CPU: {why}", min(1.0, max(per_client, share if saturated_host else 0.0)),
+                 ev, "The measured rate is the load generator's limit, not the server's: run the clients on "
+                 "another machine or give them more CPU, use more client processes, and check that the "
+                 "application does no slow work between statements. Compare servers only where this is absent.",
+                 impact=_shares(acc, "client_cpu", "round_trips"))
+
+
+def _cpu_limit(b: Bundle, step: Step, acc: StepAccounting, u: CpuUse | None, ev: dict[str, Any]) -> Limit | None:
+    """The host's CPUs (shared by server and clients) or the server's CPU."""
+    if u is None or u.server_cores is None:
+        return None
+    usable = float(min(u.ncpu, step.clients))
+    saturation = u.server_cores / usable
+    cpu_impact = _shares(acc, "server_cpu_user", "server_cpu_system", "wait:cpu")
+    own = (u.server_cores + (u.client_cores or 0.0)) / u.busy_cores if u.busy_cores > 0 else 0.0
+    if u.host_busy >= HOST_BUSY and own < OWN_SHARE_OF_BUSY:
+        ev["host_busy_pct"] = num(100 * u.host_busy)
+        ev["other_processes_cpu_cores"] = num(u.others_cores, 2)
+        ev["host_note"] = "the host was busy mostly with other processes: a shared machine, not this run's limit"
+    if u.host_busy >= HOST_BUSY and own >= OWN_SHARE_OF_BUSY:
+        _cpu_ev(u, step, ev)
+        srv = u.server_cores / u.busy_cores if u.busy_cores > 0 else 0.0
+        cli = (u.client_cores or 0.0) / u.busy_cores if u.busy_cores > 0 else 0.0
+        ev["server_share_of_busy_cpu_pct"] = num(100 * srv)
+        ev["client_share_of_busy_cpu_pct"] = num(100 * cli)
+        if srv < SERVER_MAJORITY:
+            gain = (u.server_cores + (u.client_cores or 0.0)) / u.server_cores if u.server_cores > 0 else 1.0
+            ev["server_cores_with_clients_elsewhere"] = num(u.server_cores * gain, 2)
+            return Limit(
+                "host_cpu", f"Host CPU: {u.ncpu} CPUs {pct(u.host_busy)} busy, shared by the server "
+                f"({num(u.server_cores, 2):g} cores, {pct(srv)}) and the clients "
+                f"({num(u.client_cores or 0.0, 2):g} cores, {pct(cli)})", u.host_busy, ev,
+                f"The machine's CPUs are the saturated resource, shared by server and clients. With the clients "
+                f"on another machine the server could have about {num(u.server_cores * gain, 2):g} cores, up to "
+                f"{num(gain, 2):g}x this rate if it scales; more clients here will not help.",
+                impact=cpu_impact + acc.share("client_cpu"))
+    elif saturation < SERVER_SATURATED:
+        return None
+    _cpu_ev(u, step, ev)
+    ev["server_cpu_of_usable_pct"] = num(100 * saturation)
+    _top(b, step, ev)
+    return Limit("server_cpu", f"Server CPU: {num(u.server_cores, 2):g} of the {usable:g} CPUs its "
+                 f"{step.clients} backend{'s' if step.clients != 1 else ''} could use", min(1.0, saturation), ev,
+                 "Throughput is set by the CPU each transaction costs: see the top symbols (and the flame graph). "
+                 "Fewer instructions per transaction (prepared statements, fewer round trips, covering indexes) "
+                 "or more CPUs raise it; more clients will not.", impact=cpu_impact)
+
+
+def _top(b: Bundle, step: Step, ev: dict[str, Any]) -> None:
+    folded = step_profile(b, step)
+    if folded:
+        ev["top_symbols"] = top_symbols_text(folded)
+
+
+def _device(b: Bundle, step: Step) -> StepDurability | None:
+    return next((s for s in durability_rows(b) if (s.target, s.workload, s.clients) ==
+                 (step.target, step.workload, step.clients)), None)
+
+
+def _device_busy(dev: StepDurability | None) -> float | None:
+    """Busy share of the log device: flush calls/s x flush latency (1 / the fsync test's flushes/s)."""
+    if dev is None or dev.S is None or not dev.F:
+        return None
+    return dev.S / dev.F
+
+
+def _device_limit(acc: StepAccounting, dev: StepDurability | None, ev: dict[str, Any]) -> Limit | None:
+    busy = _device_busy(dev)
+    if busy is None or busy < DEVICE_SATURATED or dev is None:
+        return None
+    _device_ev(dev, busy, ev)
+    return Limit("commit_flush", f"Log device: busy {pct(min(1.0, busy))} flushing commits", min(1.0, busy), ev,
+                 _FLUSH_ADVICE, impact=acc.share("wait:commit_flush"))
+
+
+def _device_ev(dev: StepDurability, busy: float, ev: dict[str, Any]) -> None:
+    ev["flush_calls_per_s"] = num(dev.S or 0.0)
+    ev["flush_capability_per_s"] = num(dev.F or 0.0)
+    ev["flush_capability_source"] = dev.F_source
+    ev["log_device_busy_pct"] = num(100 * busy)
+    if dev.S_per_commit is not None:
+        ev["flush_calls_per_commit"] = num(dev.S_per_commit, 2)
+
+
+_FLUSH_ADVICE = ("Each commit waits for its log flush, so the device's flush latency sets the commit rate. Keeping "
+                 "durability: more changes per transaction, more concurrent clients so one flush carries several "
+                 "commits (group commit), or a log device with a power-protected write cache.")
+
+
+def _wait_limit(step: Step, acc: StepAccounting, ev: dict[str, Any]) -> Limit | None:
+    """A lock holder, a latch or data reads: the largest of them over its threshold."""
+    best = max(((acc.share(key), kind, key) for kind, key, floor in _CAUSE_SHARES if acc.share(key) >= floor),
+               default=None)
+    if best is None:
+        return None
+    share, kind, key = best
+    c = acc.get(key)
+    ev[f"{kind}_share_of_txn_pct"] = num(100 * share)
+    ev[f"{kind}_waits"] = ", ".join(f"{k} {v:g} µs" for k, v in list((c.detail if c else {}).items())[:4])
+    title, advice = _WAIT_WORDS[kind]
+    return Limit(kind, f"{title}: {pct(share)} of transaction time", None, ev, advice, impact=share)
+
+
+_WAIT_WORDS = {
+    "lock": ("Lock holder: transactions queue behind a row or table lock",
+             "Transactions queue for the same rows: keep the transactions that write them short (no round trips "
+             "between the write and COMMIT), take the hot row last, spread a hot counter over several rows. More "
+             "clients will not raise throughput while this lock is the bottleneck."),
+    "latch": ("Latch: backends queue on an internal latch",
+              "Fewer concurrent backends (a pool sized near the CPU count) usually raises throughput under latch "
+              "contention; see the wait finding for the structure it protects."),
+    "io": ("Data reads: the working set does not fit in memory",
+           "Make the buffer pool (and the OS cache) hold the working set, or make queries read less."),
+}
+
+
+def _serial_limit(b: Bundle, step: Step, acc: StepAccounting, u: CpuUse | None, dev: StepDurability | None,
+                  ev: dict[str, Any]) -> Limit:
+    """Nothing saturated: the largest part of the serial chain client -> server -> log device."""
+    rt = _shares(acc, "round_trips", "client_cpu")
+    srv = _shares(acc, "server_cpu_user", "server_cpu_system")
+    flush = acc.share("wait:commit_flush")
+    if u is not None:
+        _cpu_ev(u, step, ev)
+    if flush >= FLUSH_SHARE and flush >= max(rt, srv):
+        busy = _device_busy(dev)
+        if dev is not None and busy is not None:
+            _device_ev(dev, busy, ev)
+        ev["commit_flush_share_of_txn_pct"] = num(100 * flush)
+        return Limit("commit_flush", f"Commit flush: {pct(flush)} of transaction time waiting for the "
+                     f"{step.engine.log_name} flush", None if busy is None else min(1.0, busy), ev, _FLUSH_ADVICE,
+                     impact=flush)
+    if srv > rt and u is not None and u.server_cores is not None:
+        usable = float(min(u.ncpu, step.clients))
+        _top(b, step, ev)
+        return Limit("server_cpu", f"Server CPU per transaction: {pct(srv)} of transaction time (server at "
+                     f"{pct(u.server_cores / usable)} of the CPUs its backends could use)",
+                     min(1.0, u.server_cores / usable), ev,
+                     "Each transaction waits for the server's CPU work: fewer instructions per transaction "
+                     "(prepared statements, covering indexes) cut its time; more clients raise throughput "
+                     "while CPUs are free.", impact=srv)
+    ev["round_trips_share_of_txn_pct"] = num(100 * acc.share("round_trips"))
+    ev["client_cpu_share_of_txn_pct"] = num(100 * acc.share("client_cpu"))
+    if "round_trip_gap_us" in acc.evidence:
+        ev["round_trip_gap_us"] = acc.evidence["round_trip_gap_us"]
+    if "statements_per_txn" in acc.evidence:
+        ev["statements_per_txn"] = acc.evidence["statements_per_txn"]
+    return Limit("round_trips", f"Round trips: {pct(rt)} of transaction time waiting for the next statement, "
+                 "nothing saturated", None, ev,
+                 "No resource is saturated: each transaction waits for its statements to travel. More clients "
+                 "raise throughput; fewer round trips per transaction (multi-row statements, one statement "
+                 "instead of several, stored procedures) cut its latency.", impact=rt)
+
+
+def _symptoms(acc: StepAccounting, kind: str, dev: StepDurability | None) -> tuple[str, ...]:
+    """Waits of at least :data:`SYMPTOM_SHARE` of the transaction's time for something that is not the limit."""
+    out = []
+    for c in acc.components:
+        k = _KIND_OF_WAIT.get(c.key)
+        if k is None or k == kind or c.share < SYMPTOM_SHARE or (kind == "server_cpu" and k == "host_cpu"):
+            continue
+        why = "queueing, not the limit"
+        if k == "commit_flush":
+            busy = _device_busy(dev)
+            why = "queueing behind group commit" + (f" (log device {pct(min(1.0, busy))} busy)" if busy else "")
+        top = next(iter(c.detail), "")
+        out.append(f"{c.label} {pct(c.share)} of transaction time{f' ({top})' if top else ''}: {why}")
+    return tuple(out)
