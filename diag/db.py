@@ -1,39 +1,21 @@
 """Connections for catalog and status queries; driver errors become DbError.
 
 Which driver, how to connect and how to map its errors is the engine's business
-(:mod:`diag.engines`); this module keeps the engine-free entry points and the
-:class:`Session` collectors and probes use. Nothing outside the engines imports a
+(:mod:`diag.engines`: ``target.dbms.map_error`` and friends); this module keeps
+:func:`connect` and the :class:`Session` collectors and probes use. Nothing outside the engines imports a
 driver's exception types.
 """
 
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Iterator
 from typing import Any
 
-from diag.engines import DriverInfo, engine_for
+from diag.engines import DriverInfo
 from diag.errors import DbError
 from diag.targets import Target
 
-__all__ = ["DriverInfo", "Session", "connect", "map_error", "pick_driver", "translate_errors"]
-
-
-def pick_driver(engine: str) -> DriverInfo:
-    """The fastest installed driver for the engine named ``engine``."""
-    return engine_for(engine).pick_driver()
-
-
-def map_error(engine: str, exc: BaseException, where: str = "") -> DbError:
-    """Turn a driver exception into a DbError with code, kind and one clear line."""
-    return engine_for(engine).map_error(exc, where)
-
-
-@contextlib.contextmanager
-def translate_errors(engine: str, where: str = "") -> Iterator[None]:
-    """Re-raise any driver exception inside the block as a DbError."""
-    with engine_for(engine).translate_errors(where):
-        yield
+__all__ = ["DriverInfo", "Session", "connect"]
 
 
 def connect(target: Target, *, autocommit: bool = True, timeout_s: int = 5,

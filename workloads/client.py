@@ -55,7 +55,7 @@ def driver_label(drv: DriverInfo) -> str:
         return f"libmariadb {drv.version} (ctypes, binary protocol)"
     dist = {"psycopg": "psycopg", "psycopg2": "psycopg2-binary", "mysqlclient": "mysqlclient",
             "PyMySQL": "PyMySQL"}.get(drv.name, drv.name)
-    for name in (dist, drv.name, "psycopg2"):
+    for name in (dist, drv.name):
         try:
             return f"{drv.name} {importlib.metadata.version(name)}"
         except importlib.metadata.PackageNotFoundError:
@@ -68,9 +68,18 @@ CLIENT_CLASSES: dict[str, dict[str, type[Client]]] = {
     POSTGRES.name: {"psycopg": PgPqClient, "psycopg2": Pg2Client},
     MYSQL.name: {"libmariadb": MyLibClient, "mysqlclient": MyClient, "PyMySQL": MyClient},
 }
+
+
+def _no_workload_only_driver() -> DriverInfo | None:
+    return None
+
+
 # Drivers that only workload clients use, tried before the engine's own pick (Engine.pick_driver):
 # each returns None when it is not installed.
-WORKLOAD_DRIVERS: dict[str, Callable[[], DriverInfo | None]] = {MYSQL.name: mylib.driver_info}
+WORKLOAD_DRIVERS: dict[str, Callable[[], DriverInfo | None]] = {
+    POSTGRES.name: _no_workload_only_driver,
+    MYSQL.name: mylib.driver_info,
+}
 
 
 def _engine(engine: str | Engine) -> Engine:
@@ -81,8 +90,7 @@ def fastest_driver(engine: str | Engine) -> DriverInfo:
     """The driver workload clients of ``engine`` use: libmariadb (ctypes) for MySQL/MariaDB when
     present, else the engine's pick (psycopg 3, else psycopg2; mysqlclient, else PyMySQL)."""
     dbms = _engine(engine)
-    extra = WORKLOAD_DRIVERS.get(dbms.name)
-    info = extra() if extra is not None else None
+    info = WORKLOAD_DRIVERS[dbms.name]()
     return info if info is not None else dbms.pick_driver()
 
 

@@ -4,8 +4,9 @@ These read the project's own .py files with :mod:`ast` (no imports, nothing run)
 so they fail with the file and line that broke a rule.
 
 - Layers (imports only go down): core (errors, engines, targets, db, bundle,
-  schema, servers, host facts) -> workloads -> sources (collectors) -> reports ->
-  app (cli, run, commands). Type-only imports (``if TYPE_CHECKING:``) are exempt.
+  schema, servers, processes) -> workloads | sources (collectors), peers that do
+  not import each other -> reports -> app (cli, run, commands). Type-only
+  imports (``if TYPE_CHECKING:``) are exempt.
 - No import cycle between modules at import time, and no project import inside a
   function (the usual way to dodge a cycle).
 - No engine-name comparison (``engine == "postgres"``, ``"mariadb" in text``,
@@ -22,6 +23,8 @@ from pathlib import Path
 
 import pytest
 
+import diag.engines as engines_pkg
+
 ROOT = Path(__file__).resolve().parents[2]
 PACKAGES = ("diag", "collectors", "workloads", "reports")
 ENGINE_NAMES = {"postgres", "postgresql", "pg", "mysql", "mariadb"}
@@ -32,14 +35,17 @@ LONG_REASON = "long because"
 # Layer of each module: the first matching prefix wins.
 LAYERS: tuple[tuple[str, int], ...] = (
     ("diag.errors", 0), ("diag.engines", 0), ("diag.targets", 0), ("diag.db", 0), ("diag.bundle", 0),
-    ("diag.schema", 0), ("diag.servers", 0), ("diag.hostinfo", 0), ("diag.argtypes", 0), ("diag.procs", 0),
+    ("diag.schema", 0), ("diag.servers", 0), ("diag.argtypes", 0), ("diag.procs", 0),
     ("diag.supervisor", 0),
     ("workloads", 1),
-    ("collectors", 2),
-    ("reports", 3),
-    ("diag", 4),
+    ("collectors", 1),
+    ("reports", 2),
+    ("diag", 3),
 )
-LAYER_NAMES = ("core", "workloads", "sources", "reports", "app")
+LAYER_NAMES = ("core", "workloads and sources", "reports", "app")
+# Peers in one layer that must not import each other: the workload driver and the sources run side by
+# side in a step and meet only in the run (app) and the bundle.
+PEERS = (("workloads", "collectors"),)
 
 
 def _modules() -> Iterator[tuple[str, Path]]:
@@ -114,6 +120,9 @@ def test_imports_only_go_down() -> None:
             if theirs > mine:
                 bad.append(f"{path.relative_to(ROOT)}:{node.lineno}: {LAYER_NAMES[mine]} module {module} imports "
                            f"{LAYER_NAMES[theirs]} module {target}")
+            pkgs = {module.split(".")[0], target.split(".")[0]}
+            if any(pkgs == set(p) for p in PEERS):
+                bad.append(f"{path.relative_to(ROOT)}:{node.lineno}: {module} imports its peer {target}")
     assert not bad, "imports that go up a layer:\n" + "\n".join(bad)
 
 
@@ -233,7 +242,35 @@ def test_functions_are_short_or_say_why() -> None:
     assert not bad, f"functions over {MAX_FUNCTION_LINES} lines without a reason:\n" + "\n".join(bad)
 
 
-@pytest.mark.parametrize("module,layer", [("diag.engines.postgres", 0), ("collectors.pg.stats", 2),
-                                          ("reports.rules.waits", 3), ("diag.run", 4), ("workloads.driver", 1)])
+@pytest.mark.parametrize("module,layer", [("diag.engines.postgres", 0), ("collectors.pg.stats", 1),
+                                          ("reports.rules.waits", 2), ("diag.run", 3), ("workloads.driver", 1),
+                                          ("diag", 0), ("diag.supervisor", 0)])
 def test_layer_map(module: str, layer: int) -> None:
     assert layer_of(module) == layer
+
+
+def _engine_key(node: ast.AST | None) -> str | None:
+    """``POSTGRES`` for a dict key written ``POSTGRES.name``."""
+    if isinstance(node, ast.Attribute) and node.attr == "name" and isinstance(node.value, ast.Name) \
+            and node.value.id.isupper():
+        return node.value.id
+    return None
+
+
+def test_every_engine_registry_covers_every_engine() -> None:
+    """A registry keyed by ``ENGINE.name`` that forgets an engine would fail only on that engine's targets."""
+    # The engine objects' module-level names: POSTGRES, MYSQL.
+    names = {n for n, v in vars(engines_pkg).items() if any(v is e for e in engines_pkg.ENGINES)}
+    found, bad = 0, []
+    for module, path, tree in PARSED:
+        for node in ast.walk(tree):
+            if not isinstance(node, ast.Dict) or not node.keys:
+                continue
+            keys = {_engine_key(k) for k in node.keys}
+            if None in keys:
+                continue
+            found += 1
+            if keys != names:
+                bad.append(f"{path.relative_to(ROOT)}:{node.lineno}: keys {sorted(keys)}, engines {sorted(names)}")
+    assert found >= 5, "the registry finder found too few registries to be working"
+    assert not bad, "engine registries missing an engine:\n" + "\n".join(bad)
