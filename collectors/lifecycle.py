@@ -17,7 +17,7 @@ from __future__ import annotations
 import contextlib
 import multiprocessing as mp
 import time
-from collections.abc import Callable, Collection
+from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -95,17 +95,22 @@ class Lifecycle:
         self.metrics: dict[str, list[dict[str, str]]] = {}
         self.batches: list[Batch] = []
 
-    def record(self, probes: dict[str, Probe], quiet: Collection[str] = ()) -> None:
-        """Store probe results in run.json and say once why a source is off or missing a part."""
+    def record(self, probes: dict[str, Probe], quiet: Collection[str] = (),
+               titles: Mapping[str, str] | None = None) -> None:
+        """Store probe results in run.json and say once why a source is off or missing a part.
+
+        ``titles``: how the notes name a source for people ("server profiles"), by key; the key otherwise.
+        """
         self.probes.update({k: p.to_dict() for k, p in probes.items()})
         self.write_run({"collectors": dict(self.probes)})
         for k, p in probes.items():
             if k in quiet:
                 continue
+            name = (titles or {}).get(k) or k
             if not p.ok:
-                self.say(f"dbdiag: note: {k} not collected: {p.reason}" + (f" ({p.hint})" if p.hint else ""))
+                self.say(f"dbdiag: note: {name} not collected: {p.reason}" + (f" ({p.hint})" if p.hint else ""))
             for m in p.missing:
-                self.say(f"dbdiag: note: {k}: {m}")
+                self.say(f"dbdiag: note: {name}: {m}")
 
     def start(self, sources: list[Collector], strict: bool = False) -> Batch:
         """Probe, record, start: in-process sources in order, then the sampled ones in their processes.
@@ -114,7 +119,9 @@ class Lifecycle:
         raises DiagError (after this batch is stopped again).
         """
         probes = probe_all(sources)
-        self.record(probes, {collector_key(c) for c in sources if c.quiet})
+        self.record(probes, {collector_key(c) for c in sources if c.quiet},
+                    {collector_key(c): f"{c.title} ({c.ctx.target.label})" if c.per_target else c.title
+                     for c in sources if c.title})
         ok = [c for c in sources if probes[collector_key(c)].ok and not c.quiet]
         batch = Batch()
         self.batches.append(batch)
