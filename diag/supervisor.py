@@ -1,33 +1,39 @@
 """The cleanup supervisor: ``python -m diag.supervisor PARENT_PID`` (started by :class:`diag.procs.Supervisor`).
 
 It reads JSON lines on stdin (``adopt`` a PID with its stop signal and
-directory, ``release`` it, ``bye``). When stdin closes without ``bye`` (the run
-died, however), it stops every adopted process that is still the same process
-(checked by its start time, so a reused PID is never signalled), SIGKILLs what
-does not stop within its grace time, and removes the adopted directories.
+directory, or a directory alone; ``release`` one; ``bye``). When stdin closes
+without ``bye``, or the run's PID is no longer our parent (the run died,
+however), it stops every adopted process that is still the same process
+(checked by its start time, so a reused PID is never signalled), SIGKILLs it and
+the descendants it had (a postmaster's backends) when they do not stop within
+the grace time, and removes the adopted directories.
 SIGINT, SIGTERM and SIGHUP are ignored: the run handles those itself and its
 pipe tells us when it is gone.
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
+import select
 import shutil
 import signal
 import sys
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
 POLL_S = 0.05
+PARENT_CHECK_S = 0.5  # how often we look whether the run is still our parent, without a message
 
 
 @dataclass
 class Adopted:
-    """A process to stop, and a directory to remove, if the run dies."""
+    """A process to stop (None: a directory alone), and a directory to remove, if the run dies."""
 
-    pid: int
+    pid: int | None
     start_ticks: int | None
     stop_signal: int
     directory: str | None
@@ -44,59 +50,128 @@ def start_ticks(pid: int, proc_root: Path = Path("/proc")) -> int | None:
     return int(fields[19]) if len(fields) > 19 else None
 
 
-def _alive(a: Adopted) -> bool:
+def _state(pid: int) -> str | None:
     try:
-        text = Path(f"/proc/{a.pid}/stat").read_text()
+        text = Path(f"/proc/{pid}/stat").read_text()
     except OSError:
+        return None
+    return text.rsplit(")", 1)[1].split()[0]
+
+
+def _alive(a: Adopted) -> bool:
+    if a.pid is None:
         return False
-    state = text.rsplit(")", 1)[1].split()[0]
-    return state not in ("Z", "X") and start_ticks(a.pid) == a.start_ticks
+    return _state(a.pid) not in (None, "Z", "X") and start_ticks(a.pid) == a.start_ticks
 
 
-def clean_up(items: list[Adopted]) -> None:
-    """Stop every adopted process (signal, grace, SIGKILL), then remove the directories."""
+def descendants(pid: int, proc_root: Path = Path("/proc")) -> list[Adopted]:
+    """Every process below ``pid`` now, with its start time (to be signalled later only if still the same)."""
+    parent_of: dict[int, int] = {}
+    for d in proc_root.iterdir():
+        if not d.name.isdigit():
+            continue
+        with contextlib.suppress(OSError, IndexError, ValueError):
+            parent_of[int(d.name)] = int((d / "stat").read_text().rsplit(")", 1)[1].split()[1])
+    found, todo = [], [pid]
+    while todo:
+        p = todo.pop()
+        for child, ppid in parent_of.items():
+            if ppid == p:
+                found.append(Adopted(child, start_ticks(child, proc_root), signal.SIGKILL, None, 0.0))
+                todo.append(child)
+    return found
+
+
+def _kill(a: Adopted, sig: int) -> None:
+    if a.pid is not None and _alive(a):
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.kill(a.pid, sig)
+
+
+def _wait_gone(items: list[Adopted], deadline: float) -> None:
+    while any(_alive(a) for a in items) and time.monotonic() < deadline:
+        time.sleep(POLL_S)
+
+
+def clean_up(items: list[Adopted]) -> list[str]:
+    """Stop every adopted process (signal, grace, SIGKILL for it and its descendants), remove the
+    directories; one line per thing done."""
+    done: list[str] = []
+    below = {a.pid: descendants(a.pid) for a in items if a.pid is not None and _alive(a)}
     for a in items:
-        if _alive(a):
-            try:
-                os.kill(a.pid, a.stop_signal)
-            except ProcessLookupError:
-                pass
+        if a.pid in below:
+            _kill(a, a.stop_signal)
+            done.append(f"stopped pid {a.pid}")
     for a in items:
-        deadline = time.monotonic() + a.grace_s
-        while _alive(a) and time.monotonic() < deadline:
-            time.sleep(POLL_S)
-        if _alive(a):
-            try:
-                os.kill(a.pid, signal.SIGKILL)
-            except ProcessLookupError:
-                pass
-            deadline = time.monotonic() + 5.0
-            while _alive(a) and time.monotonic() < deadline:
-                time.sleep(POLL_S)
+        if a.pid not in below:
+            continue
+        _wait_gone([a], time.monotonic() + a.grace_s)
+        rest = [a, *below[a.pid]]
+        for b in rest:
+            _kill(b, signal.SIGKILL)
+        _wait_gone(rest, time.monotonic() + 5.0)
     for a in items:
-        if a.directory:
+        if a.directory and os.path.lexists(a.directory):
             shutil.rmtree(a.directory, ignore_errors=True)
+            done.append(f"removed {a.directory}")
+    return done
 
 
-def serve(stdin: "object", stdout: "object") -> int:
-    """Read messages until ``bye`` (return 0, touch nothing) or EOF (clean up, return 1)."""
-    adopted: dict[int, Adopted] = {}
+def _key(msg: dict[str, object]) -> str:
+    return f"pid:{msg['pid']}" if msg.get("pid") is not None else f"dir:{msg.get('dir')}"
+
+
+def _handle(msg: dict[str, object], adopted: dict[str, Adopted]) -> bool:
+    """Apply one message; False on ``bye``."""
+    op = msg.get("op")
+    if op == "adopt":
+        pid = int(msg["pid"]) if msg.get("pid") is not None else None  # type: ignore[call-overload]
+        d = msg.get("dir")
+        adopted[_key(msg)] = Adopted(pid, start_ticks(pid) if pid is not None else None,
+                                     int(msg.get("signal", signal.SIGTERM)),  # type: ignore[call-overload]
+                                     str(d) if d else None, float(msg.get("grace_s", 10.0)))  # type: ignore[arg-type]
+    elif op == "release":
+        adopted.pop(_key(msg), None)
+        if msg.get("pid") is not None and msg.get("dir"):
+            adopted.pop(f"dir:{msg['dir']}", None)
+    elif op == "bye":
+        return False
+    return True
+
+
+def _lines(fd: int, parent: int | None) -> Iterator[bytes]:
+    """The lines arriving on ``fd`` until EOF, or until ``parent`` is no longer our parent."""
+    buf = b""
+    while True:
+        if parent is not None and os.getppid() != parent:
+            return
+        ready, _, _ = select.select([fd], [], [], PARENT_CHECK_S)
+        if not ready:
+            continue
+        chunk = os.read(fd, 65536)
+        if not chunk:
+            return
+        buf += chunk
+        while b"\n" in buf:
+            line, buf = buf.split(b"\n", 1)
+            yield line
+
+
+def serve(stdin: "object", stdout: "object", parent: int | None = None) -> int:
+    """Read messages until ``bye`` (return 0, touch nothing) or the run is gone (clean up, return 1)."""
+    adopted: dict[str, Adopted] = {}
     print("ready", file=stdout, flush=True)  # type: ignore[arg-type]
-    for line in stdin:  # type: ignore[attr-defined]
+    for line in _lines(stdin.fileno(), parent):  # type: ignore[attr-defined]
         try:
             msg = json.loads(line)
         except ValueError:
             continue
-        op = msg.get("op")
-        if op == "adopt":
-            pid = int(msg["pid"])
-            adopted[pid] = Adopted(pid, start_ticks(pid), int(msg.get("signal", signal.SIGTERM)), msg.get("dir"),
-                                   float(msg.get("grace_s", 10.0)))
-        elif op == "release":
-            adopted.pop(int(msg["pid"]), None)
-        elif op == "bye":
+        if isinstance(msg, dict) and not _handle(msg, adopted):
             return 0
-    clean_up(list(adopted.values()))
+    for what in clean_up(list(adopted.values())):
+        # The run's terminal may be gone (SIGHUP): saying so is a courtesy, not a need.
+        with contextlib.suppress(OSError):
+            print(f"dbdiag: the run ended without cleaning up; supervisor {what}", file=sys.stderr, flush=True)
     return 1
 
 
@@ -109,7 +184,8 @@ def main() -> int:
         os.setsid()
     except OSError:
         pass
-    return serve(sys.stdin, sys.stdout)
+    parent = int(sys.argv[1]) if len(sys.argv) > 1 and sys.argv[1].isdigit() else None
+    return serve(sys.stdin, sys.stdout, parent)
 
 
 if __name__ == "__main__":

@@ -7,17 +7,20 @@ them to be ready, sends the plan (:class:`~workloads.messages.Go`) and hands the
 caller each client's messages with its index, as named messages. A client that
 vanishes (its pipe closes) comes out as a :class:`~workloads.messages.Fatal`, so
 the caller has one path for a client that is out. ``close()`` ends any process
-still running: terminate, then kill.
+still running: terminate, then kill. A client dies with the run however the run
+dies (:func:`diag.procs.guard_child`, first thing in the child).
 """
 
 from __future__ import annotations
 
 import multiprocessing as mp
 import multiprocessing.connection
+import os
 import time
 from collections.abc import Callable, Iterator
 from typing import Any
 
+from diag.procs import guard_child
 from workloads.loop import ClientSpec, client_main
 from workloads.messages import Done, Fatal, FromClient, Go, Ready, decode
 
@@ -44,7 +47,7 @@ class ClientPool:
         try:
             for i in range(self.n):
                 mine, theirs = _FORK.Pipe(duplex=True)
-                p = _FORK.Process(target=self._main, args=(i, self.spec, theirs, self._stop),
+                p = _FORK.Process(target=_guarded, args=(os.getpid(), self._main, i, self.spec, theirs, self._stop),
                                   name=f"dbdiag-client-{i}", daemon=True)
                 self._procs.append(p)  # before start: close() must see it even if start fails
                 self._pipes[mine] = i
@@ -118,6 +121,12 @@ class ClientPool:
                 p.join(timeout=JOIN_S)
         for c in self._pipes:
             c.close()
+
+
+def _guarded(parent: int, main: Callable[..., None], *args: Any) -> None:
+    """A client process: guarded against outliving ``parent`` (the run's PID before the fork), then ``main``."""
+    guard_child(parent)
+    main(*args)
 
 
 def _recv(c: Any, closed: str) -> FromClient:

@@ -17,6 +17,7 @@ from pathlib import Path
 from collectors.profile.parse import clean, first_line, save_folded
 from collectors.profile.procs import PROC, read_comm
 from diag.errors import ParseError, ToolUnavailable, UsageError
+from diag.procs import pdeathsig_preexec
 
 PY_SPY_GRACE_S = 30.0  # py-spy start-up and writing its file after the window
 
@@ -76,8 +77,9 @@ def record_client_profile(pids: list[int], seconds: float, out_path: Path, *,
             with open(log, "wb") as logf:
                 argv = [exe, "record", "--format", "raw", "--pid", str(pid), "--duration",
                         str(duration), "--rate", str(rate_hz), "--nonblocking", "-o", str(raw)]
-                procs.append((pid, raw, subprocess.Popen(argv, stdin=subprocess.DEVNULL,
-                                                         stdout=logf, stderr=logf), log))
+                # Dies with this thread, which waits for it below.
+                procs.append((pid, raw, subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=logf,
+                                                         stderr=logf, preexec_fn=pdeathsig_preexec()), log))
         for pid, raw, proc, log in procs:
             try:
                 rc = proc.wait(timeout=duration + PY_SPY_GRACE_S)

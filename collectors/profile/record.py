@@ -23,6 +23,7 @@ from typing import Literal
 from collectors.profile.parse import PERF_SCRIPT_FIELDS, KindOf, Sample, first_line, fold_samples, parse_perf_script
 from collectors.profile.procs import PROC, kind_lookup, process_kinds, same_process, stack_thread_kinds, start_times
 from diag.errors import DiagError, ToolUnavailable, UsageError
+from diag.procs import pdeathsig_preexec
 
 Scope = Literal["pids", "system"]
 
@@ -68,7 +69,7 @@ def probe_perf(pid: int | None = None, perf: str = "perf", scope: Scope = "pids"
             argv += ["-p", str(pid)]
         argv += ["--", "sleep", "0.1"]
         try:
-            rec = subprocess.run(argv, capture_output=True, text=True, timeout=30)
+            rec = subprocess.run(argv, capture_output=True, text=True, timeout=30, preexec_fn=pdeathsig_preexec())
         except (OSError, subprocess.TimeoutExpired) as e:
             return False, f"perf record failed: {e}", _PERF_HINT
     if rec.returncode != 0 or "Captured and wrote" not in rec.stderr:
@@ -316,8 +317,9 @@ def _run_record(argv: list[str], live: dict[int, int], proc_root: Path, timeout_
     gone: set[int] = set()
     with tempfile.TemporaryFile(mode="w+", encoding="utf-8", errors="replace") as err:
         try:
+            # Dies with this thread, which waits for it (PDEATHSIG follows the thread that forked).
             proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
-                                    stderr=err)
+                                    stderr=err, preexec_fn=pdeathsig_preexec())
         except OSError as e:
             raise ToolUnavailable(f"profile: cannot run perf: {e}") from e
         give_up = time.monotonic() + timeout_s
@@ -348,7 +350,7 @@ def _perf_script(exe: str, data: Path, pids: Iterable[int] = ()) -> str:
     if pids:  # a system-wide recording holds every process on the host: print only ours
         argv += ["--pid", ",".join(str(p) for p in pids)]
     try:
-        res = subprocess.run(argv, capture_output=True, timeout=_SCRIPT_TIMEOUT_S)
+        res = subprocess.run(argv, capture_output=True, timeout=_SCRIPT_TIMEOUT_S, preexec_fn=pdeathsig_preexec())
     except subprocess.TimeoutExpired as e:
         raise ToolUnavailable(f"profile: perf script took over {_SCRIPT_TIMEOUT_S:.0f} s on {data}") from e
     except OSError as e:

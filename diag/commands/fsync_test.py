@@ -8,6 +8,7 @@ directory (an ``embedded:`` target gets a throwaway server for it), else in
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 from pathlib import Path
 from typing import Any
@@ -19,6 +20,7 @@ from diag import servers
 from diag.argtypes import DefaultsHelpFormatter, key_values, positive
 from diag.db import Session
 from diag.errors import DiagError, UsageError
+from diag.procs import Supervisor, supervised
 from diag.targets import Target, parse_target
 
 COMMAND = "fsync-test"
@@ -39,12 +41,14 @@ def dispatch(a: argparse.Namespace) -> int | None:
     return cmd_fsync_test(a) if a.command == COMMAND else None
 
 
-def _test_target(t: Target, settings: dict[str, str], seconds: float) -> tuple[str, Any]:
-    """The fsync test in a target's data directory (a throwaway server for an embedded one, removed after)."""
+def _test_target(t: Target, settings: dict[str, str], seconds: float,
+                 sup: Supervisor | None = None) -> tuple[str, Any]:
+    """The fsync test in a target's data directory (a throwaway server for an embedded one, removed after;
+    also by ``sup`` should we be killed)."""
     srv = None
     try:
         if t.embedded:
-            srv = servers.start_server(t.engine, settings)
+            srv = servers.start_server(t.engine, settings, supervisor=sup)
             t = srv.target(t)
             ddir: str | None = str(srv.data_dir)
         else:
@@ -68,8 +72,10 @@ def cmd_fsync_test(a: argparse.Namespace) -> int:
     results: list[tuple[str | None, Any]] = []
     if not a.targets:
         results.append((None, run_fsync_test(a.dir or Path.cwd(), a.seconds)))
-    for t in [parse_target(t) for t in a.targets]:
-        results.append(_test_target(t, settings, a.seconds))
+    targets = [parse_target(t) for t in a.targets]
+    with supervised() if any(t.embedded for t in targets) else contextlib.nullcontext() as sup:
+        for t in targets:
+            results.append(_test_target(t, settings, a.seconds, sup))
     if a.json:
         print(json.dumps({"fsync_tests": [{"target": label, **r.to_dict()} for label, r in results]}, indent=1))
     else:

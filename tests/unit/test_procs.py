@@ -118,3 +118,130 @@ def test_die_with_parent_and_parent_watch() -> None:
     parent.kill()
     parent.wait()
     assert _gone(child, 3.0)
+
+
+def _ignore_sighup() -> None:
+    signal.signal(signal.SIGHUP, signal.SIG_IGN)  # as nohup starts us
+
+
+def test_stop_signals_raise_interrupted_once_and_leave_an_ignored_sighup_ignored() -> None:
+    p = subprocess.run([sys.executable, "-c", textwrap.dedent("""
+        import os, signal, time
+        from diag.procs import Interrupted, install_stop_signals, interrupt_reason
+        print(install_stop_signals(), flush=True)
+        try:
+            os.kill(os.getpid(), signal.SIGTERM)
+            time.sleep(5)
+            print("not interrupted")
+        except KeyboardInterrupt as e:
+            os.kill(os.getpid(), signal.SIGTERM)  # a second one during the cleanup: ignored
+            os.kill(os.getpid(), signal.SIGHUP)   # ignored since the start (nohup)
+            time.sleep(0.2)
+            print(interrupt_reason(e), isinstance(e, Interrupted), interrupt_reason(KeyboardInterrupt()))
+    """)], cwd=ROOT, capture_output=True, text=True, timeout=30, preexec_fn=_ignore_sighup)
+    assert p.returncode == 0, p.stderr
+    assert p.stdout.splitlines() == ["['SIGTERM']", "SIGTERM True Ctrl-C"]
+
+
+def test_guarded_child_dies_of_sigterm_although_the_run_turned_it_into_an_exception() -> None:
+    parent = _spawn("""
+        import os, time
+        from diag.procs import guard_child, install_stop_signals
+        install_stop_signals()
+        me = os.getpid()
+        pid = os.fork()
+        if pid == 0:
+            guard_child(me)
+            print(os.getpid(), flush=True)  # guarded now: signal it
+            while True:
+                try:
+                    time.sleep(300)
+                except KeyboardInterrupt:  # what the inherited handler would give: survive it
+                    pass
+        time.sleep(300)
+    """)
+    assert parent.stdout is not None
+    child = int(parent.stdout.readline())
+    try:
+        os.kill(child, signal.SIGTERM)
+        assert _gone(child, 3.0), "the child kept the run's SIGTERM handler"
+    finally:
+        parent.kill()
+        parent.wait()
+
+
+def test_forked_child_drops_the_supervisor_pipe() -> None:
+    p = _spawn("""
+        import os
+        from diag.procs import Supervisor, guard_child
+        sup = Supervisor.start()
+        fd, me = sup.proc.stdin.fileno(), os.getpid()
+        pid = os.fork()
+        if pid == 0:
+            guard_child(me)
+            print(os.readlink(f"/proc/self/fd/{fd}"), flush=True)
+            os._exit(0)
+        os.waitpid(pid, 0)
+        sup.close()
+        print(sup.proc.returncode, flush=True)
+    """)
+    out, _ = p.communicate(timeout=30)
+    assert out.split() == ["/dev/null", "0"]
+
+
+def test_supervisor_kills_what_ignores_the_stop_signal_with_its_descendants_and_lone_directories(
+        tmp_path: Path) -> None:
+    early, late = tmp_path / "made-before-the-server", tmp_path / "server-dir"
+    run = _spawn(f"""
+        import signal, subprocess, sys, time
+        from pathlib import Path
+        from diag.procs import Supervisor
+        sup = Supervisor.start()
+        Path({str(early)!r}).mkdir()
+        sup.adopt(None, directory={str(early)!r})
+        Path({str(late)!r}).mkdir()
+        code = ("import signal, subprocess, time; signal.signal(signal.SIGTERM, signal.SIG_IGN); "
+                "c = subprocess.Popen(['sleep', '300']); print(c.pid, flush=True); time.sleep(300)")
+        srv = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True,
+                               start_new_session=True)
+        grandchild = int(srv.stdout.readline())
+        sup.adopt(srv.pid, signal.SIGTERM, {str(late)!r}, grace_s=0.5)
+        print(srv.pid, grandchild, flush=True)
+        time.sleep(300)
+    """)
+    assert run.stdout is not None
+    srv_pid, grandchild = map(int, run.stdout.readline().split())
+    run.kill()
+    run.wait()
+    assert _gone(srv_pid, 5.0) and _gone(grandchild, 5.0), "SIGTERM ignored: not SIGKILLed after the grace"
+    deadline = time.monotonic() + 5.0
+    while (early.exists() or late.exists()) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert not early.exists() and not late.exists()
+
+
+def test_supervisor_notices_the_run_is_gone_while_its_pipe_is_still_open() -> None:
+    # A child forked without guard_child keeps the write end of the pipe open: the supervisor must still
+    # see that the run (its parent) died.
+    run = _spawn("""
+        import os, subprocess, time
+        from diag.procs import Supervisor
+        sup = Supervisor.start()
+        srv = subprocess.Popen(["sleep", "300"], start_new_session=True)
+        sup.adopt(srv.pid, grace_s=1)
+        pid = os.fork()
+        if pid == 0:
+            time.sleep(300)
+            os._exit(0)
+        print(srv.pid, pid, flush=True)
+        time.sleep(300)
+    """)
+    assert run.stdout is not None
+    srv_pid, holder = map(int, run.stdout.readline().split())
+    run.kill()
+    run.wait()
+    try:
+        assert _gone(srv_pid, 5.0)
+        assert start_ticks(holder) is not None, "the pipe holder died: the test proved nothing"
+    finally:
+        os.kill(holder, signal.SIGKILL)
