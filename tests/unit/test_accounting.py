@@ -1,0 +1,95 @@
+"""reports.accounting and reports.limits on the saved bundles: shares add to 1, every step names a limit."""
+
+from __future__ import annotations
+
+import copy
+from pathlib import Path
+
+import pytest
+
+from diag.bundle import Bundle, load_bundle
+from reports.accounting import WAIT_CLASSES, account_step, accounts, limit_of
+from reports.rules.base import steps
+
+DATA = Path(__file__).resolve().parents[1] / "data" / "bundles"
+BUNDLES = sorted(p.name for p in DATA.iterdir() if (p / "run.json").exists())
+KEYS = {"client_cpu", "round_trips", "server_cpu_user", "server_cpu_system", "unaccounted"} | \
+    {f"wait:{c}" for c in WAIT_CLASSES}
+KINDS = {"host_cpu", "server_cpu", "client_cpu", "round_trips", "commit_flush", "lock", "latch", "io"}
+
+
+def load(name: str) -> Bundle:
+    return load_bundle(DATA / name)
+
+
+@pytest.mark.parametrize("name", BUNDLES)
+def test_shares_add_to_one_and_every_step_names_a_limit(name: str) -> None:
+    b = load(name)
+    got = list(accounts(b))
+    assert len(got) == len(list(steps(b))) > 0
+    for step, acc in got:
+        assert sum(c.share for c in acc.components) == pytest.approx(1.0, abs=1e-9)
+        assert all(c.key in KEYS and c.us_per_txn >= 0 and 0 <= c.share <= 1 for c in acc.components)
+        assert acc.get("unaccounted") is not None  # shown, never hidden
+        assert acc.wall_us_per_txn == pytest.approx(step.clients * step.duration * 1e6 / step.transactions)
+        lim = limit_of(b, step, acc)
+        assert lim.kind in KINDS and lim.title and lim.advice and 0 <= lim.impact <= 1
+
+
+# Checked by hand against each bundle's evidence (see the commit that added the accounting).
+@pytest.mark.parametrize("name,workload,clients,kind", [
+    ("point_select", "point-select", 1, "round_trips"),  # host busy with other processes, clients 6% of a CPU
+    ("hot_row_pg_c4", "custom", 4, "lock"),  # Lock:transactionid 67% of transaction time
+    ("hot_row_pg_c32", "custom", 32, "lock"),
+    ("hot_row_mariadb_c4", "custom", 4, "lock"),
+    ("big_result_pg", "custom", 1, "client_cpu"),  # clients 89% of the run's CPU on a saturated host
+    ("wal_heavy_pg_max_wal_32mb", "custom", 2, "commit_flush"),
+])
+def test_limit_of_saved_bundles(name: str, workload: str, clients: int, kind: str) -> None:
+    b = load(name)
+    (lim,) = [limit_of(b, s, a) for s, a in accounts(b) if (s.workload, s.clients) == (workload, clients)][:1]
+    assert lim.kind == kind, lim.title
+
+
+def test_raw_names_are_kept_as_detail_in_the_engines_words() -> None:
+    b = load("hot_row_mariadb_c4")
+    (_, acc), = list(accounts(b))
+    lock = acc.get("wait:lock")
+    assert lock is not None and "Lock:row" in lock.detail
+    assert sum(lock.detail.values()) == pytest.approx(lock.us_per_txn, rel=0.01)
+    pg = next(a for _s, a in accounts(load("wal_heavy_pg_max_wal_32mb")))
+    flush = pg.get("wait:commit_flush")
+    assert flush is not None and flush.label == "waits: commit flush (WAL)" and "IO:WalSync" in flush.detail
+
+
+def test_round_trips_are_client_wait_minus_client_cpu() -> None:
+    b = load("point_select")
+    step, acc = next(iter(accounts(b)))
+    rt = acc.get("round_trips")
+    assert rt is not None
+    assert rt.us_per_txn == pytest.approx(acc.evidence["client_wait_us_per_txn"] - acc.us("client_cpu"), abs=1.0)
+
+
+def test_host_saturated_by_the_run_is_host_cpu_with_both_shares() -> None:
+    """The run's own processes made to hold the busy CPU (others' share given to server and clients)."""
+    b = copy.deepcopy(load("point_select"))
+    recs = b.series["host"]
+    for r in recs:
+        dt = r["t"] - recs[0]["t"]
+        srv = r["procs.server"].get("postgres@127.0.0.1:53339") or {}
+        if srv:
+            srv[min(srv)][0] += 0.6 * dt  # 0.6 cores more of server user CPU, in one process
+        if r["procs.client"]:
+            r["procs.client"][min(r["procs.client"])][0] += 0.5 * dt
+    step, acc = [(s, a) for s, a in accounts(b) if s.target.startswith("postgres") and s.clients == 2][0]
+    lim = limit_of(b, step, acc)
+    assert lim.kind == "host_cpu", lim.title
+    assert lim.evidence["server_share_of_busy_cpu_pct"] > 0 and lim.evidence["client_share_of_busy_cpu_pct"] > 0
+    assert "shared by the server" in lim.title
+
+
+def test_no_transactions_gives_no_accounting() -> None:
+    b = copy.deepcopy(load("point_select"))
+    step = next(iter(steps(b)))
+    step.row["transactions"] = 0
+    assert account_step(b, step) is None
