@@ -26,6 +26,7 @@ from diag import servers
 from diag.bundle import BundleWriter, read_jsonl, safe_name
 from diag.db import Session
 from diag.errors import UsageError
+from diag.schema import ResultRow
 from diag.targets import Target
 from workloads import load as wload
 from workloads.client import client_driver_text
@@ -403,6 +404,8 @@ def test_point_select_loop_is_recorded_in_the_result(target: Target, py_loop: st
                      BundleWriter(tmp_path / "run"), progress=None)
     r = rows[0]
     assert r["transactions"] > 0 and r["errors"] == {} and r["qps"] == r["tps"], r
+    # Every key the driver writes is declared in the bundle schema (a new key must be added there).
+    assert not ResultRow.from_dict(r).extra, sorted(ResultRow.from_dict(r).extra)
     assert r["driver"].endswith("+ C query loop") == (py_loop == ""), r["driver"]
     assert 0 < r["latency_ms"]["p50"] <= r["latency_ms"]["p99"] <= r["latency_ms"]["max"]
     # The start-up line of a run says the same before the step runs.
