@@ -27,7 +27,7 @@ from workloads.client import ISOLATION_SQL, PROTOCOLS, fastest_driver, open_clie
 from workloads.custom import Custom, parse_script
 from workloads.insert import Insert
 from workloads.load import ensure_schema, is_loaded, load
-from workloads.options import DriverOptions, StepHooks, StepInfo
+from workloads.options import ON_ERROR, DriverOptions, StepHooks, StepInfo
 from workloads.pgbench import ReadWrite
 from workloads.progress import STEP_OVERHEAD_S, SweepBar
 from workloads.step import Step
@@ -63,6 +63,8 @@ def validate(workloads: list[str], opts: DriverOptions) -> None:
         raise UsageError("--rate must be more than 0 transactions per second")
     if opts.max_tries < 1:
         raise UsageError("--max-tries must be at least 1")
+    if opts.on_error not in ON_ERROR:
+        raise UsageError(f"unknown --on-error {opts.on_error!r}: use {' or '.join(ON_ERROR)}")
     if opts.report_interval_s <= 0:
         raise UsageError("--report-interval must be more than 0 seconds")
     if not opts.scale or opts.scale <= 0:
@@ -103,6 +105,8 @@ def run_sweep(target: Target, workloads: list[str], opts: DriverOptions, bundle:
 
     On Ctrl-C the rows measured so far (the cut step included) are on the raised
     ``KeyboardInterrupt`` as ``.results`` and were passed to ``hooks.step_finished``.
+    When the server is lost mid-step, that step's row says so (``server_lost``) and is
+    the last: the remaining steps are skipped (one ``steps_skipped`` event).
     """
     validate(workloads, opts)
     own_bar = bar is None
@@ -155,6 +159,9 @@ def _sweep(target: Target, workloads: list[str], opts: DriverOptions, bundle: Bu
             try:
                 rows.append(step.run())
                 bar.end_step()
+                if step.lost is not None:  # no use running the rest against a server that is gone
+                    _skip(bundle, bar, target, [f"{w.name} c={c}" for w, c in steps[i:]])
+                    break
             except KeyboardInterrupt as ki:
                 if step.row is not None:
                     rows.append(step.row)
@@ -163,3 +170,13 @@ def _sweep(target: Target, workloads: list[str], opts: DriverOptions, bundle: Bu
     finally:
         series.close()
     return rows
+
+
+def _skip(bundle: BundleWriter, bar: SweepBar, target: Target, left: list[str]) -> None:
+    """One event for the steps not run on a lost server; the bar's plan shrinks by them."""
+    if not left:
+        return
+    bundle.event("steps_skipped", f"{target.label}: the server was lost; {len(left)} step(s) not run: "
+                 f"{', '.join(left)}", target=target.label, steps=left)
+    bar.say(f"{target.label}: the server was lost: skipping {', '.join(left)}")
+    bar.steps = max(bar.done_steps, bar.steps - len(left))

@@ -6,14 +6,21 @@ histogram, CPU times, talking to the parent, checking the stop flag) happens at
 "ticks", at most every 100 ms and at each report-interval boundary. Failures
 leave the fast path through the ``except`` branch: serialization failures and
 deadlocks are retried up to ``max_tries``; other errors are counted by code with
-a few sample messages; a lost connection ends this client with an error record.
+a few sample messages (``--on-error abort``: the first of them ends the step). A
+lost connection counts as an error and is re-established with a bounded back-off
+(:data:`RECONNECT_FIRST_S` doubling to :data:`RECONNECT_MAX_S`, for at most
+:data:`RECONNECT_GIVE_UP_S`): the client goes on with a new connection and the
+workload's statements prepared again, or, when the server does not answer, ends
+with a "lost" record, from which the parent decides whether the server is gone.
 
-Messages to the parent (a pipe per client)::
+Messages to the parent (a pipe per client; :mod:`workloads.messages` names them)::
 
     ("ready", pid, c_loop)            connected and prepared; c_loop: the C query loop will run
-    ("fatal", code, message)          could not start (or a bug): this client is out
-    ("iv", k, txns, queries, errors, retries, {µs: n}, cpu_s, extra)
-    ("lost", code, message)           connection lost mid-run; "done" follows
+    ("fatal", code, message, kind)    could not start (or a bug): this client is out
+    ("iv", k, txns, queries, errors, retries, {µs: n}, cpu_s, extra, reconnects)
+    ("reconnected", code, message, t_ns, waited_s)   the connection lost at t_ns is back
+    ("lost", code, message, t_ns, kind)   connection lost at t_ns and not back; "done" follows
+    ("abort", code, message, t_ns, kind)  --on-error abort: this error ends the step; "done" follows
     ("done", cpu_s, {code: [messages]})
 """
 
@@ -25,6 +32,7 @@ import signal
 import time
 from array import array
 from collections import Counter
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -41,6 +49,12 @@ LOST_KINDS = ("lost", "connect")
 # MariaDB 11.6+ with innodb_snapshot_isolation: "Record has changed since last read".
 RETRY_CODES = ("1020",)
 SAMPLES_PER_CODE = 3
+# Reconnecting after a lost connection: the first try after 50 ms (a terminated backend is replaced at
+# once), doubling to 1 s between tries; after 5 s of failed tries the server is taken as gone (a restart
+# with crash recovery can take longer: the step is then cut, not stretched past what it measured).
+RECONNECT_FIRST_S = 0.05
+RECONNECT_MAX_S = 1.0
+RECONNECT_GIVE_UP_S = 5.0
 
 
 @dataclass(frozen=True)
@@ -59,6 +73,7 @@ class ClientSpec:
     rate: float | None
     think: bool
     seed: int
+    on_error: str = "continue"  # "continue" | "abort" (DriverOptions.on_error)
 
 
 def error_key(e: DbError) -> str:
@@ -71,17 +86,40 @@ def retryable(e: DbError) -> bool:
 
 
 class _End(Exception):
-    """This client stops: connection lost or told to stop."""
+    """This client stops: connection lost for good, the step aborted, or told to stop."""
+
+
+class _Again(Exception):
+    """The connection was re-established: the loop starts over with the new client and runner."""
+
+
+class _Lost(Exception):
+    """The connection of the failed transaction is gone (``error``)."""
+
+    def __init__(self, error: DbError) -> None:
+        super().__init__(str(error))
+        self.error = error
+
+
+class _Abort(_Lost):
+    """``--on-error abort``: ``error`` ends the step."""
+
+
+Connect = Callable[[], "tuple[Client, Runner]"]
 
 
 class ClientLoop:
+    """One client's measuring loops; ``connect()`` opens a client and builds its runner again after a
+    lost connection."""
+
     def __init__(self, spec: ClientSpec, client: Client, runner: Runner, pipe: Any, stop: Any,
-                 measure_ns: int, end_ns: int, interval_ns: int, start_ns: int) -> None:
+                 measure_ns: int, end_ns: int, interval_ns: int, start_ns: int, connect: Connect) -> None:
         self.spec, self.client, self.runner, self.pipe, self.stop = spec, client, runner, pipe, stop
         self.measure_ns, self.end_ns, self.interval_ns = measure_ns, end_ns, interval_ns
+        self.connect = connect
         self.errors: Counter[str] = Counter()
         self.samples: dict[str, list[str]] = {}
-        self.retries = 0
+        self.retries = self.reconnects = 0
         if start_ns >= measure_ns:
             self.k, self.boundary = 0, measure_ns + interval_ns
             self.cpu0 = self.cpu_mark = self._cpu()
@@ -105,7 +143,8 @@ class ClientLoop:
             s.append(msg)
 
     def failed(self, e: DbError) -> int | None:
-        """Roll back, retry when allowed; queries of the successful retry, or None."""
+        """Roll back, retry when allowed; queries of the successful retry, or None. Raises _Lost when
+        the connection is gone, _Abort (with ``--on-error abort``) for an error that ends the step."""
         tries = 1
         txn = self.runner.txn
         while True:
@@ -117,8 +156,7 @@ class ClientLoop:
                         e = e2
             if e.kind in LOST_KINDS:
                 self.record(e)
-                self.pipe.send(("lost", error_key(e), str(e)))
-                raise _End
+                raise (_Abort if self.spec.on_error == "abort" else _Lost)(e)
             if tries < self.spec.max_tries and retryable(e):
                 tries += 1
                 self.retries += 1
@@ -128,22 +166,59 @@ class ClientLoop:
                     e = e3
                     continue
             self.record(e)
+            # Serialization failures and deadlocks that ran out of tries do not abort (as in pgbench).
+            if self.spec.on_error == "abort" and not retryable(e):
+                raise _Abort(e)
             return None
 
-    def recover(self, e: DbError, lat: list[int], nq: int, t0: int) -> tuple[int, int] | None:
+    def recover(self, e: DbError, lat: list[int], nq: int, t0: int) -> tuple[int, int]:
         """After a failed transaction that started at ``t0``: (queries of its successful retry or
-        0, now), its latency appended when a retry succeeded; None when this client ends (its
-        figures flushed)."""
+        0, now), its latency appended when a retry succeeded. On a lost connection or an abort the
+        figures so far are flushed and _Again (connected again) or _End is raised."""
         try:
             q = self.failed(e)
-        except _End:
+        except _Abort as a:
             self.flush(lat, nq)
-            return None
+            self.pipe.send(("abort", error_key(a.error), str(a.error), time.perf_counter_ns(), a.error.kind))
+            raise _End from None
+        except _Lost as lost:
+            self.flush(lat, nq)
+            self.reconnect(lost.error)
         t1 = time.perf_counter_ns()
         if q is None:
             return 0, t1
         lat.append(t1 - t0)
         return q, t1
+
+    def reconnect(self, e: DbError) -> None:
+        """Connect again with a bounded back-off after ``e`` lost the connection; raises _Again once
+        connected (the reconnect counted), _End (a "lost" record sent) when the back-off gives up,
+        the step ends or the parent says stop."""
+        pcn = time.perf_counter_ns
+        lost_ns = pcn()
+        give_up = min(lost_ns + int(RECONNECT_GIVE_UP_S * 1e9), self.end_ns)
+        self.client.close()
+        delay, last = RECONNECT_FIRST_S, e
+        while True:
+            now = pcn()
+            if self.stop.value or now >= give_up:
+                self.pipe.send(("lost", error_key(last), str(last), lost_ns, last.kind))
+                raise _End
+            time.sleep(min(delay, (give_up - now) / 1e9))
+            delay = min(delay * 2, RECONNECT_MAX_S)
+            if self.stop.value:
+                continue
+            try:
+                self.client, self.runner = self.connect()
+                break
+            except DbError as e2:
+                last = e2
+        now = pcn()
+        if not self.tick(now, [], 0)[0]:  # the boundaries passed while away (nothing to flush), or the end
+            raise _End
+        self.reconnects += 1
+        self.pipe.send(("reconnected", error_key(e), str(e), lost_ns, round((now - lost_ns) / 1e9, 3)))
+        raise _Again
 
     # -- ticks ----------------------------------------------------------------------
 
@@ -163,17 +238,17 @@ class ClientLoop:
     def flush(self, lat: list[int], nq: int) -> None:
         if self.k < 0:  # warmup: nothing counts
             self.errors.clear()
-            self.retries = 0
+            self.retries = self.reconnects = 0
             self.runner.extra.clear()
             self.cpu0 = self.cpu_mark = self._cpu()
             lat.clear()
             return
         cpu = self._cpu()
         self.pipe.send(("iv", self.k, len(lat), nq, dict(self.errors), self.retries, fold(lat),
-                        cpu - self.cpu_mark, dict(self.runner.extra)))
+                        cpu - self.cpu_mark, dict(self.runner.extra), self.reconnects))
         self.cpu_mark = cpu
         self.errors.clear()
-        self.retries = 0
+        self.retries = self.reconnects = 0
         self.runner.extra.clear()
         lat.clear()
 
@@ -194,10 +269,7 @@ class ClientLoop:
                 t1 = pcn()
                 ap(t1 - t0)
             except DbError as e:
-                got = self.recover(e, lat, nq, t0)
-                if got is None:
-                    return
-                q, t1 = got
+                q, t1 = self.recover(e, lat, nq, t0)
                 nq += q
             if t1 >= next_tick:
                 next_tick, nq = self.tick(t1, lat, nq)
@@ -223,10 +295,7 @@ class ClientLoop:
                 lat += buf[:n]
                 nq += n
             if err is not None:
-                got = self.recover(err, lat, nq, t1)
-                if got is None:
-                    return
-                q, t1 = got
+                q, t1 = self.recover(err, lat, nq, t1)
                 nq += q
             if t1 >= next_tick:
                 next_tick, nq = self.tick(t1, lat, nq)
@@ -271,25 +340,50 @@ class ClientLoop:
                 t1 = pcn()
                 ap(t1 - t0)
             except DbError as e:
-                got = self.recover(e, lat, nq, t0)
-                if got is None:
-                    return
-                q, t1 = got
+                q, t1 = self.recover(e, lat, nq, t0)
                 nq += q
             sched = (sched if pause is None else t1) + gap()
+
+
+def run_loops(loop: ClientLoop, start_ns: int) -> None:
+    """The loop this client's options and runner call for, started over after each reconnect (the new
+    runner may differ: the C loop may not be available again) until the client ends."""
+    spec = loop.spec
+    while True:
+        runner = loop.runner
+        try:
+            if spec.rate or (spec.think and runner.pause_ns is not None):
+                loop.paced(start_ns)
+            elif runner.batch is not None and not spec.think:
+                loop.closed_batch()
+            else:
+                loop.closed()
+            return
+        except _Again:
+            continue
+        except _End:
+            return
 
 
 def client_main(index: int, spec: ClientSpec, pipe: Any, stop: Any) -> None:
     """Entry point of one forked client process."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C goes to the parent, which tells us to stop
+    ctx = ClientCtx(index, spec.clients, spec.scale, spec.think, spec.seed)
     client: Client | None = None
+    loop: ClientLoop | None = None
+
+    def connect() -> tuple[Client, Runner]:
+        c = open_client(spec.target, spec.protocol, spec.isolation, spec.product, spec.driver)
+        try:
+            return c, spec.workload.client(c, ctx)
+        except BaseException:
+            c.close()
+            raise
     try:
         try:
-            client = open_client(spec.target, spec.protocol, spec.isolation, spec.product, spec.driver)
-            ctx = ClientCtx(index, spec.clients, spec.scale, spec.think, spec.seed)
-            runner = spec.workload.client(client, ctx)
+            client, runner = connect()
         except DbError as e:
-            pipe.send(("fatal", error_key(e), str(e)))
+            pipe.send(("fatal", error_key(e), str(e), e.kind))
             return
         pipe.send(("ready", os.getpid(), runner.batch is not None and not spec.rate and not spec.think))
         msg = pipe.recv()
@@ -299,25 +393,20 @@ def client_main(index: int, spec: ClientSpec, pipe: Any, stop: Any) -> None:
         delay = start_ns - time.perf_counter_ns()
         if delay > 0:
             time.sleep(delay / 1e9)
-        loop = ClientLoop(spec, client, runner, pipe, stop, measure_ns, end_ns, interval_ns, start_ns)
-        if spec.rate or (spec.think and runner.pause_ns is not None):
-            loop.paced(start_ns)
-        elif runner.batch is not None and not spec.think:
-            loop.closed_batch()
-        else:
-            loop.closed()
+        loop = ClientLoop(spec, client, runner, pipe, stop, measure_ns, end_ns, interval_ns, start_ns, connect)
+        run_loops(loop, start_ns)
         cpu = loop._cpu() - loop.cpu0 if loop.k >= 0 else 0.0
         pipe.send(("done", cpu, loop.samples))
     except (EOFError, BrokenPipeError, OSError):
         pass  # the parent is gone: nothing left to report to
     except Exception as e:  # a bug in a workload: report it as this client's end, not a silent hang
         try:
-            pipe.send(("fatal", "internal", f"{type(e).__name__}: {e}"))
+            pipe.send(("fatal", "internal", f"{type(e).__name__}: {e}", "internal"))
         except OSError:
             pass
     finally:
-        if client is not None:
-            client.close()
+        for c in {id(x): x for x in (client, loop.client if loop is not None else None) if x is not None}.values():
+            c.close()
         try:
             pipe.close()
         except OSError:

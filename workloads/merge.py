@@ -42,16 +42,17 @@ class Merged:
     retries: int
     latency_ms: dict[str, float]
     cpu_s: float   # client processes' CPU seconds, summed
+    reconnects: int = 0   # connections re-established by the clients in the interval
 
 
 class Totals:
     """The whole step's sums, from the first measured interval on (warmup excluded by the clients)."""
 
-    __slots__ = ("transactions", "queries", "retries", "errors", "samples", "extra", "cpu_s", "cpu_by_client",
-                 "latency")
+    __slots__ = ("transactions", "queries", "retries", "reconnects", "errors", "samples", "extra", "cpu_s",
+                 "cpu_by_client", "latency")
 
     def __init__(self) -> None:
-        self.transactions = self.queries = self.retries = 0
+        self.transactions = self.queries = self.retries = self.reconnects = 0
         self.errors: Counter[str] = Counter()        # {code: count}: failed transactions and failed clients
         self.samples: dict[str, list[str]] = {}     # {code: up to SAMPLES_PER_CODE messages}
         self.extra: Counter[str] = Counter()         # workload counters
@@ -80,10 +81,10 @@ class Totals:
 class _Interval:
     """One report interval being gathered."""
 
-    __slots__ = ("txns", "queries", "errors", "retries", "counts", "cpu", "reported")
+    __slots__ = ("txns", "queries", "errors", "retries", "reconnects", "counts", "cpu", "reported")
 
     def __init__(self) -> None:
-        self.txns = self.queries = self.errors = self.retries = 0
+        self.txns = self.queries = self.errors = self.retries = self.reconnects = 0
         self.counts: Counter[int] = Counter()
         self.cpu = 0.0
         self.reported: set[int] = set()   # indexes of the clients that are through with it
@@ -109,6 +110,7 @@ class IntervalMerger:
         t.transactions += m.transactions
         t.queries += m.queries
         t.retries += m.retries
+        t.reconnects += m.reconnects
         t.errors.update(m.errors)
         t.extra.update(m.extra)
         k = max(m.k, self.next_k)  # late: into the first interval still open
@@ -118,6 +120,7 @@ class IntervalMerger:
         iv.txns += m.transactions
         iv.queries += m.queries
         iv.retries += m.retries
+        iv.reconnects += m.reconnects
         iv.errors += sum(m.errors.values())
         iv.cpu += m.cpu_s
         iv.counts.update(m.latency_us)
@@ -165,4 +168,4 @@ class IntervalMerger:
         hist.record(h, iv.counts)
         hist.record(self.totals.latency, iv.counts)
         return Merged(k, b_end, secs, iv.txns, iv.queries, iv.errors, iv.retries,
-                      hist.summary_ms(h, with_p999=False), iv.cpu)
+                      hist.summary_ms(h, with_p999=False), iv.cpu, iv.reconnects)

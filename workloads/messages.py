@@ -2,8 +2,11 @@
 
 Each client has one duplex pipe (:mod:`workloads.pool`). The parent sends one
 :class:`Go`; a client sends :class:`Ready` or :class:`Fatal`, then one
-:class:`IntervalCounts` per report interval it took part in, maybe a
-:class:`Lost`, and :class:`Done` last (or :class:`Fatal` if a bug ends it).
+:class:`IntervalCounts` per report interval it took part in, a
+:class:`Reconnected` each time it got its connection back, maybe a
+:class:`Lost` or an :class:`Aborted`, and :class:`Done` last (or
+:class:`Fatal` if a bug ends it). Trailing fields with a default may be left
+off the wire (older senders, hand-made tuples in tests).
 
 Messages are NamedTuples: fields by name, frozen, and as cheap to build, pickle
 and read as the plain tuples they replace (a client sends one per interval, off
@@ -56,10 +59,12 @@ class Ready(NamedTuple):
 
 
 class Fatal(NamedTuple):
-    """This client is out: it could not start, or a bug ended it. ``code``: SQLSTATE, errno or a kind."""
+    """This client is out: it could not start, or a bug ended it. ``code``: SQLSTATE, errno or a kind;
+    ``kind``: the DbError kind ("connect", "lost"...; "" when not a database error)."""
 
     code: str
     message: str
+    kind: str = ""
 
     TAG = "fatal"
 
@@ -79,17 +84,46 @@ class IntervalCounts(NamedTuple):
     latency_us: dict[int, int]  # {µs: count}, folded by workloads.hist.fold
     cpu_s: float                # this process's user + system CPU over the interval
     extra: dict[str, int]       # workload counters (TPC-C new orders, rollbacks)
+    reconnects: int = 0         # connections re-established in the interval
 
     TAG = "iv"
 
 
 class Lost(NamedTuple):
-    """The connection was lost mid-run; a :class:`Done` follows."""
+    """The connection was lost and not re-established (the back-off gave up, the step ended, or
+    ``--on-error abort``); a :class:`Done` follows. ``t_ns``: when it was lost (``perf_counter_ns``,
+    0: not known); ``kind``: the DbError kind of the last failure ("lost", "connect")."""
 
     code: str
     message: str
+    t_ns: int = 0
+    kind: str = "lost"
 
     TAG = "lost"
+
+
+class Reconnected(NamedTuple):
+    """The connection was lost at ``t_ns`` (``perf_counter_ns``) and is back after ``waited_s`` seconds;
+    ``code``/``message``: how it was lost. Counted in the interval's ``reconnects`` too."""
+
+    code: str
+    message: str
+    t_ns: int
+    waited_s: float
+
+    TAG = "reconnected"
+
+
+class Aborted(NamedTuple):
+    """``--on-error abort``: the first error that is not a retried serialization failure or deadlock,
+    at ``t_ns`` (``perf_counter_ns``); the step ends. A :class:`Done` follows."""
+
+    code: str
+    message: str
+    t_ns: int
+    kind: str = "other"
+
+    TAG = "abort"
 
 
 class Done(NamedTuple):
@@ -101,8 +135,8 @@ class Done(NamedTuple):
     TAG = "done"
 
 
-FromClient = Union[Ready, Fatal, IntervalCounts, Lost, Done]
-_BY_TAG: dict[str, Any] = {m.TAG: m for m in (Ready, Fatal, IntervalCounts, Lost, Done)}
+FromClient = Union[Ready, Fatal, IntervalCounts, Lost, Reconnected, Aborted, Done]
+_BY_TAG: dict[str, Any] = {m.TAG: m for m in (Ready, Fatal, IntervalCounts, Lost, Reconnected, Aborted, Done)}
 _KINDS = frozenset(_BY_TAG.values())
 
 
@@ -112,9 +146,9 @@ def decode(raw: Any) -> FromClient:
     Raises ValueError for anything else (a bug on the client side)."""
     if type(raw) is tuple:  # exactly tuple: a NamedTuple is a tuple too, and passes below
         cls = _BY_TAG.get(raw[0]) if raw else None
-        if cls is None or len(raw) != len(cls._fields) + 1:
+        if cls is None or not len(cls._fields) - len(cls._field_defaults) < len(raw) <= len(cls._fields) + 1:
             raise ValueError(f"unknown client message {raw[:1]!r} with {len(raw)} fields")
-        return cls._make(raw[1:])
+        return cls(*raw[1:])
     if type(raw) in _KINDS:
         return raw
     raise ValueError(f"unknown client message of type {type(raw).__name__}")

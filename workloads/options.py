@@ -27,6 +27,13 @@ class DriverOptions:
     fresh: bool = False
     script: str | None = None           # custom workload file
     think: bool = False
+    # What a failed transaction does to the step, like pgbench: "continue" counts it and goes on (a lost
+    # connection is re-established with a bounded back-off); "abort" ends the step at the first error
+    # that is not a retried serialization failure or deadlock.
+    on_error: str = "continue"
+
+
+ON_ERROR = ("continue", "abort")
 
 
 @dataclass(frozen=True)

@@ -8,6 +8,12 @@ module only wires them to the clock, the bundle, the progress bar and the hooks.
 Ctrl-C: the clients ignore SIGINT; the step sets their stop flag, collects what
 they measured (``STOP_GRACE_S`` at most), writes the cut step's row (kept on
 ``Step.row``) and re-raises ``KeyboardInterrupt``.
+
+A lost server (:mod:`workloads.stepend`): when a client could not reconnect and
+the server takes no new connection, the step stops every client and its row says
+``complete: false``, ``server_lost`` (when, in which client, why) and covers the
+seconds up to the loss only. ``--on-error abort`` ends the step the same way at
+the first error (``aborted``).
 """
 
 from __future__ import annotations
@@ -24,12 +30,13 @@ from workloads import hist
 from workloads.base import Workload
 from workloads.client import driver_label
 from workloads.keyloop import LABEL as KEYLOOP_LABEL
-from workloads.loop import ClientSpec
+from workloads.loop import LOST_KINDS, ClientSpec
 from workloads.merge import IntervalMerger, Merged, Totals
-from workloads.messages import Done, Fatal, FromClient, Go, IntervalCounts, Lost
+from workloads.messages import Aborted, Done, Fatal, FromClient, Go, IntervalCounts, Lost, Reconnected
 from workloads.options import DriverOptions, StepHooks, StepInfo
 from workloads.pool import ClientPool
 from workloads.progress import SweepBar
+from workloads.stepend import StepCut, server_gone
 from workloads.stepresult import (StepKey, WallClock, busiest_client_pct, interval_line, result_row,
                                   saturation_message, series_record, summary_line)
 
@@ -37,6 +44,7 @@ READY_TIMEOUT_S = 60.0
 END_GRACE_S = 10.0      # a client stuck in a query past the end gets this long, then is terminated
 STOP_GRACE_S = 2.0      # on Ctrl-C
 WAKE_NS = 250_000_000   # the parent looks at the clock at least this often (intervals, the bar)
+RECONNECT_EVENTS = 20   # per step: a flapping connection is counted in full, but told only this often
 
 
 class Step:
@@ -49,7 +57,7 @@ class Step:
         self.bundle, self.series, self.hooks, self.bar = bundle, series, hooks, bar
         self.key = StepKey(target.label, product, wl.name, n)
         self.spec = ClientSpec(target, product, drv, wl, n, float(opts.scale), opts.protocol, opts.isolation,
-                               opts.max_tries, opts.rate, opts.think, seed)
+                               opts.max_tries, opts.rate, opts.think, seed, opts.on_error)
         self.row: dict | None = None
         self.totals = Totals()
         self.pids: list[int] = []
@@ -59,18 +67,25 @@ class Step:
         self._merger: IntervalMerger | None = None
         self._clock = WallClock(0)
         self._stopped_ns = 0
+        self.lost: StepCut | None = None      # the server went away during the step
+        self.aborted: StepCut | None = None   # --on-error abort: the error that ended it
+        self._pool: ClientPool | None = None
+        self._stopping = False                # Ctrl-C: clients' ends are not news about the server
+        self._reconnect_events = 0
 
     def run(self) -> dict:
         with ClientPool(self.spec, self.n) as pool:
+            self._pool = pool
             try:
                 for idx, msg in pool.wait_ready(READY_TIMEOUT_S):
                     if isinstance(msg, Fatal):
-                        self._client_error(idx, msg.code, msg.message)
+                        self._handle(idx, msg)  # a client that cannot connect may be the first news of a lost server
                     else:
                         self.pids.append(msg.pid)
                         self.c_loops.append(bool(msg.c_loop))
                 self._measure(pool)
             except KeyboardInterrupt:
+                self._stopping = True
                 pool.stop()
                 self._drain(pool, time.monotonic() + STOP_GRACE_S)
                 self.bundle.event("step_interrupted", f"{self.target.label}: {self.wl.name} with {self.n} clients "
@@ -109,6 +124,8 @@ class Step:
         if self.info is None:
             self._started(plan)
         self._stopped_ns = min(plan.end_ns, max(time.perf_counter_ns(), plan.measure_ns))
+        if self.lost is not None:  # nothing was measured after the loss: the clients were reconnecting
+            self._stopped_ns = min(self._stopped_ns, max(self.lost.t_ns, plan.measure_ns))
         self._write(merger.rest(self._stopped_ns))
         self.row = self._finish(interrupted=False)
 
@@ -119,13 +136,62 @@ class Step:
             self._merger.add(idx, msg)
         elif isinstance(msg, Done):
             self.totals.client_done(idx, msg)
+        elif isinstance(msg, Reconnected):
+            self._reconnected(idx, msg)
         elif isinstance(msg, Lost):
             self.bundle.event("workload_client_lost", f"{self.target.label}: client {idx}: {msg.message}",
                               target=self.target.label, workload=self.wl.name, clients=self.n, client=idx,
                               code=msg.code)
             self.bar.say(f"  client {idx}: {msg.message}")
+            self._suspect(idx, msg.code, msg.message, msg.t_ns)
+            if self.opts.on_error == "abort":
+                self._abort(idx, msg.code, msg.message, msg.t_ns)
+        elif isinstance(msg, Aborted):
+            if msg.kind in LOST_KINDS:
+                self._suspect(idx, msg.code, msg.message, msg.t_ns)
+            self._abort(idx, msg.code, msg.message, msg.t_ns)
         elif isinstance(msg, Fatal):
             self._client_error(idx, msg.code, msg.message)
+            if msg.kind in LOST_KINDS:
+                self._suspect(idx, msg.code, msg.message, time.perf_counter_ns())
+
+    def _reconnected(self, idx: int, msg: Reconnected) -> None:
+        self._reconnect_events += 1
+        if self._reconnect_events > RECONNECT_EVENTS:
+            return
+        text = f"{self.target.label}: client {idx}: reconnected after {msg.waited_s:g} s ({msg.message})"
+        self.bundle.event("workload_client_reconnected", text, target=self.target.label, workload=self.wl.name,
+                          clients=self.n, client=idx, code=msg.code, waited_s=msg.waited_s)
+        self.bar.say(f"  client {idx}: reconnected after {msg.waited_s:g} s ({msg.message})")
+
+    def _suspect(self, idx: int, code: str, message: str, t_ns: int) -> None:
+        """A client lost its connection for good: if the server takes no new connection either, it is
+        gone and the step ends (every client told to stop)."""
+        t_ns = t_ns or time.perf_counter_ns()
+        if self.lost is not None:
+            self.lost = self.lost.earlier(t_ns)
+            return
+        if self._stopping:
+            return
+        why = server_gone(self.target)
+        if why is None:
+            return
+        self.lost = StepCut(idx, code, message, t_ns, why)
+        self.bar.say(f"  {self.target.label}: the server is gone ({why}): ending the step")
+        if self._pool is not None:
+            self._pool.stop()
+
+    def _abort(self, idx: int, code: str, message: str, t_ns: int) -> None:
+        """``--on-error abort``: the first error ends the step."""
+        if self.aborted is not None or self.lost is not None:
+            return
+        self.aborted = StepCut(idx, code, message, t_ns or time.perf_counter_ns())
+        self.bundle.event("step_aborted", f"{self.target.label}: {self.wl.name} with {self.n} clients ended by "
+                          f"--on-error abort: client {idx}: {message}", target=self.target.label,
+                          workload=self.wl.name, clients=self.n, client=idx, code=code)
+        self.bar.say(f"  client {idx}: {message}: --on-error abort ends the step")
+        if self._pool is not None:
+            self._pool.stop()
 
     def _drain(self, pool: ClientPool, deadline: float) -> None:
         """After Ctrl-C: what the live clients still send until ``deadline`` (monotonic s), then the rest."""
@@ -180,6 +246,10 @@ class Step:
         row.update(self.wl.result_extra(t.extra, t.transactions, duration))
         if interrupted:
             row["interrupted"] = True
+        for key, cut in (("server_lost", self.lost), ("aborted", self.aborted)):
+            if cut is not None:
+                row[key] = cut.to_row(self._clock.unix(cut.t_ns), measure_ns)
+        row["complete"] = not (interrupted or self.lost or self.aborted)
         name = f"workload--{safe_name(self.target.label)}--{self.wl.name}--c{self.n}.hdr"
         with contextlib.suppress(OSError):
             self.bundle.artifact(name).write_text(hist.encode(t.latency) + "\n", encoding="ascii")

@@ -47,7 +47,7 @@ def series_record(key: StepKey, m: Merged, clock: WallClock, ncpu: int) -> dict[
     return {
         "t": clock.unix(m.end_ns), "workload": key.workload, "clients": key.clients,
         "interval_s": round(m.seconds, 3), "transactions": m.transactions, "queries": m.queries,
-        "errors": m.errors, "retries": m.retries, "latency_ms": m.latency_ms,
+        "errors": m.errors, "retries": m.retries, "reconnects": m.reconnects, "latency_ms": m.latency_ms,
         "client_cpu_pct": cpu_pct(m.cpu_s, m.seconds, ncpu),
     }
 
@@ -58,19 +58,23 @@ def interval_line(key: StepKey, m: Merged, measure_ns: int, ncpu: int) -> str:
     t_rel = (m.end_ns - measure_ns) / 1e9
     return (f"  [{t_rel:5.1f}s] {key.workload} c={key.clients}: tps {m.transactions / secs:9.1f}  "
             f"qps {m.queries / secs:9.1f}  p95 {m.latency_ms['p95']:8.3f} ms  "
-            f"err/s {m.errors / secs:6.1f}  retries {m.retries}  client cpu {cpu_pct(m.cpu_s, secs, ncpu):5.1f}%")
+            f"err/s {m.errors / secs:6.1f}  retries {m.retries}  reconnects {m.reconnects}  "
+            f"client cpu {cpu_pct(m.cpu_s, secs, ncpu):5.1f}%")
 
 
 def result_row(key: StepKey, t: Totals, opts: DriverOptions, driver: str, t_start: float, t_end: float,
                duration_s: float, ncpu: int) -> dict[str, Any]:
     """The step's result row (run.json ``results``), before the workload's own fields.
 
-    ``t_start`` / ``t_end``: the measured part in unix seconds; ``duration_s`` its length (> 0)."""
+    ``t_start`` / ``t_end``: the measured part in unix seconds; ``duration_s`` its length (> 0), also
+    written as ``measured_s`` (the seconds actually measured; a cut step has less than ``-T``). The
+    caller sets ``complete`` False for a cut step."""
     return {
         "target": key.target, "engine": key.product, "workload": key.workload, "clients": key.clients,
         "duration_s": round(duration_s, 3), "transactions": t.transactions,
         "tps": round(t.transactions / duration_s, 2), "qps": round(t.queries / duration_s, 2),
         "latency_ms": hist.summary_ms(t.latency), "errors": dict(t.errors), "retries": t.retries,
+        "reconnects": t.reconnects, "complete": True, "measured_s": round(duration_s, 3),
         "driver": driver, "protocol": opts.protocol, "isolation": opts.isolation,
         "client_cpu_pct": cpu_pct(t.cpu_s, duration_s, ncpu), "t_start": t_start, "t_end": t_end,
         "client_cpu_s": round(t.cpu_s, 3), "error_samples": t.samples, "scale": opts.scale,
@@ -82,7 +86,9 @@ def summary_line(key: StepKey, row: dict[str, Any], ncpu: int) -> str:
     lat = row["latency_ms"]
     return (f"  => {key.workload} c={key.clients}: {row['tps']:.1f} tps, {row['qps']:.1f} qps, "
             f"p95 {lat['p95']:.3f} ms, p99 {lat['p99']:.3f} ms, errors {sum(row['errors'].values())}, "
-            f"retries {row['retries']}, client cpu {row['client_cpu_pct']}% of {ncpu} cpus")
+            f"retries {row['retries']}, reconnects {row.get('reconnects', 0)}, "
+            f"client cpu {row['client_cpu_pct']}% of {ncpu} cpus"
+            + ("" if row.get("complete", True) else f" (cut short: {row['measured_s']:g} s measured)"))
 
 
 def busiest_client_pct(t: Totals, duration_s: float) -> float:

@@ -132,8 +132,10 @@ class RunInfo:
 # --------------------------------------------------------------------------- results and findings
 
 
-_ROW_NUM = ("duration_s", "tps", "qps", "client_cpu_pct", "client_cpu_s", "t_start", "t_end")
-_ROW_INT = ("transactions", "retries", "scale")
+# scale is a number, not an integer: the library and the tests run fractional scales (0.05 of TPC-C's warehouse).
+_ROW_NUM = ("duration_s", "measured_s", "tps", "qps", "client_cpu_pct", "client_cpu_s", "t_start", "t_end", "scale")
+_ROW_INT = ("transactions", "retries", "reconnects")
+_ROW_CUT = ("server_lost", "aborted")  # what cut a step short: {t, after_s, client, code, message[, probe]}
 _ROW_STR = ("engine", "driver", "protocol", "isolation")
 _ROW_DICT = ("latency_ms", "errors", "error_samples")
 
@@ -144,7 +146,9 @@ class ResultRow:
 
     Times are Unix s (``t_start``/``t_end`` bound the measured window, warmup
     excluded); ``latency_ms`` holds p50/p95/p99/p999/max in ms; ``client_cpu_s``
-    is the clients' CPU seconds over the window. Fields added by workloads
+    is the clients' CPU seconds over the window; ``measured_s`` the seconds actually measured (less than
+    the planned ``-T`` when ``complete`` is False: cut by Ctrl-C, a lost server or ``--on-error abort``;
+    None in bundles written before these fields). Fields added by workloads
     (TPC-C ``nopm``) or step plugins (``profile``) that have no field here stay in ``extra``.
     """
 
@@ -160,20 +164,30 @@ class ResultRow:
     errors: Mapping[str, int] = field(default_factory=dict)
     error_samples: Mapping[str, Any] = field(default_factory=dict)
     retries: int | None = None
+    reconnects: int | None = None  # lost connections the clients re-established
     driver: str = ""
     protocol: str = ""
     isolation: str = ""
-    scale: int | None = None
+    scale: float | None = None
     client_cpu_pct: float | None = None  # percent of all the machine's CPUs
     client_cpu_s: float | None = None
     t_start: float | None = None
     t_end: float | None = None
     interrupted: bool = False
+    measured_s: float | None = None
+    complete: bool | None = None  # None: not recorded (older bundles), read as complete unless interrupted
+    server_lost: Mapping[str, Any] | None = None  # the server went away: when, which client, why
+    aborted: Mapping[str, Any] | None = None  # --on-error abort ended the step: the error
     profile: Mapping[str, Any] | None = None  # the step's perf profile summary (collectors.profile)
     extra: Mapping[str, Any] = field(default_factory=dict)
 
     _FIELDS = ("target", "workload", "clients", *_ROW_STR, *_ROW_NUM, *_ROW_INT, *_ROW_DICT, "interrupted",
-               "profile")
+               "complete", *_ROW_CUT, "profile")
+
+    @property
+    def is_complete(self) -> bool:
+        """The step ran its planned time (a row without ``complete`` is, unless interrupted)."""
+        return not self.interrupted if self.complete is None else self.complete
 
     @property
     def p95_ms(self) -> float | None:
@@ -200,6 +214,8 @@ class ResultRow:
         kw.update({k: get_field(d, k, (str,), where, "") for k in _ROW_STR})
         kw.update({k: get_field(d, k, (dict,), where, {}) for k in _ROW_DICT})
         kw["interrupted"] = get_field(d, "interrupted", (bool,), where, False)
+        kw["complete"] = get_field(d, "complete", (bool,), where)
+        kw.update({k: get_field(d, k, (dict,), where) for k in _ROW_CUT})
         kw["profile"] = get_field(d, "profile", (dict,), where)
         return cls(**kw, extra=unknown_keys(d, cls._FIELDS))
 

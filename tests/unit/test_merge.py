@@ -10,7 +10,7 @@ import pytest
 
 from workloads import hist
 from workloads.merge import IntervalMerger, Totals
-from workloads.messages import Done, Go, IntervalCounts
+from workloads.messages import Done, Go, IntervalCounts, decode
 
 S = 1_000_000_000
 PLAN = Go(start_ns=9 * S, measure_ns=10 * S, end_ns=13 * S + S // 2, interval_ns=S)
@@ -19,9 +19,9 @@ GRACE = max(PLAN.interval_ns // 2, 500_000_000)  # how long an interval waits fo
 
 def iv(k: int, txns: int = 0, lat: dict[int, int] | None = None, *, queries: int | None = None,
        errors: dict[str, int] | None = None, retries: int = 0, cpu: float = 0.0,
-       extra: dict[str, int] | None = None) -> IntervalCounts:
+       extra: dict[str, int] | None = None, reconnects: int = 0) -> IntervalCounts:
     return IntervalCounts(k, txns, txns if queries is None else queries, errors or {}, retries,
-                          lat if lat is not None else {100: txns}, cpu, extra or {})
+                          lat if lat is not None else {100: txns}, cpu, extra or {}, reconnects)
 
 
 def at(k: int, frac: float = 0.0) -> int:
@@ -149,3 +149,15 @@ def test_totals_take_client_errors_done_messages_and_keep_three_distinct_samples
     assert dict(t.errors) == {"timeout": 2, "23505": 2}
     assert t.samples == {"timeout": ["client not ready within 60 s"], "23505": ["dup a", "dup b", "dup c"]}
     assert t.cpu_s == 2.0 and t.cpu_by_client == {0: 1.5, 1: 0.5}
+
+
+def test_reconnects_sum_per_interval_and_per_step_and_an_old_sender_counts_none() -> None:
+    m = IntervalMerger(PLAN)
+    m.add(0, iv(0, 5, errors={"57P01": 1}, reconnects=1))
+    m.add(1, iv(0, 4, reconnects=2))
+    m.add(1, decode(("iv", 1, 3, 3, {}, 0, {100: 3}, 0.0, {})))   # no reconnects field on the wire: 0
+    m.add(0, iv(1, 2, reconnects=1))
+    out = m.rest(PLAN.end_ns)
+    assert [(x.k, x.reconnects, x.errors) for x in out[:2]] == [(0, 3, 1), (1, 1, 0)]
+    assert all(x.reconnects == 0 for x in out[2:])
+    assert m.totals.reconnects == 4 and m.totals.transactions == 14
