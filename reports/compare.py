@@ -2,27 +2,44 @@
 
 Pure functions of bundles. A pair is (target A step, target B step) with the
 same workload and client count, from one run (different targets) or from two
-runs. For each pair: the TPS and p95 ratios, then per-transaction resources
-(server CPU µs, client CPU µs, context switches, and whatever
-``per_txn_metrics`` finds in the bundle), ranked by how much of the gap each
-difference could explain.
+runs. For each pair:
+
+* sentences (:mod:`reports.sentences`): which side is faster and by how much,
+  a durability difference whenever there is one, then the components of the
+  time accounting (:mod:`reports.accounting`) that explain the gap, largest
+  first, in µs per transaction and share of the gap;
+* the table behind them: one row per accounting component (client CPU, round
+  trips, server CPU, waits by the class both engines share, unaccounted), so
+  the rows line up across engines, ranked by their share of the gap; then the
+  per-transaction counters (context switches, flushes, log bytes, page reads),
+  which are evidence rather than time, ranked by their ratio.
+
+A step without accounting (no CPU or wait samples in its window) falls back to
+the CPU rows of :func:`reports.resources.step_resources`, with the gap taken
+from the two sides' rates (1 s x clients / tps).
 """
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 from diag.bundle import Bundle, safe_name
-from reports.durability_view import window_rate
+from reports.accounting import StepAccounting, account_step
+from reports.durability_view import target_info, target_settings_verdict, window_rate
 from reports.resources import step_resources
-from reports.rules.base import engine_of
+from reports.rules.base import engine_of, steps
+from reports.sentences import Side, contributions, pair_sentences, side_names
 
-# Per-transaction quantities compared between sides, with their unit; larger is worse for all of them.
-COMPARED = (
+# Per-transaction time from the host series, compared only when a side has no time accounting.
+TIME_ROWS = (
     ("server_cpu_us_per_txn", "µs", "server CPU per transaction"),
     ("server_user_us_per_txn", "µs", "server user CPU per transaction"),
     ("server_sys_us_per_txn", "µs", "server system CPU per transaction"),
     ("client_cpu_us_per_txn", "µs", "client (driver) CPU per transaction"),
+)
+# Per-transaction counts: evidence behind the time rows; larger is worse for all of them.
+COUNT_ROWS = (
     ("server_ctx_per_txn", "switches", "server context switches per transaction"),
     ("flush_calls_per_txn", "calls", "flush system calls per transaction"),
     ("device_flushes_per_txn", "flushes", "device flushes per transaction (whole device)"),
@@ -37,7 +54,7 @@ FLUSH_COUNTERS = (("flush_calls_per_txn", ("fs.sync_file",)),
 
 
 def engine_per_txn(b: Bundle, row: dict[str, Any]) -> dict[str, float]:
-    """Per-transaction engine counters and wait time by class over one step's window."""
+    """Per-transaction engine and flush counters over one step's window."""
     out: dict[str, float] = {}
     label = safe_name(str(row.get("target")))
     engine = engine_of(b, str(row.get("target")), row)
@@ -57,30 +74,28 @@ def engine_per_txn(b: Bundle, row: dict[str, Any]) -> dict[str, float]:
         rate = window_rate(dev, dkeys, t0, t1)
         if rate is not None:
             out["device_flushes_per_txn"] = rate / tps
-    # Wait time per transaction by class: each ASH sample stands for (tick length x one backend), so
-    # class share x clients x 1 s / tps is that class's backend-seconds per transaction.
-    counts: dict[str, int] = {}
-    samples = ticks = 0
-    for r in b.series.get(f"{engine.waits_series}--{label}", []):
-        if t0 < r.get("t", 0) <= t1 + 0.5:
-            ticks += int(r.get("ticks") or 0)
-            samples += int(r.get("samples") or 0)
-            for k, v in (r.get("waits") or {}).items():
-                cls = k.split(":", 1)[0] if ":" in k else k
-                counts[cls] = counts.get(cls, 0) + int(v)
-    if samples and ticks:
-        backends_per_tick = samples / ticks
-        for cls, n in counts.items():
-            out[f"wait_us_per_txn.{cls}"] = 1e6 * (n / samples) * backends_per_tick / tps
     return out
 
 
+def run_name(b: Bundle) -> str:
+    """A run's name for people: its bundle folder's name."""
+    return Path(b.path).resolve().name
+
+
 def _steps(b: Bundle) -> list[dict[str, Any]]:
-    """Result rows joined with their per-transaction resources."""
+    """Result rows joined with their per-transaction resources, time accounting and durability verdict.
+
+    Keys added: ``accounting`` (StepAccounting or None), ``durability`` (SettingsVerdict), ``engine_obj``
+    and ``run`` (the bundle's name); the row's own keys win over the per-transaction ones."""
+    accounted = {(s.target, s.workload, s.clients): account_step(b, s) for s in steps(b)}
     res = step_resources(b)
     out = []
     for r, extra in zip(b.results, res):
-        out.append({**r, **{k: v for k, v in extra.items() if k not in r}, **engine_per_txn(b, r)})
+        label = str(r.get("target"))
+        key = (label, str(r.get("workload") or ""), int(r.get("clients") or 1))
+        out.append({**{k: v for k, v in extra.items() if k not in r}, **engine_per_txn(b, r), **r,
+                    "accounting": accounted.get(key), "engine_obj": engine_of(b, label, r),
+                    "durability": target_settings_verdict(target_info(b.run, label)), "run": run_name(b)})
     return out
 
 
@@ -105,37 +120,64 @@ def pair_steps(a: Bundle, b: Bundle | None = None) -> list[tuple[dict[str, Any],
     return pairs
 
 
+def _row(key: str, what: str, unit: str, vf: float, vs: float, gap: float | None) -> dict[str, Any]:
+    return {"metric": key, "what": what, "unit": unit, "fast": vf, "slow": vs, "difference": vs - vf,
+            "ratio": (vs / vf) if vf else None,
+            "share_of_gap": (vs - vf) / gap if (gap and gap > 0 and unit == "µs") else None}
+
+
+def _rate_gap(fast: dict[str, Any], slow: dict[str, Any]) -> float | None:
+    """The gap in mean transaction time from the rates alone: each client slot takes clients / tps s."""
+    c = slow.get("clients") or 1
+    if not (fast.get("tps") and slow.get("tps")):
+        return None
+    return 1e6 * c / slow["tps"] - 1e6 * c / fast["tps"]
+
+
+def differences(fast: dict[str, Any], slow: dict[str, Any]) -> list[dict[str, Any]]:
+    """The table of one pair: time rows by share of the gap (largest first), then count rows by ratio."""
+    fa: StepAccounting | None = fast.get("accounting")
+    sa: StepAccounting | None = slow.get("accounting")
+    rows = []
+    if fa is not None and sa is not None:
+        gap = sa.wall_us_per_txn - fa.wall_us_per_txn
+        rows = [_row(c.key, c.label, "µs", c.fast_us, c.slow_us, gap) for c in contributions(fa, sa)]
+    else:
+        gap = _rate_gap(fast, slow)
+        rows = [_row(k, what, unit, fast[k], slow[k], gap) for k, unit, what in TIME_ROWS
+                if fast.get(k) is not None and slow.get(k) is not None]
+        rows.sort(key=lambda d: -d["difference"])
+    counts = [_row(k, what, unit, fast[k], slow[k], None) for k, unit, what in COUNT_ROWS
+              if fast.get(k) is not None and slow.get(k) is not None]
+    counts.sort(key=lambda d: -(d["ratio"] if d["ratio"] is not None else (1.0 if d["difference"] <= 0 else 1e9)))
+    return rows + counts
+
+
+def _side(row: dict[str, Any], name: str) -> Side:
+    return Side(name=name, tps=float(row.get("tps") or 0.0), engine=row["engine_obj"],
+                accounting=row.get("accounting"), durability=row.get("durability"))
+
+
 def explain_pair(fast: dict[str, Any], slow: dict[str, Any]) -> dict[str, Any]:
-    """Ratios and ranked per-transaction differences for one pair."""
+    """Sentences, ratios and ranked per-transaction differences for one pair (steps from :func:`pair_steps`)."""
     tps_ratio = (fast.get("tps") or 0) / slow["tps"] if slow.get("tps") else None
     p95f = (fast.get("latency_ms") or {}).get("p95")
     p95s = (slow.get("latency_ms") or {}).get("p95")
-    diffs = []
-    wait_keys = sorted({k for k in (*fast, *slow) if k.startswith("wait_us_per_txn.")})
-    compared = list(COMPARED) + [(k, "µs", f"time waiting on {k.split('.', 1)[1]} per transaction")
-                                 for k in wait_keys]
-    for key, unit, what in compared:
-        vf, vs = fast.get(key), slow.get(key)
-        if key.startswith("wait_us_per_txn."):
-            vf, vs = vf or 0.0, vs or 0.0  # a class never sampled on one side waited ~0 there
-        if vf is None or vs is None:
-            continue
-        diffs.append({"metric": key, "what": what, "unit": unit, "fast": vf, "slow": vs, "difference": vs - vf,
-                      "ratio": (vs / vf) if vf else None})
-    # Rank CPU differences by the share of the slow side's time per transaction they explain:
-    # at saturation, time per transaction ~ 1/tps per client slot.
-    slow_us = 1e6 * (slow.get("clients") or 1) / slow["tps"] if slow.get("tps") else None
-    for d in diffs:
-        d["share_of_slow_txn_time"] = (d["difference"] / slow_us) if (slow_us and d["unit"] == "µs") else None
-    diffs.sort(key=lambda d: -(d["share_of_slow_txn_time"] if d["share_of_slow_txn_time"] is not None
-                               else (d["ratio"] or 0) / 100))
+    names = side_names((str(fast.get("target")), str(slow.get("target"))),
+                       (str(fast.get("run") or ""), str(slow.get("run") or "")))
+    fa, sa = fast.get("accounting"), slow.get("accounting")
+    fv, sv = fast.get("durability"), slow.get("durability")
     return {
         "workload": fast.get("workload"), "clients": fast.get("clients"),
         "fast": fast.get("target"), "slow": slow.get("target"),
+        "fast_name": names[0], "slow_name": names[1], "fast_run": fast.get("run"), "slow_run": slow.get("run"),
         "fast_tps": fast.get("tps"), "slow_tps": slow.get("tps"), "tps_ratio": tps_ratio,
         "fast_p95_ms": p95f, "slow_p95_ms": p95s,
         "p95_ratio": (p95s / p95f) if (p95f and p95s) else None,
-        "differences": diffs,
+        "fast_wall_us": fa.wall_us_per_txn if fa else None, "slow_wall_us": sa.wall_us_per_txn if sa else None,
+        "fast_durability": fv.status if fv else "unknown", "slow_durability": sv.status if sv else "unknown",
+        "sentences": pair_sentences(_side(fast, names[0]), _side(slow, names[1])),
+        "differences": differences(fast, slow),
     }
 
 
@@ -147,20 +189,22 @@ def compare(a: Bundle, b: Bundle | None = None) -> list[dict[str, Any]]:
 
 
 def format_comparison(items: list[dict[str, Any]]) -> str:
-    """Plain-text tables for the terminal."""
+    """Plain text for the terminal: per pair its heading, its sentences, then the table behind them."""
     if not items:
         return "no comparable steps: the runs share no workload and client count on different targets"
     lines = []
     for e in items:
         ratio = f"{e['tps_ratio']:.2f}x" if e["tps_ratio"] else "n/a"
-        lines.append(f"{e['workload']} at {e['clients']} clients: {e['fast']} {e['fast_tps']:,.0f} tps vs "
-                     f"{e['slow']} {e['slow_tps']:,.0f} tps ({ratio} faster)")
+        clients = f"{e['clients']} client{'s' if e['clients'] != 1 else ''}"
+        lines.append(f"{e['workload']} at {clients}: {e['fast_name']} {e['fast_tps']:,.0f} tps vs "
+                     f"{e['slow_name']} {e['slow_tps']:,.0f} tps ({ratio} faster)")
+        lines.extend(f"  {s}" for s in e["sentences"])
         if e["fast_p95_ms"] is not None and e["slow_p95_ms"] is not None:
             lines.append(f"  p95 latency: {e['fast_p95_ms']:.3f} ms vs {e['slow_p95_ms']:.3f} ms")
         for d in e["differences"]:
-            share = d["share_of_slow_txn_time"]
-            share_s = f", {100 * share:.0f}% of the slower side's time per transaction" if share is not None else ""
-            lines.append(f"  {d['what']}: {d['fast']:,.1f} vs {d['slow']:,.1f} {d['unit']} "
+            share = d["share_of_gap"]
+            share_s = f", {100 * share:.0f}% of the gap" if share is not None else ""
+            lines.append(f"    {d['what']}: {d['fast']:,.1f} vs {d['slow']:,.1f} {d['unit']} "
                          f"(difference {d['difference']:+,.1f}{share_s})")
         if not e["differences"]:
             lines.append("  no per-transaction resource data (host collector off or remote servers)")

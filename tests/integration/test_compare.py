@@ -34,8 +34,10 @@ def test_compare_two_bundles(tmp_path, pg_server, my_server):
     assert p.returncode == 0, p.stderr
     text = p.stdout
     assert "point-select at 2 clients" in text and "pg" in text and "maria" in text
-    assert re.search(r"server CPU per transaction: [\d,.]+ vs [\d,.]+ µs", text), text
-    assert re.search(r"client \(driver\) CPU per transaction: [\d,.]+ vs [\d,.]+ µs", text), text
+    # The sentences come first: the gap, then the components that explain it with their share of it.
+    assert re.search(r"\n  \w+ is [\d.]+x faster than \w+: its mean transaction takes [\d,.]+ µs", text), text
+    assert re.search(r"\n  \w+ spends [\d,.]+ µs more per transaction .* of the gap\.", text), text
+    assert "durability level" not in text  # both default (durable) servers
     j = subprocess.run([sys.executable, "-m", "diag", "compare", "--json", str(a), str(b)], capture_output=True,
                        text=True, timeout=60, cwd=str(REPO))
     items = json.loads(j.stdout)["comparisons"]
@@ -48,8 +50,14 @@ def test_compare_two_bundles(tmp_path, pg_server, my_server):
     assert (e["fast_tps"], e["slow_tps"]) == (tps[fast], tps[slow])
     assert e["tps_ratio"] == pytest.approx(tps[fast] / tps[slow])
     assert f"{fast} {tps[fast]:,.0f} tps vs {slow} {tps[slow]:,.0f} tps" in text
+    for sentence in e["sentences"]:
+        assert sentence in text  # the terminal says what the JSON (and the page) say
     diffs = {d["metric"]: d for d in items[0]["differences"]}
-    assert diffs["server_cpu_us_per_txn"]["fast"] > 0 and diffs["server_cpu_us_per_txn"]["slow"] > 0
+    # Rows line up by the shared components: both engines' server CPU and client waits are one row each.
+    assert diffs["server_cpu_user"]["fast"] > 0 and diffs["server_cpu_user"]["slow"] > 0
+    assert not any(k.startswith("wait_us_per_txn") for k in diffs)
+    page = a / "compare-my.html"
+    assert f"comparison page: {page}" in text and e["sentences"][0].split(":")[0] in page.read_text()
 
 
 def test_compare_without_common_steps_says_so(tmp_path, pg_server):

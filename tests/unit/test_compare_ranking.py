@@ -12,43 +12,63 @@ from typing import Any
 import pytest
 
 from diag.bundle import Bundle, load_bundle
+from diag.engines import POSTGRES
+from reports.accounting import Component, StepAccounting
 from reports.compare import compare, explain_pair, pair_steps
 
 DATA = Path(__file__).resolve().parents[1] / "data" / "bundles"
 
 
-def _step(target: str, tps: float, clients: int = 2, **per_txn: float) -> dict[str, Any]:
+def _step(target: str, tps: float, clients: int = 2, accounting: StepAccounting | None = None,
+          **per_txn: float) -> dict[str, Any]:
     return {"target": target, "workload": "point-select", "clients": clients, "tps": tps,
-            "latency_ms": {"p95": 2000.0 / tps}, **per_txn}
+            "latency_ms": {"p95": 2000.0 / tps}, "engine_obj": POSTGRES, "run": "r", "durability": None,
+            "accounting": accounting, **per_txn}
 
 
-def test_differences_rank_by_share_of_the_slow_sides_time_then_by_ratio() -> None:
-    # The slow side: 1,000 tps over 2 clients, so each transaction takes 2,000 µs of a client slot.
-    fast = _step("a", 1500.0, server_cpu_us_per_txn=100.0, client_cpu_us_per_txn=50.0, server_user_us_per_txn=80.0,
-                 server_sys_us_per_txn=20.0, server_ctx_per_txn=2.0, flush_calls_per_txn=1.0,
-                 device_flushes_per_txn=1.0)
-    slow = _step("b", 1000.0, server_cpu_us_per_txn=500.0, client_cpu_us_per_txn=1050.0, server_user_us_per_txn=100.0,
-                 server_sys_us_per_txn=10.0, server_ctx_per_txn=60.0, flush_calls_per_txn=2.0,
-                 **{"wait_us_per_txn.Lock": 700.0})
+def _acc(target: str, wall: float, **us: float) -> StepAccounting:
+    comps = tuple(Component(k.replace("wait_", "wait:"), k, v, v / wall, {}) for k, v in us.items())
+    return StepAccounting(target, "point-select", 2, wall, comps, {})
+
+
+def test_time_rows_are_the_accounting_components_by_share_of_the_gap_then_counts_by_ratio() -> None:
+    # Gap 2,000 - 1,333 = 667 µs: lock +700 (105%), client CPU +100 (15%), server CPU -133 (offsets 20%).
+    fast = _step("a", 1500.0, accounting=_acc("a", 1333.0, client_cpu=100.0, server_cpu_user=533.0,
+                                              round_trips=700.0),
+                 server_ctx_per_txn=2.0, flush_calls_per_txn=1.0, device_flushes_per_txn=1.0,
+                 server_cpu_us_per_txn=999.0)
+    slow = _step("b", 1000.0, accounting=_acc("b", 2000.0, client_cpu=200.0, server_cpu_user=400.0,
+                                              round_trips=700.0, wait_lock=700.0),
+                 server_ctx_per_txn=60.0, flush_calls_per_txn=2.0, server_cpu_us_per_txn=1.0)
     e = explain_pair(fast, slow)
     order = [d["metric"] for d in e["differences"]]
     assert order == [
-        "client_cpu_us_per_txn",  # +1,000 µs: half of the slow side's 2,000 µs
-        "wait_us_per_txn.Lock",  # +700 µs (never sampled on the fast side: 0 there): 35%
-        "server_ctx_per_txn",  # not time: ranked by its ratio (30x) / 100 = 0.3
-        "server_cpu_us_per_txn",  # +400 µs: 20%
-        "flush_calls_per_txn",  # ratio 2x -> 0.02
-        "server_user_us_per_txn",  # +20 µs: 1%
-        "server_sys_us_per_txn",  # the slow side used less: last
-    ]  # device_flushes_per_txn is known on one side only: not compared
-    shares = {d["metric"]: d["share_of_slow_txn_time"] for d in e["differences"]}
-    assert shares["client_cpu_us_per_txn"] == pytest.approx(0.5)
-    assert shares["wait_us_per_txn.Lock"] == pytest.approx(0.35)
+        "wait:lock",  # +700 µs, never sampled on the fast side: 0 there
+        "client_cpu",  # +100 µs
+        "round_trips",  # equal
+        "server_cpu_user",  # the slow side used less: last of the time rows
+        "server_ctx_per_txn",  # counts (evidence, not time) after the time rows, by ratio: 30x
+        "flush_calls_per_txn",  # 2x
+    ]  # device_flushes_per_txn is known on one side only; server_cpu_us_per_txn is not shown beside the accounting
+    shares = {d["metric"]: d["share_of_gap"] for d in e["differences"]}
+    assert shares["wait:lock"] == pytest.approx(700.0 / 667.0)
+    assert shares["server_cpu_user"] == pytest.approx(-133.0 / 667.0)
     assert shares["server_ctx_per_txn"] is None
-    assert shares["server_sys_us_per_txn"] == pytest.approx(-0.005)
     assert (e["fast"], e["slow"]) == ("a", "b")
     assert e["tps_ratio"] == pytest.approx(1.5)
     assert e["p95_ratio"] == pytest.approx(1.5)
+    assert e["sentences"][0].startswith("a is 1.50x faster than b")
+    assert e["sentences"][1].startswith("b spends 700 µs more per transaction waiting on")
+
+
+def test_without_accounting_the_cpu_rows_stand_in_with_the_gap_from_the_rates() -> None:
+    # 2 clients: 1,333 µs per transaction at 1,500 tps, 2,000 at 1,000 tps: a gap of 667 µs.
+    fast = _step("a", 1500.0, server_cpu_us_per_txn=100.0, client_cpu_us_per_txn=50.0)
+    slow = _step("b", 1000.0, server_cpu_us_per_txn=500.0, client_cpu_us_per_txn=60.0)
+    e = explain_pair(fast, slow)
+    assert [d["metric"] for d in e["differences"]] == ["server_cpu_us_per_txn", "client_cpu_us_per_txn"]
+    assert e["differences"][0]["share_of_gap"] == pytest.approx(400.0 / (2e6 / 1000 - 2e6 / 1500))
+    assert e["sentences"][1].startswith("No time accounting for a and b")
 
 
 def _bundle(results: list[dict[str, Any]]) -> Bundle:
@@ -69,8 +89,8 @@ def test_the_faster_side_is_the_one_with_more_tps_whatever_the_order(first: tupl
 
 
 def test_saved_bundle_ranks_time_differences_largest_first() -> None:
-    """PostgreSQL vs MariaDB point selects (one real run): within a pair every µs row shares the slow side's
-    time per transaction, so the µs rows must come in decreasing order of their difference."""
+    """PostgreSQL vs MariaDB point selects (one real run): the time rows are the accounting's components, every
+    one shares the same gap, so they must come in decreasing order of their difference."""
     b = load_bundle(DATA / "point_select")
     tps = {(r["target"], r["clients"]): r["tps"] for r in b.results}
     items = compare(b)
@@ -81,3 +101,4 @@ def test_saved_bundle_ranks_time_differences_largest_first() -> None:
         us = [d["difference"] for d in e["differences"] if d["unit"] == "µs"]
         assert len(us) >= 4 and us == sorted(us, reverse=True)
         assert e["differences"][0]["unit"] == "µs" and e["differences"][0]["difference"] > 0
+        assert e["slow_wall_us"] > e["fast_wall_us"]

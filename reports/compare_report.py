@@ -1,0 +1,70 @@
+"""The HTML page of ``dbdiag compare``: the same sentences and tables as the report's "Why is one slower".
+
+Rendered from the compared bundles alone, with the report's own jinja environment
+and the same partial template (``comparison.html.j2``), so the page, the
+terminal and each run's report say the same thing.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+from pathlib import Path
+from typing import Any
+
+from diag.bundle import Bundle
+from diag.errors import DiagError
+from reports.compare import run_name
+from reports.render import _env as report_env  # one jinja environment (filters, autoescape) for both pages
+from reports.sections import step_profile
+
+TOP_SYMBOLS = 8
+
+
+def _symbols(bundles: list[Bundle], run: str | None, target: str, workload: str, clients: int
+             ) -> list[tuple[str, float]]:
+    """Top self symbols of the busiest process kind (the backends / connections) of one step, if profiled."""
+    for b in bundles:
+        if run is not None and run_name(b) != run:
+            continue
+        for row in b.results:
+            if (row.get("target"), row.get("workload"), row.get("clients")) == (target, workload, clients):
+                prof = step_profile(b, row, with_flame=False) or {}
+                for k in prof.get("kinds", [])[:1]:
+                    return [(s.symbol, s.percent) for s in k["rows"][:TOP_SYMBOLS]]
+                return []
+    return []
+
+
+def with_symbols(bundles: list[Bundle], items: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The comparison items with ``fast_symbols`` / ``slow_symbols`` from their own bundles' profiles."""
+    out = []
+    for e in items:
+        extra = {f"{side}_symbols": _symbols(bundles, e.get(f"{side}_run"), e[side], e["workload"], e["clients"])
+                 for side in ("fast", "slow")}
+        out.append({**e, **extra})
+    return out
+
+
+def render_comparison(bundles: list[Bundle], items: list[dict[str, Any]]) -> str:
+    """The page's HTML (same bundles, same bytes)."""
+    runs = [run_name(b) for b in bundles]
+    title = "dbdiag compare: " + " vs ".join(runs)
+    return report_env().get_template("compare.html.j2").render(
+        title=title, runs=[{"name": n, "path": str(b.path)} for n, b in zip(runs, bundles)],
+        comparisons=with_symbols(bundles, items))
+
+
+def write_page(path: Path, html: str) -> Path:
+    """Write the page atomically (a temporary name renamed over it); an unwritable place is a DiagError."""
+    path = Path(path)
+    tmp = path.with_name(path.name + ".tmp")
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp.write_text(html, encoding="utf-8")
+        os.replace(tmp, path)
+    except OSError as e:
+        with contextlib.suppress(OSError):
+            tmp.unlink()  # a half-written temporary file would hold the space a retry needs
+        raise DiagError(f"cannot write the comparison page {path}: {e.strerror or e}") from None
+    return path
