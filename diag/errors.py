@@ -27,6 +27,13 @@ class ToolUnavailable(DiagError):
     """An external program (perf, initdb, mariadbd...) is missing or not permitted."""
 
 
+class ServerLost(DiagError):
+    """A target's server went away during the run (the run went on with the other targets and kept what
+    it measured); exit code 3, so scripts can tell a lost server from a usage problem."""
+
+    exit_code = 3
+
+
 class DbError(DiagError):
     """A database error, mapped from the driver's exception in one place per engine.
 

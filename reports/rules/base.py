@@ -127,8 +127,12 @@ def engine_of(b: Bundle, label: str, row: dict[str, Any] | None = None) -> Engin
 
 
 def steps(b: Bundle) -> Iterator[Step]:
-    """Every result row that has a measured window and a target."""
+    """Every result row that has a measured window and a target, except a step cut short by a lost server
+    or ``--on-error abort``: its evidence is of a server going away or of a failure (the ``server_lost``
+    rule speaks for it), not of what limits the workload. A step cut by Ctrl-C is kept, as it always was."""
     for row in b.results:
+        if row.get("server_lost") or row.get("aborted"):
+            continue
         label = row.get("target")
         t0, t1 = row.get("t_start"), row.get("t_end")
         if not label or not isinstance(t0, (int, float)) or not isinstance(t1, (int, float)) or t1 <= t0:

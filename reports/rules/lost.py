@@ -1,0 +1,68 @@
+"""server_lost: a target's server went away during a step.
+
+The workload driver writes ``server_lost`` into the cut step's result row (when,
+seconds into the measured part, the client error, and why a new connection
+failed); ``dbdiag run`` adds what it knows of the server itself to run.json's
+target (``lost``: the throwaway server's exit status and last log lines) and a
+``steps_skipped`` event for the steps it did not run. Nothing the run measured
+after the loss is a measurement, so this finding is critical and ranks first;
+the other rules leave such a step out (:func:`reports.rules.base.steps`).
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+from typing import Any
+
+from diag.bundle import Bundle
+from reports.rules.base import Finding, target_info
+
+ADVICE = ("The step's figures cover only the {measured} s before the loss and this target's remaining steps did not "
+          "run. The server's exit status and last log lines say why it went (an out-of-memory kill also shows in "
+          "`dmesg`, a crash in the server log): fix that and run again.")
+
+
+def _utc(t: Any) -> str | None:
+    if not isinstance(t, (int, float)):
+        return None
+    return _dt.datetime.fromtimestamp(t, _dt.timezone.utc).strftime("%Y-%m-%d %H:%M:%S UTC")
+
+
+def _skipped(b: Bundle, label: str) -> list[str] | None:
+    """The steps the run did not run on ``label`` after the loss (None: none recorded)."""
+    for e in b.events:
+        if e.get("kind") == "steps_skipped" and e.get("target") == label and isinstance(e.get("steps"), list):
+            return [str(s) for s in e["steps"]]
+    return None
+
+
+def server_lost(b: Bundle) -> list[Finding]:
+    """One critical finding per step whose server went away: when, in which step, and the server's last words."""
+    out: list[Finding] = []
+    for row in b.results:
+        cut = row.get("server_lost")
+        if not isinstance(cut, dict):
+            continue
+        label = str(row.get("target") or "")
+        workload, clients = str(row.get("workload") or ""), int(row.get("clients") or 1)
+        step = f"{workload}, {clients} client{'s' if clients != 1 else ''}"
+        after = cut.get("after_s")
+        when = (f"{after:.1f} s into" if isinstance(after, (int, float)) and after >= 0 else "during the warmup of")
+        facts = target_info(b, label).get("lost") or {}
+        code, message = cut.get("code") or "", cut.get("message") or ""
+        ev: dict[str, Any] = {
+            "step": step, "lost_at": _utc(cut.get("t")), "seconds_into_step": after,
+            "measured_s": row.get("measured_s"), "planned_s": (b.run.get("options") or {}).get("duration_s"),
+            "client_error": f"{code}: {message}" if code else message or None,
+            "new_connection": cut.get("probe") or None,
+            "exit_status": facts.get("exit_status"), "server_log": facts.get("log_tail") or None,
+            "steps_not_run": _skipped(b, label),
+        }
+        measured = row.get("measured_s")
+        out.append(Finding(
+            category="server_lost", severity="critical", target=label,
+            title=f"The server went away {when} {step}",
+            evidence={k: v for k, v in ev.items() if v is not None},
+            advice=ADVICE.format(measured=f"{measured:g}" if isinstance(measured, (int, float)) else "few"),
+            impact=1.0, workload=workload, clients=clients))
+    return out
