@@ -16,11 +16,11 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, TextIO
 
-from collectors.base import Collector, Probe
+from collectors.base import Collector, CollectorContext, Probe
 from collectors.diskstats import device_for_path
-from collectors.fsync_test import best_flush_capability, run_fsync_test
+from collectors.fsync_test import run_fsync_test
 from diag.errors import DiagError
-from diag.schema import FLUSH_METHOD, FlushDevice
+from diag.schema import FlushCapabilityInfo, FlushDevice, FlushTarget
 
 NOT_LOCAL = "the server is not on this machine"
 TESTS_PER_DEVICE = 12  # run_fsync_test's timed tests
@@ -45,16 +45,6 @@ def writable_dir_on_same_fs(path: str) -> Path:
                     "or give --flush-capability")
 
 
-def _device_entry(directory: Path, seconds_per_test: float) -> dict[str, Any]:
-    """One device's run.json entry: its fsync test and F (None when the fdatasync test gave no rate)."""
-    result = run_fsync_test(directory, seconds_per_test)
-    try:
-        ops: float | None = best_flush_capability(result)
-    except DiagError:
-        ops = None
-    return FlushDevice(ops, FLUSH_METHOD, result.to_dict()).to_dict()
-
-
 def measure_flush_capability(dirs: Sequence[tuple[str, str | None]], seconds_per_test: float = 0.5,
                              progress: TextIO | None = sys.stderr) -> dict[str, Any]:
     """run.json ``flush_capability`` for ``(label, data_directory)`` pairs: one fsync test per device.
@@ -63,25 +53,25 @@ def measure_flush_capability(dirs: Sequence[tuple[str, str | None]], seconds_per
     cannot run (no data directory, not writable) gets ``device`` None and an
     ``error``; nothing is raised, so a run goes on without F.
     """
-    out: dict[str, Any] = {"devices": {}, "targets": {}}
+    devices: dict[str, FlushDevice] = {}
+    targets: dict[str, FlushTarget] = {}
     for label, data_dir in dirs:
         if not data_dir:
-            out["targets"][label] = {"device": None, "directory": None,
-                                     "error": "the server's data directory is not known here"}
+            targets[label] = FlushTarget(None, None, "the server's data directory is not known here")
             continue
         try:
             info = device_for_path(data_dir)
             key = info.name or f"{info.fs_type or 'nodev'}:{info.mount_point or data_dir}"
             where = writable_dir_on_same_fs(data_dir)
-            if key not in out["devices"]:
+            if key not in devices:
                 if progress is not None:
                     print(f"dbdiag: measuring flush capability in {where} ({seconds_per_test:g} s x "
                           f"{TESTS_PER_DEVICE} tests) ...", file=progress, flush=True)
-                out["devices"][key] = _device_entry(where, seconds_per_test)
-            out["targets"][label] = {"device": key, "directory": str(where), "error": ""}
+                devices[key] = FlushDevice.from_fsync_test(run_fsync_test(where, seconds_per_test).to_dict())
+            targets[label] = FlushTarget(key, str(where))
         except DiagError as e:
-            out["targets"][label] = {"device": None, "directory": data_dir, "error": str(e)}
-    return out
+            targets[label] = FlushTarget(None, data_dir, str(e))
+    return FlushCapabilityInfo(devices, targets).to_dict()
 
 
 class FlushCapabilitySource(Collector):
@@ -96,7 +86,7 @@ class FlushCapabilitySource(Collector):
     per_target = False
     sampled = False
 
-    def __init__(self, ctx: Any) -> None:
+    def __init__(self, ctx: CollectorContext) -> None:
         super().__init__(ctx)
         self.seconds = float(ctx.options.get("seconds_per_test", 0.5))
         self.progress: TextIO | None = ctx.options.get("progress", sys.stderr)
@@ -114,7 +104,7 @@ class FlushCapabilitySource(Collector):
             {"devices": {}, "targets": {}}
         for s in self.ctx.servers:
             if not s.local:
-                self.result["targets"][s.label] = {"device": None, "directory": None, "error": NOT_LOCAL}
+                self.result["targets"][s.label] = FlushTarget(None, None, NOT_LOCAL).to_dict()
 
     def sample(self) -> None:
         return None

@@ -53,7 +53,7 @@ from collectors.rates import counter_delta
 from diag.bundle import Bundle, safe_name
 from diag.engines import POSTGRES, Engine, engine_for
 from diag.errors import UsageError
-from diag.schema import FlushCapabilityInfo, FlushDevice
+from diag.schema import FlushCapabilityInfo
 from reports.durability import PlausibilityVerdict, SettingsVerdict, plausibility_verdict, settings_verdict
 
 # Share of a workload's transactions that write (and so must be flushed at commit).
@@ -119,11 +119,6 @@ def window_rate(records: Sequence[dict[str, Any]], keys: Sequence[str], t_start:
 
 
 # --------------------------------------------------------------------------- run.json parts
-
-
-def flush_capability_entry(result: FsyncTestResult) -> dict[str, Any]:
-    """One device's entry in run.json ``flush_capability.devices`` (the record: :class:`diag.schema.FlushDevice`)."""
-    return FlushDevice.from_fsync_test(result.to_dict()).to_dict()
 
 
 @dataclass(frozen=True)

@@ -12,6 +12,7 @@ from hypothesis import strategies as st
 from collectors.diskstats import DeviceInfo
 from collectors.fsync_test import GROUP_ONE, FsyncMethodResult, FsyncTestResult
 from diag.bundle import Bundle, safe_name
+from diag.schema import FlushDevice
 from reports import durability_view as dv
 
 T0 = 1_700_000_000.0
@@ -46,7 +47,7 @@ def bundle(*, engine: str = "postgres", label: str = "pg", settings: dict[str, s
                      "settings": PG_SETTINGS if settings is None else settings, "storage": STORAGE}],
     }
     if F is not None:
-        run["flush_capability"] = {"devices": {"vda": dv.flush_capability_entry(fsync_result(F))},
+        run["flush_capability"] = {"devices": {"vda": FlushDevice.from_fsync_test(fsync_result(F).to_dict()).to_dict()},
                                    "targets": {label: {"device": "vda", "directory": "/data", "error": ""}}}
     row = {"target": label, "engine": "postgresql" if engine == "postgres" else "mariadb", "workload": workload,
            "clients": clients, "tps": tps, "transactions": int(tps * 8), "t_start": T0 + 2.0, "t_end": T0 + 10.0}
