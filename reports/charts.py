@@ -118,3 +118,44 @@ def line_chart(series: Sequence[tuple[str, Sequence[tuple[float, float | None]]]
                    f'<text x="{ml + 18}" y="{ly + 10}" font-size="12">{escape(name)}</text>')
     out.append("</svg>")
     return Markup("".join(out))
+
+
+def stacked_bars(bars: Sequence[tuple[str, Sequence[tuple[str, str, float, float]]]], width: int = 640) -> Markup:
+    """Horizontal bars of shares that add to 1, one per (label, [(key, part label, share, µs)]), side by side.
+
+    Colours follow the key (the same component has the same colour on every bar); each segment's title
+    (hover) gives its label, share and µs per transaction; a legend lists the parts in order.
+    """
+    left, bar_h, gap = 170, 22, 8
+    keys: list[tuple[str, str]] = []
+    for _label, parts in bars:
+        for key, plabel, _s, _us in parts:
+            if key not in [k for k, _ in keys]:
+                keys.append((key, plabel))
+    colour = {k: ("#bbbbbb" if k == "unaccounted" else PALETTE[i % len(PALETTE)]) for i, (k, _l) in enumerate(keys)}
+    height = len(bars) * (bar_h + gap) + 18 * ((len(keys) + 2) // 3) + 10
+    out = [f'<svg xmlns="http://www.w3.org/2000/svg" class="stacked" width="{width}" height="{height}" '
+           f'viewBox="0 0 {width} {height}" role="img">']
+    span = width - left - 10
+    for i, (label, parts) in enumerate(bars):
+        y = i * (bar_h + gap)
+        out.append(f'<text x="{left - 6}" y="{y + bar_h * 0.7:.1f}" text-anchor="end" font-size="12">'
+                   f'{escape(label)}</text>')
+        x = float(left)
+        for key, plabel, share, us in parts:
+            w = max(0.0, share) * span
+            if w <= 0:
+                continue
+            out.append(f'<rect x="{x:.1f}" y="{y}" width="{w:.1f}" height="{bar_h}" fill="{colour[key]}">'
+                       f'<title>{escape(plabel)}: {100 * share:.1f}%, {fmt(us)} µs per transaction</title></rect>')
+            if w > 34:
+                out.append(f'<text x="{x + w / 2:.1f}" y="{y + bar_h * 0.7:.1f}" text-anchor="middle" '
+                           f'font-size="11" fill="#fff">{100 * share:.0f}%</text>')
+            x += w
+    y0 = len(bars) * (bar_h + gap) + 4
+    for j, (key, plabel) in enumerate(keys):
+        lx, ly = 10 + (j % 3) * (width // 3), y0 + 18 * (j // 3)
+        out.append(f'<rect x="{lx}" y="{ly}" width="10" height="10" fill="{colour[key]}"/>'
+                   f'<text x="{lx + 14}" y="{ly + 9}" font-size="11">{escape(plabel[:48])}</text>')
+    out.append("</svg>")
+    return Markup("".join(out))

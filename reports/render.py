@@ -15,6 +15,7 @@ from typing import Any
 import jinja2
 
 from diag.bundle import Bundle, BundleWriter, load_bundle, safe_name
+from reports.accounting_view import accounting_view, step_limit_finding
 from reports.charts import fmt, line_chart
 from reports.compare import compare
 from reports.durability_view import durability_rows
@@ -176,11 +177,23 @@ def build_view(b: Bundle, findings: list[dict[str, Any]]) -> dict[str, Any]:
         "charts": build_charts(b), "collectors": collectors, "events": b.events[-200:], "resources": step_resources(b),
         "waits": wait_profiles(b), "profiles": profiles(b), "settings_diff": settings_diff(b),
         "durability": durability,
-        "verdicts": target_verdicts(b, findings, durability, scaling_knees(b.results)),
+        "verdicts": _with_limits(target_verdicts(b, findings, durability, scaling_knees(b.results)), findings),
+        "accounting": accounting_view(b),
         "comparisons": _comparisons(b),
         "title": f"dbdiag report: {', '.join(run.get('workloads', []))} on "
                  f"{', '.join(t.get('label', '?') for t in targets)}",
     }
+
+
+def _with_limits(verdicts: list[dict[str, Any]], findings: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """"What limits it" of each target's best step is that step's ``limit`` finding (every step has one)."""
+    for v in verdicts:
+        best = v.get("best")
+        if best:
+            f = step_limit_finding(findings, v["label"], str(best.get("workload")), int(best.get("clients") or 1))
+            if f is not None:
+                v["limit"] = f
+    return verdicts
 
 
 def _comparisons(b: Bundle) -> list[dict[str, Any]]:

@@ -35,6 +35,6 @@ def step_limit(b: Bundle) -> list[Finding]:
         if lim.symptoms:
             ev["symptoms"] = "; ".join(lim.symptoms)
         severity = "warning" if lim.kind in _WARNING_KINDS else "info"
-        out.append(step.finding("limit", severity, f"What limits it: {lim.title}", ev, lim.advice, lim.impact,
+        out.append(step.finding("limit", severity, lim.title, ev, lim.advice, lim.impact,
                                 kind=lim.kind, utilisation=lim.utilisation, symptoms=list(lim.symptoms)))
     return out
