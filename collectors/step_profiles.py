@@ -62,9 +62,15 @@ class _StepThreads(Collector):
         return self.ctx.bundle
 
     def _spawn(self, info: Any, *args: Any) -> None:
-        th = threading.Thread(target=self._record, args=(_key(info), info, *args), daemon=True)
+        th = threading.Thread(target=self._guarded, args=(_key(info), info, *args), daemon=True)
         self._threads[_key(info)] = th
         th.start()
+
+    def _guarded(self, key: StepKey, info: Any, *args: Any) -> None:
+        # A full or failing disk under the bundle: the run's own writes fail and stop it with one line;
+        # this thread only ends (an uncaught error here would print a traceback).
+        with contextlib.suppress(OSError, DiagError):
+            self._record(key, info, *args)
 
     def _record(self, key: StepKey, info: Any, *args: Any) -> None:
         raise NotImplementedError

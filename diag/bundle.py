@@ -12,7 +12,12 @@ Layout::
     report.html
 
 Writers append and flush every record, so a crash or Ctrl-C keeps everything up
-to the last record; :func:`read_jsonl` tolerates a cut-off last line. Passwords
+to the last record; :func:`read_jsonl` tolerates a cut-off last line. A write that
+fails (full disk, I/O error, quota, read-only) raises :class:`BundleWriteError`,
+one line naming the file and the cause, and is remembered on the writer
+(:attr:`BundleWriter.failure`) so the run stops once and its last writes still try;
+whole files are written to a temporary name and renamed, so a failed write
+leaves the previous version readable. Passwords
 never enter: targets are stored via ``Target.to_dict()`` and every text written
 goes through :meth:`BundleWriter.scrub` as a second guard.
 
@@ -23,9 +28,12 @@ validates every file against those records and migrates older formats.
 
 from __future__ import annotations
 
+import contextlib
+import errno
 import json
 import os
 import time
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TextIO
@@ -34,7 +42,52 @@ from diag.errors import DiagError
 from diag.schema import (FORMAT, FORMAT_KEY, BundleFormatError, FindingRecord, MetricDeclarations, ResultRow,
                          RunInfo, safe_name)
 
-__all__ = ["Bundle", "BundleWriter", "SeriesWriter", "load_bundle", "read_jsonl", "safe_name"]
+__all__ = ["Bundle", "BundleWriteError", "BundleWriter", "SeriesWriter", "load_bundle", "read_jsonl", "safe_name"]
+
+# What each errno says about the storage under the bundle, and the exit status a collector process
+# ends with when it hits it (how a child tells the run; 90+ is clear of Python's 1 and signals' 128+).
+_DISK_ERRORS: dict[int, tuple[str, int]] = {
+    errno.ENOSPC: ("the disk under {where} is full", 90),
+    errno.EDQUOT: ("the disk quota under {where} is used up", 91),
+    errno.EIO: ("the disk under {where} failed", 92),
+    errno.EROFS: ("the file system under {where} is read-only", 93),
+}
+OTHER_WRITE_EXIT = 94  # any other OSError writing the bundle (permissions, a removed folder)
+
+
+class BundleWriteError(DiagError):
+    """Writing a file of the bundle failed: the one line names the cause, the bundle and the file.
+
+    ``errno`` is the OSError's errno (0 when unknown); :attr:`exit_status` is what a
+    collector process exits with to pass it to the run (:meth:`from_exit_status`).
+    """
+
+    def __init__(self, message: str, err: int = 0) -> None:
+        super().__init__(message)
+        self.errno = err
+
+    @classmethod
+    def of(cls, e: OSError, bundle: Path, name: str) -> BundleWriteError:
+        """The error for OSError ``e`` writing ``name`` (relative to the bundle folder ``bundle``)."""
+        err = e.errno or 0
+        cause = e.strerror or str(e)
+        if err in _DISK_ERRORS:
+            return cls(f"{_DISK_ERRORS[err][0].format(where=bundle)} ({cause}) writing {name}", err)
+        return cls(f"cannot write {name} in {bundle} ({cause})", err)
+
+    @property
+    def exit_status(self) -> int:
+        return _DISK_ERRORS.get(self.errno, ("", OTHER_WRITE_EXIT))[1]
+
+    @classmethod
+    def from_exit_status(cls, status: int | None, bundle: Path, name: str) -> BundleWriteError | None:
+        """The error a child process that wrote ``name`` reported by exiting with ``status``; None for other ends."""
+        for err, (_, code) in _DISK_ERRORS.items():
+            if status == code:
+                return cls.of(OSError(err, os.strerror(err)), bundle, name)
+        if status == OTHER_WRITE_EXIT:
+            return cls(f"a collector process could not write {name} in {bundle}")
+        return None
 
 
 def _dumps(obj: Any) -> str:
@@ -42,19 +95,27 @@ def _dumps(obj: Any) -> str:
 
 
 class SeriesWriter:
-    """Appends JSON records to one ``series/*.jsonl`` file, flushing each one."""
+    """Appends JSON records to one ``series/*.jsonl`` file, flushing each one.
 
-    def __init__(self, path: Path, scrub: Any) -> None:
+    A failed write raises :class:`BundleWriteError` (through the owner's guard); the
+    line it cut off is dropped by :func:`read_jsonl`, so the file stays readable.
+    """
+
+    def __init__(self, path: Path, owner: BundleWriter) -> None:
         self.path = path
-        self._scrub = scrub
-        self._fh: TextIO = open(path, "a", encoding="utf-8")
+        self._owner = owner
+        with owner.guard(path):
+            self._fh: TextIO = open(path, "a", encoding="utf-8")
 
     def write(self, record: dict[str, Any]) -> None:
-        self._fh.write(self._scrub(_dumps(record)) + "\n")
-        self._fh.flush()
+        self._owner.poll()
+        with self._owner.guard(self.path):
+            self._fh.write(self._owner.scrub(_dumps(record)) + "\n")
+            self._fh.flush()
 
     def close(self) -> None:
-        if not self._fh.closed:
+        # A record still buffered after a failed write would fail again: dropped, the error was raised then.
+        with contextlib.suppress(OSError):
             self._fh.close()
 
 
@@ -66,6 +127,8 @@ class BundleWriter:
         # Short secrets would mangle unrelated text if replaced blindly; they are
         # still kept out structurally (Target.to_dict has no password).
         self.secrets = tuple(s for s in secrets if s and len(s) >= 4)
+        self.failure: BundleWriteError | None = None
+        self._watchers: list[Callable[[], BundleWriteError | None]] = []
         try:
             for sub in ("", "series", "artifacts"):
                 (self.path / sub).mkdir(parents=True, exist_ok=True)
@@ -74,7 +137,45 @@ class BundleWriter:
             probe.write_text("ok")
             probe.unlink()
         except OSError as e:
-            raise DiagError(f"cannot write the run bundle to {self.path}: {e.strerror or e}") from None
+            raise BundleWriteError(f"cannot write the run bundle to {self.path}: {e.strerror or e}",
+                                   e.errno or 0) from None
+
+    @contextlib.contextmanager
+    def guard(self, dest: Path) -> Iterator[None]:
+        """Turn an OSError writing ``dest`` into :class:`BundleWriteError`, remembered as :attr:`failure`."""
+        try:
+            yield
+        except OSError as e:
+            err = BundleWriteError.of(e, self.path, self._relative(dest))
+            self.failure = self.failure or err
+            raise err from None
+
+    def _relative(self, dest: Path) -> str:
+        try:
+            return str(Path(dest).relative_to(self.path))
+        except ValueError:
+            return str(dest)
+
+    def watch(self, check: Callable[[], BundleWriteError | None]) -> None:
+        """Have ``check`` (a failure reported by another process, or None) looked at before each append."""
+        self._watchers.append(check)
+
+    def unwatch(self, check: Callable[[], BundleWriteError | None]) -> None:
+        with contextlib.suppress(ValueError):
+            self._watchers.remove(check)
+
+    def report(self, err: BundleWriteError) -> None:
+        """A failure seen elsewhere (a collector process): raised here once; later ones are the same story."""
+        if self.failure is None:
+            self.failure = err
+            raise err
+
+    def poll(self) -> None:
+        """Raise the first failure a watcher reports (appends run every interval, so the run stops promptly)."""
+        for check in list(self._watchers):
+            err = check()
+            if err is not None:
+                self.report(err)
 
     def scrub(self, text: str) -> str:
         """Replace any known secret in ``text`` by ``***``."""
@@ -90,25 +191,30 @@ class BundleWriter:
         """
         if name == "run.json" and isinstance(obj, dict) and FORMAT_KEY not in obj:
             obj = {FORMAT_KEY: FORMAT, **obj}
-        dest = self.path / name
-        tmp = dest.with_suffix(dest.suffix + ".tmp")
-        tmp.write_text(self.scrub(json.dumps(obj, indent=1, sort_keys=True, default=str, ensure_ascii=False)),
-                       encoding="utf-8")
-        os.replace(tmp, dest)
+        text = self.scrub(json.dumps(obj, indent=1, sort_keys=True, default=str, ensure_ascii=False))
+        return self._replace(self.path / name, text)
+
+    def _replace(self, dest: Path, text: str) -> Path:
+        """Write ``text`` to a temporary name and rename it over ``dest``; on failure ``dest`` is untouched."""
+        tmp = dest.with_name(dest.name + ".tmp")
+        with self.guard(dest):
+            try:
+                dest.parent.mkdir(parents=True, exist_ok=True)
+                tmp.write_text(text, encoding="utf-8")
+                os.replace(tmp, dest)
+            except OSError:
+                with contextlib.suppress(OSError):
+                    tmp.unlink()  # a half-written temp file would hold the space a retry needs
+                raise
         return dest
 
     def write_text(self, name: str, text: str) -> Path:
         """Write a text file (report, artifact) atomically."""
-        dest = self.path / name
-        dest.parent.mkdir(parents=True, exist_ok=True)
-        tmp = dest.with_name(dest.name + ".tmp")
-        tmp.write_text(self.scrub(text), encoding="utf-8")
-        os.replace(tmp, dest)
-        return dest
+        return self._replace(self.path / name, self.scrub(text))
 
     def series(self, name: str) -> SeriesWriter:
         """An appender for ``series/<name>.jsonl``."""
-        return SeriesWriter(self.path / "series" / f"{safe_name(name)}.jsonl", self.scrub)
+        return SeriesWriter(self.path / "series" / f"{safe_name(name)}.jsonl", self)
 
     def artifact(self, name: str) -> Path:
         """Path for a large file under artifacts/ (the caller writes it)."""
@@ -119,7 +225,8 @@ class BundleWriter:
     def event(self, kind: str, message: str, **fields: Any) -> None:
         """Append one event (collector off, step start, interruption...)."""
         rec = {"t": time.time(), "kind": kind, "message": message, **fields}
-        with open(self.path / "events.jsonl", "a", encoding="utf-8") as fh:
+        dest = self.path / "events.jsonl"
+        with self.guard(dest), open(dest, "a", encoding="utf-8") as fh:
             fh.write(self.scrub(_dumps(rec)) + "\n")
 
 
