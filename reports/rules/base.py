@@ -26,6 +26,7 @@ from diag.bundle import Bundle, safe_name
 from diag.engines import POSTGRES, Engine, engine_for
 from diag.errors import UsageError
 from reports.durability_view import window_rate
+from reports.series import declarations
 
 SEVERITIES = ("critical", "warning", "info")
 
@@ -156,9 +157,12 @@ def counter_in_step(b: Bundle, step: Step, collector: str, key: str) -> float | 
     """Increase of counter ``key`` of ``<collector>--<target>`` over the step's window.
 
     Read at t_start and t_end by linear interpolation between the records
-    around them (reset-safe); None when the counter is not recorded or the
-    records cover less than half of the step.
+    around them (reset-safe); None when the counter is not recorded, the
+    records cover less than half of the step, or the bundle declares ``key`` a
+    gauge (run.json ``metrics``: a gauge has no increase to take).
     """
+    if declarations(b).kind(safe_name(f"{collector}--{step.target}"), key) == "gauge":
+        return None
     rate = window_rate(series(b, collector, step.target), [key], step.t0, step.t1)
     return None if rate is None else rate * step.duration
 
