@@ -201,8 +201,8 @@ class ClientLoop:
         delay, last = RECONNECT_FIRST_S, e
         while True:
             now = pcn()
-            if self.stop.value or now >= give_up:
-                self.pipe.send(("lost", error_key(last), str(last), lost_ns, last.kind))
+            if self.stop.value or now >= give_up:  # the error that lost it; the kind of the last try's
+                self.pipe.send(("lost", error_key(e), str(e), lost_ns, last.kind))
                 raise _End
             time.sleep(min(delay, (give_up - now) / 1e9))
             delay = min(delay * 2, RECONNECT_MAX_S)
