@@ -139,7 +139,10 @@ def test_full_tmpfs_stops_the_run_with_one_line(small_tmpfs: Path, tmp_path: Pat
     data_dirs = [t["data_directory"] for t in run["targets"] if t.get("data_directory")]
     assert data_dirs and not any(Path(d).exists() for d in data_dirs), data_dirs
 
-    # Space freed elsewhere: the bundle so far renders.
+    # Rendering on the full disk says so in one line; a copy elsewhere, or the bundle once space is freed, renders.
+    r = _dbdiag("report", str(out))
+    assert r.returncode == 2 and "Traceback" not in r.stderr, (r.returncode, r.stderr)
+    assert r.stderr.count("\n") == 1 and "No space left on device" in r.stderr, r.stderr
     copy = tmp_path / "copy"
     shutil.copytree(out, copy)
     r = _dbdiag("report", str(copy))
@@ -148,6 +151,8 @@ def test_full_tmpfs_stops_the_run_with_one_line(small_tmpfs: Path, tmp_path: Pat
     b = load_bundle(copy)
     assert b.partial
     assert any(len(v) > 0 for k, v in b.series.items() if k.startswith("host")), sorted(b.series)
+    (small_tmpfs / "ballast").unlink()
+    assert _dbdiag("report", str(out)).returncode == 0 and (out / "report.html").exists()
 
 
 class _Ticker(Collector):
