@@ -1,0 +1,187 @@
+"""Nothing a run starts outlives it: SIGKILL, SIGTERM and SIGHUP of `dbdiag run` mid-step, real processes.
+
+Each case starts `dbdiag run embedded:postgres` (point-select, 2 clients) as a subprocess, waits until the
+step is measuring (the workload series has a record), takes every descendant of the run with psutil (clients,
+collectors, the cleanup supervisor, the postmaster and its backends), signals the run, and then requires
+every one of them gone within a few seconds, the throwaway server's directory removed and the bundle
+readable by `dbdiag report`, marked partial.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import psutil
+import pytest
+
+REPO = Path(__file__).resolve().parents[2]
+GONE_WITHIN_S = 5.0  # the issue's bound after a SIGKILL
+START_DEADLINE_S = 150.0  # server start, data load and warmup on a busy 2-vCPU machine
+
+
+class Runs:
+    """The runs a test started and every process seen under them, all killed at teardown whatever happened
+    (an orphan that holds a pipe would also hang a read: output goes to files)."""
+
+    def __init__(self, tmp: Path) -> None:
+        self.tmp = tmp
+        self.procs: list[psutil.Process] = []
+        self.dirs: list[Path] = []  # throwaway servers' directories, removed at teardown if still there
+
+    def start(self, out: Path, preexec: Callable[[], None] | None = None) -> subprocess.Popen[str]:
+        argv = [sys.executable, "-m", "diag", "run", "embedded:postgres", "-w", "point-select", "-c", "2",
+                "-T", "8", "--warmup", "1", "--no-profile", "--out", str(out)]
+        with open(self.tmp / "stderr.txt", "w") as err:
+            p = subprocess.Popen(argv, cwd=str(REPO), stdout=subprocess.DEVNULL, stderr=err, text=True,
+                                 preexec_fn=preexec)
+        self.procs.append(psutil.Process(p.pid))
+        return p
+
+    def stderr(self) -> str:
+        return (self.tmp / "stderr.txt").read_text(errors="replace")
+
+
+@pytest.fixture
+def runs(tmp_path: Path) -> Iterator[Runs]:
+    r = Runs(tmp_path)
+    yield r
+    for c in list(r.procs):  # a run that failed before the snapshot: what is under it now
+        try:
+            r.procs += c.children(recursive=True)
+        except psutil.NoSuchProcess:
+            pass
+    for c in r.procs:
+        try:
+            r.dirs.append(_pg_base([c]))
+        except (AssertionError, psutil.NoSuchProcess):
+            pass
+    _all_gone(r.procs, 0.0)
+    for d in r.dirs:
+        shutil.rmtree(d, ignore_errors=True)
+
+
+def _measuring(runs: Runs, p: subprocess.Popen[str], out: Path) -> list[psutil.Process]:
+    """Wait until the step records intervals; then the run's descendants (asserted to be the expected kinds)."""
+    deadline = time.monotonic() + START_DEADLINE_S
+    while time.monotonic() < deadline:
+        assert p.poll() is None, f"dbdiag run ended early ({p.returncode}): {runs.stderr()[-2000:]}"
+        if any(f.stat().st_size > 0 for f in (out / "series").glob("workload--*.jsonl")):
+            break
+        time.sleep(0.2)
+    else:
+        raise AssertionError("the step did not start within the deadline")
+    procs = psutil.Process(p.pid).children(recursive=True)
+    runs.procs += procs
+    runs.dirs.append(_pg_base(procs))
+    cmds = [" ".join(c.cmdline()) for c in procs]
+    pg = [c for c in cmds if "postgres" in c.split(" ")[0]]
+    supervisor = [c for c in cmds if "diag.supervisor" in c]
+    forked = [c for c in procs if c.ppid() == p.pid and "diag.supervisor" not in " ".join(c.cmdline())
+              and c.name().startswith("python")]
+    # postmaster + its background processes + one backend per client and collector
+    assert len(pg) >= 4 and len(supervisor) == 1, cmds
+    assert len(forked) >= 3, cmds  # 2 clients + at least one collector, forked from the run
+    return procs
+
+
+def _pg_base(procs: list[psutil.Process]) -> Path:
+    for c in procs:
+        cmd = c.cmdline()
+        if "-D" in cmd:
+            return Path(cmd[cmd.index("-D") + 1]).parent  # the data dir is <base>/data
+    raise AssertionError("no postmaster among the run's processes")
+
+
+def _alive(procs: list[psutil.Process]) -> list[str]:
+    out = []
+    for c in procs:
+        try:
+            if c.is_running() and c.status() != psutil.STATUS_ZOMBIE:
+                out.append(f"{c.pid} {' '.join(c.cmdline())[:100]}")
+        except psutil.NoSuchProcess:
+            pass
+    return out
+
+
+def _all_gone(procs: list[psutil.Process], within_s: float) -> list[str]:
+    deadline = time.monotonic() + within_s
+    while _alive(procs) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    left = _alive(procs)
+    for c in procs:  # never leave them to the next test
+        try:
+            if c.is_running():
+                c.kill()
+        except psutil.NoSuchProcess:
+            pass
+    return left
+
+
+def _report_says_partial(out: Path) -> None:
+    r = subprocess.run([sys.executable, "-m", "diag", "report", str(out)], cwd=str(REPO), capture_output=True,
+                       text=True, timeout=120)
+    assert r.returncode == 0, r.stderr[-2000:]
+    assert 'id="partial-banner"' in (out / "report.html").read_text()
+
+
+def test_sigkill_mid_step_leaves_nothing_running(tmp_path: Path, runs: Runs) -> None:
+    out = tmp_path / "b"
+    p = runs.start(out)
+    procs = _measuring(runs, p, out)
+    base = _pg_base(procs)
+    p.kill()
+    p.wait(timeout=30)
+    left = _all_gone(procs, GONE_WITHIN_S)
+    assert not left, f"alive {GONE_WITHIN_S:g} s after SIGKILL of the run: {left}"
+    assert not base.exists(), "the throwaway server's directory outlived the run"
+    assert json.loads((out / "run.json").read_text())["status"] == "running"  # nobody could write the end
+    _report_says_partial(out)
+
+
+def _interrupted(runs: Runs, p: subprocess.Popen[str], out: Path, procs: list[psutil.Process], sig: str) -> None:
+    """The run ended like Ctrl-C: exit 130, one line naming the signal, bundle marked, nothing left."""
+    base = _pg_base(procs)
+    p.wait(timeout=90)
+    err = runs.stderr()
+    assert p.returncode == 130, err[-2000:]
+    assert "Traceback" not in err and f"interrupted ({sig}); partial bundle in" in err, err[-2000:]
+    left = _all_gone(procs, 2.0)  # the run stopped them itself before it exited
+    assert not left, f"alive after the run ended on {sig}: {left}"
+    assert not base.exists()
+    run = json.loads((out / "run.json").read_text())
+    assert run["status"] == "interrupted" and run["error"] == f"interrupted by {sig}", run
+    rows = json.loads((out / "results.json").read_text())["results"]
+    assert rows and rows[-1].get("interrupted") is True, rows  # the cut step's row is kept
+    _report_says_partial(out)
+
+
+def test_sigterm_mid_step_ends_like_ctrl_c(tmp_path: Path, runs: Runs) -> None:
+    out = tmp_path / "b"
+    p = runs.start(out)
+    procs = _measuring(runs, p, out)
+    p.send_signal(signal.SIGTERM)
+    _interrupted(runs, p, out, procs, "SIGTERM")
+
+
+def _background_job() -> None:
+    # What a shell does for `dbdiag run ... &` without job control: SIGINT (and SIGQUIT) ignored.
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+
+
+def test_sighup_of_a_background_run_ends_like_ctrl_c(tmp_path: Path, runs: Runs) -> None:
+    out = tmp_path / "b"
+    p = runs.start(out, _background_job)
+    procs = _measuring(runs, p, out)
+    p.send_signal(signal.SIGINT)  # ignored, as in a background job: the run goes on
+    time.sleep(0.5)
+    assert p.poll() is None, "SIGINT was not ignored: the run is not set up like a background job"
+    p.send_signal(signal.SIGHUP)
+    _interrupted(runs, p, out, procs, "SIGHUP")
+
