@@ -29,6 +29,14 @@ from reports.rules.waits import FLUSH_SHARE, IO_READ_SHARE, LATCH_SHARE, LOCK_SH
 # One client is one process with one query loop: at 80% of a CPU (sampled once a second, so short of 100%
 # even when it never waits) it cannot send faster.
 CLIENT_SATURATED = 0.80
+# On a busy host, clients that cost this many times the server's CPU per transaction set the pace of the
+# pair (reports.rules.client; measured: 6-8x on a 5 MB result per transaction, 0.3-0.9x otherwise).
+CLIENT_COST_RATIO = 2.0
+# The clients spend over half of each transaction's wall time on their own CPU: the client's work, not the
+# server or the wire, is the serial bottleneck, even where the sampled per-process CPU of a client on a
+# shared machine stays short of CLIENT_SATURATED (measured: a script with 1,500 \set lines per statement,
+# 69% of the transaction on client CPU at 75% of a core; a chatty 8-statement transaction: under 30%).
+CLIENT_TIME_SHARE = 0.50
 # On a saturated host the clients are the limit when they hold most of the CPU the run's processes got
 # (server + clients): the server then has less than half of it. Below that the host is shared (the
 # default run: server 1.16 cores, clients 0.66 is a shared host, not a client limit; a 5 MB result per
@@ -83,14 +91,25 @@ def _client_limit(step: Step, acc: StepAccounting, u: CpuUse | None, ev: dict[st
     per_client = u.client_cores / step.clients
     own = u.client_cores + (u.server_cores or 0.0)
     share = u.client_cores / own if own > 0 else 0.0
-    saturated_host = u.host_busy >= HOST_BUSY
-    if per_client < CLIENT_SATURATED and not (saturated_host and share >= CLIENT_MAJORITY):
+    # the run saturates the host itself (a host kept busy by others says nothing of the clients' share)
+    saturated_host = u.host_busy >= HOST_BUSY and u.busy_cores > 0 and own / u.busy_cores >= OWN_SHARE_OF_BUSY
+    ratio = u.client_cores / u.server_cores if u.server_cores else 0.0
+    costly = u.host_busy >= HOST_BUSY and ratio >= CLIENT_COST_RATIO
+    busy_share = acc.share("client_cpu")
+    if per_client < CLIENT_SATURATED and busy_share < CLIENT_TIME_SHARE and not costly and \
+            not (saturated_host and share >= CLIENT_MAJORITY):
         return None
     _cpu_ev(u, step, ev)
     ev["client_share_of_run_cpu_pct"] = num(100 * share)
+    ev["client_cpu_share_of_txn_pct"] = num(100 * busy_share)
+    if u.server_cores:
+        ev["client_to_server_cpu_per_txn"] = num(ratio, 2)
     why = (f"each client process used {pct(per_client)} of a CPU" if per_client >= CLIENT_SATURATED else
+           f"the clients spent {pct(busy_share)} of each transaction's time on their own CPU"
+           if busy_share >= CLIENT_TIME_SHARE else
+           f"on a busy machine the clients spent {num(ratio, 2):g}x the server's CPU per transaction" if costly else
            f"on a saturated machine the clients used {pct(share)} of the CPU the server and clients got")
-    return Limit("client_cpu", f"Client CPU: {why}", min(1.0, max(per_client, share if saturated_host else 0.0)),
+    return Limit("client_cpu", f"Client CPU: {why}", min(1.0, max(per_client, busy_share)),
                  ev, "The measured rate is the load generator's limit, not the server's: run the clients on "
                  "another machine or give them more CPU, use more client processes, and check that the "
                  "application does no slow work between statements. Compare servers only where this is absent.",

@@ -5,6 +5,8 @@ machine's CPU and could not load the server):
 
 * the client processes are saturated: each runs one query loop on one thread,
   so a client near one full CPU cannot send faster;
+* the clients spend over half of each transaction's wall time on their own
+  CPU (reports.accounting): their work is the serial bottleneck;
 * the machine is busy and the clients take most of the CPU the run's processes
   got, or cost much more CPU per transaction than the server: CPU is the scarce
   resource and the clients spend most of it.
@@ -20,6 +22,8 @@ from __future__ import annotations
 from typing import Any
 
 from diag.bundle import Bundle
+from reports.accounting import account_step
+from reports.limits import CLIENT_TIME_SHARE, OWN_SHARE_OF_BUSY
 from reports.rules.base import Finding, num, pct, steps
 from reports.rules.cpu import HOST_BUSY, cpu_use
 from reports.rules.waits import MIN_WAIT_SAMPLES, sampler, wait_profile
@@ -57,19 +61,25 @@ def client_bound(b: Bundle) -> list[Finding]:
                 ev["server_cpu_cores"] = num(u.server_cores, 2)
             if per_client >= CLIENT_SATURATED:
                 reasons.append((min(1.0, per_client), f"each client process used {pct(per_client)} of a CPU"))
+            acc = account_step(b, step)
+            busy = acc.share("client_cpu") if acc is not None else 0.0
+            if busy >= CLIENT_TIME_SHARE:
+                ev["client_cpu_share_of_txn_pct"] = num(100 * busy)
+                reasons.append((busy, f"the clients spent {pct(busy)} of each transaction's time on their own CPU"))
             own = u.client_cores + (u.server_cores or 0.0)
-            if u.host_busy >= HOST_BUSY and own > 0:
+            # only when the run itself saturates the host: a host kept busy by others says nothing of it
+            if u.host_busy >= HOST_BUSY and own > 0 and own >= OWN_SHARE_OF_BUSY * u.busy_cores:
                 share = u.client_cores / own
                 ev["client_share_of_run_cpu_pct"] = num(100 * share)
                 if share >= CLIENT_SHARE_OF_RUN:
                     reasons.append((share, f"on a saturated machine the clients used {pct(share)} of the CPU "
                                            "the server and clients got"))
-                if u.server_cores:
-                    ratio = u.client_cores / u.server_cores
-                    ev["client_to_server_cpu_per_txn"] = num(ratio, 2)
-                    if ratio >= CLIENT_COST_RATIO:
-                        reasons.append((ratio / (1 + ratio), f"on a busy machine the clients spent {num(ratio, 2):g}x "
-                                                             "the server's CPU per transaction"))
+            if u.host_busy >= HOST_BUSY and u.server_cores:
+                ratio = u.client_cores / u.server_cores
+                ev["client_to_server_cpu_per_txn"] = num(ratio, 2)
+                if ratio >= CLIENT_COST_RATIO:
+                    reasons.append((ratio / (1 + ratio), f"on a busy machine the clients spent {num(ratio, 2):g}x "
+                                                         "the server's CPU per transaction"))
         if not reasons:
             continue
         p = wait_profile(b, step)
