@@ -12,15 +12,17 @@ from collections.abc import Callable
 from typing import Any
 
 from diag.bundle import Bundle
-from reports.rules import checkpoints, client, cpu, durability, waits
+from reports.rules import checkpoints, client, cpu, durability, limit, lost, waits
 from reports.rules.base import SEVERITIES, Finding
 
 __all__ = ["RULES", "SEVERITIES", "Finding", "Rule", "derive_findings"]
 
 Rule = Callable[[Bundle], list[Finding]]
 RULES: tuple[Rule, ...] = (
+    lost.server_lost,
     durability.durability_unsafe,
     durability.durability_implausible,
+    limit.step_limit,
     waits.commit_flush_bound,
     waits.lock_contention,
     waits.latch_contention,

@@ -4,7 +4,9 @@
 * :mod:`reports.rules.waits` - lock_contention, latch_contention, commit_flush_bound, io_read_bound
 * :mod:`reports.rules.cpu` - cpu_parse_plan, cpu_bound, context_switch_storm, host_contention
 * :mod:`reports.rules.client` - client_bound
+* :mod:`reports.rules.limit` - step_limit (every step names its limit, from reports.accounting)
 * :mod:`reports.rules.checkpoints` - checkpoint_pressure
+* :mod:`reports.rules.lost` - server_lost
 
 Shared pieces (the Finding record, steps, windows, impact scale) are in :mod:`reports.rules.base`.
 """
