@@ -259,9 +259,10 @@ class Step:
             self.bundle.event("driver_saturated", warning, target=self.target.label, workload=self.wl.name,
                               clients=self.n, busiest_client_pct=round(busiest, 1))
             self.bar.say("  warning: " + warning)
+        cut = "" if row["complete"] else f", cut short after {row['measured_s']:g} s"
         self.bundle.event("step_finished", f"{self.target.label}: {self.wl.name} with {self.n} clients: "
-                          f"{row['tps']:.1f} tps", target=self.target.label, workload=self.wl.name, clients=self.n,
-                          histogram=f"artifacts/{name}")
+                          f"{row['tps']:.1f} tps{cut}", target=self.target.label, workload=self.wl.name,
+                          clients=self.n, complete=row["complete"], histogram=f"artifacts/{name}")
         self.bar.say(summary_line(self.key, row, self.ncpu))
         if self.hooks is not None and self.info is not None:
             self.hooks.step_finished(self.info, row)
