@@ -66,7 +66,10 @@ class Limit:
     ``kind``: ``host_cpu`` | ``server_cpu`` | ``client_cpu`` | ``round_trips`` | ``commit_flush`` | ``lock`` |
     ``latch`` | ``io``. ``utilisation``: of the saturated resource (0..1) when it has one. ``symptoms``:
     queueing seen that is not the limit ("commit waits 76% of backend time: queueing behind group commit").
-    ``impact``: the share of the transaction's time the limit explains (0..1).
+    ``impact``: the share of the transaction's time the limit explains (0..1): its own parts, plus, for a
+    saturated resource, the waits queueing behind it. ``saturated``: the limit is a resource at capacity
+    (host or server CPU, the clients, the log device), so other waits queue behind it; False for the largest
+    part of a serial chain where nothing is saturated (round trips, a lone committer's flush).
     """
 
     kind: str
@@ -76,3 +79,4 @@ class Limit:
     advice: str
     symptoms: tuple[str, ...] = ()
     impact: float = 0.0
+    saturated: bool = False

@@ -6,7 +6,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from diag.bundle import Bundle
-from reports.accounting import accounts, limit_of
+from reports.accounting import StepAccounting, accounts, limit_of
 from reports.charts import stacked_bars
 
 
@@ -20,10 +20,21 @@ def accounting_view(b: Bundle) -> list[dict[str, Any]]:
         parts = [(c.key, c.label, c.share, c.us_per_txn) for c in acc.components if c.share > 0]
         g["bars"].append((f"{step.target} ({acc.wall_us_per_txn:,.0f} µs)", parts))
         g["limits"].append({"target": step.target, "title": lim.title, "kind": lim.kind,
-                            "symptoms": list(lim.symptoms), "advice": lim.advice})
+                            "symptoms": list(lim.symptoms), "advice": lim.advice, "excess": excess_note(acc)})
     for g in groups.values():
         g["chart"] = stacked_bars(g.pop("bars"))
     return list(groups.values())
+
+
+def excess_note(acc: StepAccounting) -> str:
+    """Where the parts add to more than the wall time, that sentence (the bar's shares are of their sum), else ""."""
+    over = acc.evidence.get("parts_exceed_wall_us")
+    if not isinstance(over, (int, float)) or over <= 0:
+        return ""
+    used = sum(c.us_per_txn for c in acc.components)
+    return (f"the parts add to {used:,.0f} µs per transaction, {over:,.0f} µs more than the wall time of "
+            f"{acc.wall_us_per_txn:,.0f} µs (server background CPU and sampling error), so the bar's shares are "
+            "of the parts' sum and unaccounted is 0")
 
 
 def step_limit_finding(findings: list[Mapping[str, Any]], target: str, workload: str, clients: int) -> Mapping[str, Any] | None:

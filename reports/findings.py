@@ -12,7 +12,7 @@ from collections.abc import Callable
 from typing import Any
 
 from diag.bundle import Bundle
-from reports.rules import checkpoints, client, cpu, durability, limit, lost, waits
+from reports.rules import checkpoints, client, cpu, durability, limit, lost, symptoms
 from reports.rules.base import SEVERITIES, Finding
 
 __all__ = ["RULES", "SEVERITIES", "Finding", "Rule", "derive_findings"]
@@ -23,12 +23,12 @@ RULES: tuple[Rule, ...] = (
     durability.durability_unsafe,
     durability.durability_implausible,
     limit.step_limit,
-    waits.commit_flush_bound,
-    waits.lock_contention,
-    waits.latch_contention,
-    waits.io_read_bound,
+    symptoms.commit_flush_bound,
+    symptoms.lock_contention,
+    symptoms.latch_contention,
+    symptoms.io_read_bound,
     cpu.cpu_parse_plan,
-    cpu.cpu_bound,
+    symptoms.cpu_bound,
     client.client_bound,
     checkpoints.checkpoint_pressure,
     cpu.context_switch_storm,
@@ -37,10 +37,13 @@ RULES: tuple[Rule, ...] = (
 
 
 def derive_findings(b: Bundle) -> list[dict[str, Any]]:
-    """All findings of all rules, highest impact first (ties: severity, then target and title)."""
+    """All findings of all rules, highest impact first (ties: critical, a step's limit, severity, target, title);
+    no finding of a step ranks above its limit unless it is critical (:func:`limit.rank_under_limits`)."""
     found: list[Finding] = []
     for rule in RULES:
         found.extend(rule(b))
+    found = limit.rank_under_limits(found)
     order = {s: i for i, s in enumerate(SEVERITIES)}
-    found.sort(key=lambda f: (-f.impact, order.get(f.severity, 9), f.target, f.title))
+    found.sort(key=lambda f: (-f.impact, f.severity != "critical", f.category != "limit", order.get(f.severity, 9),
+                              f.target, f.title))
     return [f.to_dict() for f in found]

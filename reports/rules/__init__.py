@@ -5,6 +5,8 @@
 * :mod:`reports.rules.cpu` - cpu_parse_plan, cpu_bound, context_switch_storm, host_contention
 * :mod:`reports.rules.client` - client_bound
 * :mod:`reports.rules.limit` - step_limit (every step names its limit, from reports.accounting)
+* :mod:`reports.rules.symptoms` - the wait rules and cpu_bound as findings.RULES lists them: re-stated against
+  the step's limit (share of transaction time; the limit's detail, or queueing / a part beside it)
 * :mod:`reports.rules.checkpoints` - checkpoint_pressure
 * :mod:`reports.rules.lost` - server_lost
 

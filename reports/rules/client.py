@@ -15,6 +15,10 @@ The server waiting for the next statement is not such evidence: at low client
 CPU it is the round trips (issue 12: a 7-statement transaction at 2 clients,
 each client 19% busy, was called client-bound). The ``limit`` rule names that
 case; this rule only reports the server's client waits beside CPU evidence.
+
+It fires only where that evidence made the clients the step's limit (the same tests, in reports.limits),
+with impact = the share of the transaction's time the clients explain (their CPU and the round trips to
+them), the limit's own share, so it never outranks the limit.
 """
 
 from __future__ import annotations
@@ -22,10 +26,10 @@ from __future__ import annotations
 from typing import Any
 
 from diag.bundle import Bundle
-from reports.accounting import account_step
 from reports.limits import CLIENT_TIME_SHARE, OWN_SHARE_OF_BUSY
-from reports.rules.base import Finding, num, pct, steps
+from reports.rules.base import Finding, num, pct
 from reports.rules.cpu import HOST_BUSY, cpu_use
+from reports.rules.limit import step_limits
 from reports.rules.waits import MIN_WAIT_SAMPLES, sampler, wait_profile
 
 # One client is one process with one query loop: at 80% of a CPU (sampled once
@@ -47,7 +51,9 @@ CLIENT_COST_RATIO = 2.0
 def client_bound(b: Bundle) -> list[Finding]:
     """The load generator is saturated, or crowds the server out, or the server waits on it."""
     out: list[Finding] = []
-    for step in steps(b):
+    for step, acc, lim in step_limits(b).values():
+        if lim.kind != "client_cpu":  # the same evidence names the limit (reports.limits): never a rival to it
+            continue
         ev: dict[str, Any] = {}
         reasons: list[tuple[float, str]] = []
         u = cpu_use(b, step)
@@ -61,8 +67,7 @@ def client_bound(b: Bundle) -> list[Finding]:
                 ev["server_cpu_cores"] = num(u.server_cores, 2)
             if per_client >= CLIENT_SATURATED:
                 reasons.append((min(1.0, per_client), f"each client process used {pct(per_client)} of a CPU"))
-            acc = account_step(b, step)
-            busy = acc.share("client_cpu") if acc is not None else 0.0
+            busy = acc.share("client_cpu")
             if busy >= CLIENT_TIME_SHARE:
                 ev["client_cpu_share_of_txn_pct"] = num(100 * busy)
                 reasons.append((busy, f"the clients spent {pct(busy)} of each transaction's time on their own CPU"))
@@ -88,7 +93,11 @@ def client_bound(b: Bundle) -> list[Finding]:
             ev["client_waits"] = p.describe(p.keys_of("client")) or "none"
             ev["wait_source"] = sampler(p)
             ev["backend_samples"] = p.samples
-        impact, _ = max(reasons)
+        # impact: the share of the transaction's time the clients explain (their CPU and the round trips to
+        # them, from the accounting), the limit's own share: ranked just below the limit (findings' tie-break)
+        impact = acc.share("client_cpu") + acc.share("round_trips")
+        ev["client_cpu_share_of_txn_pct"] = num(100 * acc.share("client_cpu"))
+        ev["round_trips_share_of_txn_pct"] = num(100 * acc.share("round_trips"))
         out.append(step.finding(
             "client_bound", "warning", "Client-bound: " + "; ".join(r for _, r in reasons), ev,
             "The measured rate is the load generator's limit, not the server's: run the clients on another "

@@ -4,7 +4,7 @@ Each test runs ``dbdiag run`` in-process (``diag.run.Run``) with short steps and
 findings.json as the run wrote it:
 
 * a hot-row update script (every client updates row 1 in an explicit transaction and sleeps 2 ms before
-  COMMIT) gives lock_contention as the top finding of each target;
+  COMMIT) gives a lock limit as the top finding of each target, its lock_contention right under it;
 * fsync=off (PostgreSQL) and innodb_flush_log_at_trx_commit=2 (MariaDB) give durability_unsafe, critical;
 * ``--flush-capability 10`` with single-row inserts at 2 clients gives durability_implausible, critical
   (no machine that runs these tests commits as slowly as 10 flushes/s x 2 clients x the margin allow, however
@@ -95,8 +95,10 @@ def test_hot_row_update_gives_lock_contention_on_top(engine: str, pg_server, my_
     script.write_text(f"BEGIN;\nUPDATE dbdiag.hot_row SET n = n + 1 WHERE id = 1;\n{SLEEP[engine]}\nCOMMIT;\n")
     by = run(tmp_path / "bundle", [f"hot={srv.dsn()}"], ["custom"], clients=(4,), script=script)
     found = by["hot"]
-    assert found and found[0]["category"] == "lock_contention", summary(found)
-    top = found[0]
+    # the step's limit ranks first (a lock holder), its lock waits right under it
+    assert found and found[0]["category"] == "limit" and found[0]["extra"]["kind"] == "lock", summary(found)
+    top = found[1]
+    assert top["category"] == "lock_contention" and top["impact"] == found[0]["impact"], summary(found)
     assert top["clients"] == 4 and top["workload"] == "custom"
     assert top["evidence"]["lock_waits_pct"] >= 30, top["evidence"]
     assert top["evidence"]["lock_waits"].startswith("Lock:transactionid" if engine == "postgres" else "Lock:row")
@@ -154,4 +156,10 @@ def test_small_buffer_pool_gives_io_read_bound_on_mariadb(tmp_path: Path) -> Non
     assert f["evidence"]["read_waits"].startswith("wait/io/file/innodb/innodb_data_file")
     assert f["evidence"]["read_waits_pct"] >= 20
     assert f["evidence"]["pages_read_from_disk_per_txn"] > 0.3  # InnoDB's counters agree: misses
-    assert found[0]["category"] == "io_read_bound", summary(found)
+    # the step's limit ranks first; the reads are that limit (a warning) when they are its largest part, else a
+    # part of each transaction beside it (info), with their share of the transaction's time as impact
+    lim = found[0]
+    assert lim["category"] == "limit", summary(found)
+    assert f["extra"]["limit_kind"] == lim["extra"]["kind"]
+    assert f["severity"] == ("warning" if lim["extra"]["kind"] == "io" else "info"), (f["title"], lim["title"])
+    assert f["impact"] == pytest.approx(f["evidence"]["share_of_txn_pct"] / 100, abs=2e-3)

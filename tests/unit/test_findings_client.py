@@ -28,7 +28,13 @@ def test_client_bound_fires_on_big_results() -> None:
     assert f.evidence["client_to_server_cpu_per_txn"] == pytest.approx(7.95)
     assert f.evidence["client_cpu_cores"] == pytest.approx(0.311)
     assert f.evidence["host_busy_pct"] > 90
-    assert f.impact == pytest.approx(7.95 / 8.95, abs=1e-3)
+    # impact: the clients' CPU and round trips share of the transaction's time (the accounting), at most the
+    # limit's (which adds the queueing behind the clients)
+    ev = f.evidence
+    assert f.impact == pytest.approx((ev["client_cpu_share_of_txn_pct"] + ev["round_trips_share_of_txn_pct"]) / 100,
+                                     abs=2e-3)
+    (lim,) = [x for x in limit.step_limit(load("big_result_pg")) if x.clients == 1]
+    assert lim.extra["kind"] == "client_cpu" and 0 < f.impact <= lim.impact
     assert "7.95x" in f.title
 
 
