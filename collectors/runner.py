@@ -1,13 +1,21 @@
 """Runs each collector in its own process beside the workload.
 
 A collector that raises mid-run is switched off with an event in the bundle;
-the run goes on. Children ignore SIGINT: Ctrl-C reaches the orchestrator, which
-stops them through an event so each can write its last record.
+the run goes on. One that cannot write the bundle (full disk, I/O error) does
+not retry: it stops its source and exits with
+:attr:`diag.bundle.BundleWriteError.exit_status`, which the orchestrator's
+bundle writer polls (:meth:`CollectorRunner.failure`), so the run stops with
+one line naming the file. Children ignore SIGINT: Ctrl-C reaches the orchestrator, which
+stops them through an event so each can write its last record. Children die
+with the run (:func:`diag.procs.guard_child`): a killed run leaves no collector
+polling its servers.
 """
 
 from __future__ import annotations
 
+import contextlib
 import multiprocessing as mp
+import os
 import signal
 import time
 import traceback
@@ -15,8 +23,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from collectors.base import Collector, Probe
-from diag.bundle import BundleWriter
+from diag.bundle import BundleWriteError, BundleWriter, safe_name
 from diag.errors import DiagError
+from diag.procs import guard_child
 
 _FORK = mp.get_context("fork")
 JOIN_TIMEOUT_S = 10.0
@@ -49,10 +58,28 @@ def probe_all(collectors: list[Collector]) -> dict[str, Probe]:
     return out
 
 
-def _loop(c: Collector, key: str, bundle_path: str, secrets: tuple[str, ...], stop: Any) -> None:
+def _loop(c: Collector, key: str, bundle_path: str, secrets: tuple[str, ...], stop: Any, parent: int) -> None:
+    guard_child(parent)  # first: the run may already be gone
     signal.signal(signal.SIGINT, signal.SIG_IGN)
-    bundle = BundleWriter(bundle_path, secrets)
-    out = bundle.series(key)
+    try:
+        bundle = BundleWriter(bundle_path, secrets)
+        out = bundle.series(key)
+    except BundleWriteError as e:
+        raise SystemExit(e.exit_status) from None  # the exit status is how this process tells the run
+    try:
+        _sample(c, key, bundle, out, stop)
+    except BundleWriteError as e:
+        with contextlib.suppress(Exception):  # its own children (perf) end with it; its records are lost anyway
+            c.stop()
+        with contextlib.suppress(DiagError):  # the event may not fit either
+            bundle.event("collector_off", f"{key}: {e}", collector=key)
+        raise SystemExit(e.exit_status) from None
+    finally:
+        out.close()
+
+
+def _sample(c: Collector, key: str, bundle: BundleWriter, out: Any, stop: Any) -> None:
+    """start, sample on the collector's cadence until ``stop``, stop; a failing collector is switched off."""
 
     def emit(recs: Any) -> None:
         if recs is None:
@@ -74,13 +101,13 @@ def _loop(c: Collector, key: str, bundle_path: str, secrets: tuple[str, ...], st
                 delay = 0
             stop.wait(delay)
         emit(c.stop())
+    except BundleWriteError:
+        raise
     except DiagError as e:
         bundle.event("collector_off", f"{key}: {e}", collector=key)
     except Exception as e:
         tb = traceback.format_exc(limit=3).strip().splitlines()[-1]
         bundle.event("collector_off", f"{key}: {type(e).__name__}: {e}", collector=key, detail=tb)
-    finally:
-        out.close()
 
 
 class CollectorRunner:
@@ -95,22 +122,39 @@ class CollectorRunner:
     def start(self) -> None:
         for c in self.collectors:
             key = collector_key(c)
-            p = _FORK.Process(target=_loop, args=(c, key, str(self.bundle.path), self.bundle.secrets, self._stop),
+            p = _FORK.Process(target=_loop, args=(c, key, str(self.bundle.path), self.bundle.secrets, self._stop,
+                                                  os.getpid()),
                               name=f"dbdiag-{key}", daemon=True)
             p.start()
             self.running.append(Running(key, c, p))
+        self.bundle.watch(self.failure)
+
+    def failure(self) -> BundleWriteError | None:
+        """The write failure a collector process exited with, if one did (polling: never blocks)."""
+        for r in self.running:
+            err = BundleWriteError.from_exit_status(r.process.exitcode, self.bundle.path,
+                                                    f"series/{safe_name(r.key)}.jsonl")
+            if err is not None:
+                return err
+        return None
 
     def pids(self) -> list[int]:
         return [r.process.pid for r in self.running if r.process.pid]
 
     def stop(self) -> None:
+        """Stop every process; raises the BundleWriteError one of them exited with, unless already raised."""
         self._stop.set()
+        self.bundle.unwatch(self.failure)
         deadline = time.monotonic() + JOIN_TIMEOUT_S
         for r in self.running:
             r.process.join(max(0.1, deadline - time.monotonic()))
             if r.process.is_alive():
                 r.process.terminate()
                 r.process.join(2)
-                self.bundle.event("collector_off", f"{r.key}: did not stop within {JOIN_TIMEOUT_S:.0f} s",
-                                  collector=r.key)
+                with contextlib.suppress(BundleWriteError):  # the others must still be stopped
+                    self.bundle.event("collector_off", f"{r.key}: did not stop within {JOIN_TIMEOUT_S:.0f} s",
+                                      collector=r.key)
+        err = self.failure()
         self.running.clear()
+        if err is not None:
+            self.bundle.report(err)

@@ -1,17 +1,15 @@
 """The ``dbdiag`` command: argument parsing and the one place that turns errors into exit codes.
 
 Every failure a user can cause reaches ``main`` as a DiagError and is printed as
-one line (``dbdiag: error: ...``) with its exit code; Ctrl-C prints where the
-partial bundle is and exits 130. No traceback for either.
+one line (``dbdiag: error: ...``) with its exit code; Ctrl-C, SIGTERM and SIGHUP
+print where the partial bundle is and exit 130. No traceback for either.
 """
 
 from __future__ import annotations
 
 import argparse
 import os
-import signal
 import sys
-import threading
 import warnings
 from pathlib import Path
 from types import ModuleType
@@ -19,9 +17,10 @@ from types import ModuleType
 from diag import __version__, comparecmd
 from diag.argtypes import DefaultsHelpFormatter, csv_ints as _csv_ints, key_values as _kv, positive as _positive
 from diag.commands import durability, fsync_test
-from diag.errors import DiagError
+from diag.errors import DiagError, ServerLost
+from diag.procs import install_stop_signals, interrupt_reason, supervised
 from diag.run import Run, RunOptions, default_targets
-from diag.servers import start_server
+from diag.servers import ThrowawayServer, start_server
 from diag.targets import parse_target
 from reports.render import render_bundle
 from workloads.driver import DriverOptions
@@ -38,7 +37,10 @@ def build_parser() -> argparse.ArgumentParser:
     sub = p.add_subparsers(dest="command", metavar="COMMAND")
 
     r = sub.add_parser("run", help="run workloads against targets while collecting; write a bundle and report",
-                       formatter_class=DefaultsHelpFormatter)
+                       formatter_class=DefaultsHelpFormatter,
+                       epilog="exit codes: 0 done; 2 a problem you can fix (printed as one line); 3 a target's "
+                              "server was lost mid-run (the other targets still ran, the report is rendered); "
+                              "130 interrupted (the partial bundle is kept)")
     r.add_argument("targets", nargs="*", metavar="TARGET",
                    help="[LABEL=]DSN: postgresql://..., mysql://..., mariadb://..., embedded:postgres, "
                         "embedded:mysql (default: embedded servers available here)")
@@ -53,6 +55,10 @@ def build_parser() -> argparse.ArgumentParser:
                    default="read-committed", help="transaction isolation level of the workload's clients")
     r.add_argument("--rate", type=_positive, default=None, help="open-loop target transactions/s (total) (default: closed loop, each client as fast as it can)")
     r.add_argument("--max-tries", type=int, default=10, help="tries per transaction on serialization/deadlock")
+    r.add_argument("--on-error", choices=("continue", "abort"), default="continue",
+                   help="continue: count a failed transaction and go on (a lost connection is re-established, "
+                        "counted as reconnects); abort: end the step at the first error that is not a retried "
+                        "serialization failure or deadlock")
     r.add_argument("--report-interval", type=_positive, default=1.0, help="seconds between progress lines")
     r.add_argument("-s", "--scale", type=int, default=1, help="data size (workload-specific unit)")
     r.add_argument("--fresh", action="store_true", help="reload data even if it matches")
@@ -83,12 +89,6 @@ def build_parser() -> argparse.ArgumentParser:
     return p
 
 
-def _install_sigterm() -> None:
-    """Treat SIGTERM like Ctrl-C so servers are stopped and the bundle finished."""
-    if threading.current_thread() is threading.main_thread():
-        signal.signal(signal.SIGTERM, lambda *_: (_ for _ in ()).throw(KeyboardInterrupt()))
-
-
 def cmd_run(a: argparse.Namespace, argv: list[str]) -> int:
     for t in a.targets:
         parse_target(t)  # bad DSNs fail before anything starts
@@ -96,7 +96,7 @@ def cmd_run(a: argparse.Namespace, argv: list[str]) -> int:
     drv = DriverOptions(clients=a.clients, duration_s=a.duration, warmup_s=max(0.0, a.warmup),
                         protocol=a.protocol, isolation=a.isolation, rate=a.rate, max_tries=a.max_tries,
                         report_interval_s=a.report_interval, scale=a.scale, fresh=a.fresh, script=a.script,
-                        think=a.think)
+                        think=a.think, on_error=a.on_error)
     opts = RunOptions(targets=a.targets or default_targets(), workloads=[w.strip() for w in a.workload.split(",")
                                                                           if w.strip()],
                       driver=drv, out=a.out, name=a.name, argv=["dbdiag", *argv], collect=not a.no_collect,
@@ -105,9 +105,12 @@ def cmd_run(a: argparse.Namespace, argv: list[str]) -> int:
     run = Run(opts)
     try:
         path = run.execute()
-    except KeyboardInterrupt:
-        print(f"dbdiag: interrupted; partial bundle in {run.path}", file=sys.stderr)
+    except KeyboardInterrupt as e:
+        print(f"dbdiag: interrupted ({interrupt_reason(e)}); partial bundle in {run.path}", file=sys.stderr)
         return 130
+    except ServerLost as e:  # the run went on and its report is rendered: say where, exit with its own code
+        print(f"dbdiag: error: {e}; report: {(run.path / 'report.html').resolve()}", file=sys.stderr)
+        return e.exit_code
     except DiagError as e:
         print(f"dbdiag: error: {e} (what was collected is in {run.path})", file=sys.stderr)
         return e.exit_code
@@ -122,7 +125,12 @@ def cmd_report(a: argparse.Namespace) -> int:
 
 
 def cmd_server(a: argparse.Namespace) -> int:
-    srv = start_server(a.engine, _kv(a.set), a.port)
+    with supervised() as sup:  # removes the server should we be SIGKILLed
+        return _serve(start_server(a.engine, _kv(a.set), a.port, supervisor=sup))
+
+
+def _serve(srv: ThrowawayServer) -> int:
+    """Wait for Ctrl-C (SIGTERM, SIGHUP), then stop and remove ``srv``."""
     try:
         print(srv.dsn(), flush=True)
         print(f"dbdiag: {srv.engine} server pid {srv.pid} in {srv.directory}; Ctrl-C stops and removes it",
@@ -151,7 +159,7 @@ def main(argv: list[str] | None = None) -> int:
     if not a.command:
         parser.print_help()
         return 2
-    _install_sigterm()
+    install_stop_signals()  # SIGTERM and SIGHUP end every command the way Ctrl-C does
     try:
         if a.command == "run":
             return cmd_run(a, argv)

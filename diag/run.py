@@ -27,9 +27,11 @@ from collectors.lifecycle import Batch, Lifecycle
 from collectors.registry import SourcePlan, sources_for
 from collectors.runner import CollectorRunner
 from diag import __version__, servers
-from diag.bundle import BundleWriter, safe_name
+from diag.bundle import BundleWriteError, BundleWriter, safe_name
 from diag.db import Session
-from diag.errors import DiagError, ToolUnavailable
+from diag.errors import DiagError, ServerLost, ToolUnavailable
+from diag.procs import Supervisor, interrupt_reason
+from diag.serverloss import loss_facts, loss_line
 from diag.targets import Target, parse_target, redact_argv
 from reports.render import render_bundle
 from workloads.client import client_driver_text
@@ -189,6 +191,8 @@ class Run:
         self.runtimes: list[TargetRuntime] = []
         self.run_json: dict[str, Any] = {}
         self.sources = Lifecycle(self.bundle, lambda u: self._write_run_json(**u), self.say, runner=_runner)
+        self.supervisor: Supervisor | None = None  # started with the first throwaway server; see _supervise
+        self.lost: list[str] = []  # one line per target whose server went away (the run went on without it)
 
     def say(self, text: str) -> None:
         print(text, file=self.out, flush=True)
@@ -208,15 +212,22 @@ class Run:
             options={"clients": list(o.driver.clients), "duration_s": o.driver.duration_s,
                      "warmup_s": o.driver.warmup_s, "protocol": o.driver.protocol,
                      "isolation": o.driver.isolation, "rate": o.driver.rate, "scale": o.driver.scale,
+                     "on_error": o.driver.on_error,
                      "flush_capability": o.flush_capability, "profile": self.plan.profile, **self.plan.to_dict()},
             targets=[t.to_dict() for t in self.targets], collectors={}, metrics={})
         status, error = "complete", ""
         try:
             self._start_targets()
             self._sweep_all()
-        except KeyboardInterrupt:
-            status, error = "interrupted", "interrupted by Ctrl-C"
+            if self.lost:
+                status, error = "server_lost", "; ".join(self.lost)
+        except KeyboardInterrupt as e:
+            status, error = "interrupted", f"interrupted by {interrupt_reason(e)}"
             raise
+        except BundleWriteError as e:  # full or failing disk under --out: stop, say where the data is
+            status, error = "failed", str(e)
+            raise BundleWriteError(f"{e}: the run stopped and its report was not rendered; once there is space, "
+                                   f"`dbdiag report {self.path}` renders what was collected", e.errno) from None
         except DiagError as e:
             status, error = "failed", str(e)
             raise
@@ -225,10 +236,40 @@ class Run:
                 if rt.server is not None:
                     with contextlib.suppress(Exception):
                         rt.server.stop()
+            if self.supervisor is not None:
+                self.supervisor.close()
+            self._close(status, error)
+        if self.lost:
+            raise ServerLost("; ".join(self.lost))
+        return self.path
+
+    def _close(self, status: str, error: str) -> None:
+        """How the run ended into run.json and events, then the report.
+
+        On a failing disk these writes may fail too; the bundle reads as partial without
+        them, so only a run that had not already failed raises. No report is rendered
+        after a write failure (it would fail on the same disk): ``dbdiag report`` later.
+        """
+        try:
             self._write_run_json(status=status, error=error, ended=time.time())
             self.bundle.event("run_ended", status + (f": {error}" if error else ""))
+        except BundleWriteError:
+            if status == "complete":
+                raise
+            return
+        if self.bundle.failure is None:
             self._finish()
-        return self.path
+
+    def _supervise(self) -> Supervisor | None:
+        """The run's cleanup supervisor (stops throwaway servers and removes their directories should this
+        process be killed); None, with a note, where it cannot start: the run goes on unguarded."""
+        if self.supervisor is None:
+            try:
+                self.supervisor = Supervisor.start()
+            except OSError as e:
+                self.say(f"dbdiag: note: no cleanup supervisor ({e}): if this run is killed, its throwaway "
+                         "servers stay")
+        return self.supervisor
 
     def _start_targets(self) -> None:
         for t in self.targets:
@@ -236,7 +277,7 @@ class Run:
             self.runtimes.append(rt)
             if t.embedded:
                 self.say(f"dbdiag: starting a throwaway {t.engine} server for {t.label} ...")
-                rt.server = servers.start_server(t.engine, self.opts.server_settings)
+                rt.server = servers.start_server(t.engine, self.opts.server_settings, supervisor=self._supervise())
                 rt.target = rt.server.target(t)
             identify(rt)
             self.say(f"dbdiag: {rt.target.label}: {rt.info['product']} {rt.info['version'].split(' on ')[0]} "
@@ -270,14 +311,31 @@ class Run:
             for rt in self.runtimes:
                 batch = self.sources.start(sources_for("target", self.plan, self._target_context(rt)), strict)
                 try:
-                    run_sweep(rt.target, self.opts.workloads, self.opts.driver, self.bundle,
-                              hooks=_Hooks(self), progress=progress, bar=bar)
+                    rows = run_sweep(rt.target, self.opts.workloads, self.opts.driver, self.bundle,
+                                     hooks=_Hooks(self), progress=progress, bar=bar)
+                    self._note_lost(rt, rows)
                 finally:
                     self.sources.stop(batch)
         finally:
             bar.close()
             if run_wide is not None:
                 self.sources.stop(run_wide)
+
+    def _note_lost(self, rt: TargetRuntime, rows: list[dict[str, Any]]) -> None:
+        """If the sweep lost its server: how the server ended and its last log lines into run.json's target
+        and an event (read now: the directory goes when the server is stopped), one line on the console."""
+        row = next((r for r in rows if r.get("server_lost")), None)
+        if row is None:
+            return
+        facts = loss_facts(rt.server, rt.pid if rt.target.is_local() else None)
+        rt.info["lost"] = {**facts, "step": f"{row.get('workload')} c={row.get('clients')}",
+                           **{k: v for k, v in row["server_lost"].items() if k in ("t", "after_s")}}
+        line = loss_line(rt.target.label, row, facts)
+        self.lost.append(line)
+        self._write_run_json(targets=[x.info for x in self.runtimes])
+        self.bundle.event("server_lost", line, target=rt.target.label, workload=row.get("workload"),
+                          clients=row.get("clients"), **facts)
+        self.say(f"dbdiag: {line}" + (f"; its log ends: {facts['log_tail'][-1]}" if facts.get("log_tail") else ""))
 
     def _finish(self) -> None:
         """Findings and report from the bundle alone (never from live state)."""

@@ -185,3 +185,22 @@ def test_sighup_of_a_background_run_ends_like_ctrl_c(tmp_path: Path, runs: Runs)
     p.send_signal(signal.SIGHUP)
     _interrupted(runs, p, out, procs, "SIGHUP")
 
+
+
+def test_sigkill_of_server_start_removes_the_server(tmp_path: Path, runs: Runs) -> None:
+    with open(tmp_path / "dsn.txt", "w") as out, open(tmp_path / "stderr.txt", "w") as err:
+        p = subprocess.Popen([sys.executable, "-m", "diag", "server", "start", "postgres"], cwd=str(REPO),
+                             stdout=out, stderr=err, text=True)
+    runs.procs.append(psutil.Process(p.pid))
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline and "Ctrl-C stops" not in runs.stderr():
+        assert p.poll() is None, runs.stderr()[-2000:]
+        time.sleep(0.1)
+    procs = psutil.Process(p.pid).children(recursive=True)
+    runs.procs += procs
+    base = _pg_base(procs)
+    assert any("diag.supervisor" in " ".join(c.cmdline()) for c in procs), procs
+    p.kill()
+    p.wait(timeout=30)
+    left = _all_gone(procs, GONE_WITHIN_S)
+    assert not left and not base.exists(), f"after SIGKILL of dbdiag server start: {left}"
