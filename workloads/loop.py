@@ -13,15 +13,9 @@ lost connection counts as an error and is re-established with a bounded back-off
 workload's statements prepared again, or, when the server does not answer, ends
 with a "lost" record, from which the parent decides whether the server is gone.
 
-Messages to the parent (a pipe per client; :mod:`workloads.messages` names them)::
-
-    ("ready", pid, c_loop)            connected and prepared; c_loop: the C query loop will run
-    ("fatal", code, message, kind)    could not start (or a bug): this client is out
-    ("iv", k, txns, queries, errors, retries, {µs: n}, cpu_s, extra, reconnects)
-    ("reconnected", code, message, t_ns, waited_s)   the connection lost at t_ns is back
-    ("lost", code, message, t_ns, kind)   connection lost at t_ns and not back; "done" follows
-    ("abort", code, message, t_ns, kind)  --on-error abort: this error ends the step; "done" follows
-    ("done", cpu_s, {code: [messages]})
+Messages to the parent: one duplex pipe per client, the named messages of
+:mod:`workloads.messages` (Ready or Fatal, then IntervalCounts per interval,
+Reconnected, Lost or Aborted, and Done last); the parent's Go starts the loop.
 """
 
 from __future__ import annotations
@@ -42,6 +36,7 @@ from diag.targets import Target
 from workloads.base import ClientCtx, Runner, Workload
 from workloads.client import Client, open_client
 from workloads.hist import fold
+from workloads.messages import Aborted, Done, Fatal, Go, IntervalCounts, Lost, Ready, Reconnected
 
 TICK_NS = 100_000_000
 BATCH_CAP = 1 << 16  # latencies one C batch may write: far above a tick's worth at 1 µs per query
@@ -179,7 +174,8 @@ class ClientLoop:
             q = self.failed(e)
         except _Abort as a:
             self.flush(lat, nq)
-            self.pipe.send(("abort", error_key(a.error), str(a.error), time.perf_counter_ns(), a.error.kind))
+            self.pipe.send(Aborted(code=error_key(a.error), message=str(a.error), t_ns=time.perf_counter_ns(),
+                                   kind=a.error.kind))
             raise _End from None
         except _Lost as lost:
             self.flush(lat, nq)
@@ -202,7 +198,7 @@ class ClientLoop:
         while True:
             now = pcn()
             if self.stop.value or now >= give_up:  # the error that lost it; the kind of the last try's
-                self.pipe.send(("lost", error_key(e), str(e), lost_ns, last.kind))
+                self.pipe.send(Lost(code=error_key(e), message=str(e), t_ns=lost_ns, kind=last.kind))
                 raise _End
             time.sleep(min(delay, (give_up - now) / 1e9))
             delay = min(delay * 2, RECONNECT_MAX_S)
@@ -217,7 +213,8 @@ class ClientLoop:
         if not self.tick(now, [], 0)[0]:  # the boundaries passed while away (nothing to flush), or the end
             raise _End
         self.reconnects += 1
-        self.pipe.send(("reconnected", error_key(e), str(e), lost_ns, round((now - lost_ns) / 1e9, 3)))
+        self.pipe.send(Reconnected(code=error_key(e), message=str(e), t_ns=lost_ns,
+                                   waited_s=round((now - lost_ns) / 1e9, 3)))
         raise _Again
 
     # -- ticks ----------------------------------------------------------------------
@@ -244,8 +241,9 @@ class ClientLoop:
             lat.clear()
             return
         cpu = self._cpu()
-        self.pipe.send(("iv", self.k, len(lat), nq, dict(self.errors), self.retries, fold(lat),
-                        cpu - self.cpu_mark, dict(self.runner.extra), self.reconnects))
+        self.pipe.send(IntervalCounts(k=self.k, transactions=len(lat), queries=nq, errors=dict(self.errors),
+                                      retries=self.retries, latency_us=fold(lat), cpu_s=cpu - self.cpu_mark,
+                                      extra=dict(self.runner.extra), reconnects=self.reconnects))
         self.cpu_mark = cpu
         self.errors.clear()
         self.retries = self.reconnects = 0
@@ -383,25 +381,25 @@ def client_main(index: int, spec: ClientSpec, pipe: Any, stop: Any) -> None:
         try:
             client, runner = connect()
         except DbError as e:
-            pipe.send(("fatal", error_key(e), str(e), e.kind))
+            pipe.send(Fatal(code=error_key(e), message=str(e), kind=e.kind))
             return
-        pipe.send(("ready", os.getpid(), runner.batch is not None and not spec.rate and not spec.think))
+        pipe.send(Ready(pid=os.getpid(), c_loop=runner.batch is not None and not spec.rate and not spec.think))
         msg = pipe.recv()
-        if msg[0] != "go":
+        if not isinstance(msg, Go):
             return
-        _, start_ns, measure_ns, end_ns, interval_ns = msg
+        start_ns, measure_ns, end_ns, interval_ns = msg
         delay = start_ns - time.perf_counter_ns()
         if delay > 0:
             time.sleep(delay / 1e9)
         loop = ClientLoop(spec, client, runner, pipe, stop, measure_ns, end_ns, interval_ns, start_ns, connect)
         run_loops(loop, start_ns)
         cpu = loop._cpu() - loop.cpu0 if loop.k >= 0 else 0.0
-        pipe.send(("done", cpu, loop.samples))
+        pipe.send(Done(cpu_s=cpu, samples=loop.samples))
     except (EOFError, BrokenPipeError, OSError):
         pass  # the parent is gone: nothing left to report to
     except Exception as e:  # a bug in a workload: report it as this client's end, not a silent hang
         try:
-            pipe.send(("fatal", "internal", f"{type(e).__name__}: {e}", "internal"))
+            pipe.send(Fatal(code="internal", message=f"{type(e).__name__}: {e}", kind="internal"))
         except OSError:
             pass
     finally:

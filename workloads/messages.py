@@ -9,12 +9,10 @@ Each client has one duplex pipe (:mod:`workloads.pool`). The parent sends one
 off the wire (older senders, hand-made tuples in tests).
 
 Messages are NamedTuples: fields by name, frozen, and as cheap to build, pickle
-and read as the plain tuples they replace (a client sends one per interval, off
-its query loop). Each class keeps its wire ``TAG``: :func:`decode` turns the
-tagged plain tuples that :mod:`workloads.loop` still sends (``("iv", k, ...)``)
-into these, and :meth:`Go.wire` is what that loop reads. A message already sent
-as one of these classes passes :func:`decode` unchanged, so the client side can
-move over to them without a change here.
+and read as plain tuples (a client sends one per interval, off its query loop);
+both sides send them built by keyword. Each class keeps a wire ``TAG``:
+:func:`decode` also accepts a tagged plain tuple (``("iv", k, ...)``), as hand-made
+stand-in clients in tests send, and :meth:`Go.wire` is that form of the plan.
 """
 
 from __future__ import annotations

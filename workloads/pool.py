@@ -83,7 +83,7 @@ class ClientPool:
     def start(self, go: Go) -> None:
         """Send the plan to every ready client; they are live from now on."""
         for c in self._ready:
-            c.send(go.wire())
+            c.send(go)
         self.live = {c: self._pipes[c] for c in self._ready}
 
     def receive(self, timeout_s: float) -> list[tuple[int, FromClient]]:

@@ -47,9 +47,9 @@ def test_go_plans_the_step_and_goes_out_as_the_loop_reads_it() -> None:
 def _good(index: int, spec: Any, pipe: Any, stop: Any) -> None:
     pipe.send(("ready", os.getpid(), index == 0))
     go = pipe.recv()
-    assert go[0] == "go"
+    assert isinstance(go, Go)
     pipe.send(("iv", 0, index + 1, 2, {}, 0, {100: index + 1}, 0.0, {}))
-    while not stop.value and time.perf_counter_ns() < go[3]:
+    while not stop.value and time.perf_counter_ns() < go.end_ns:
         time.sleep(0.01)
     pipe.send(Done(0.25, {}))   # a named message passes as well as a tagged tuple
 
