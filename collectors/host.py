@@ -6,6 +6,8 @@ per PID (``procs.server`` / ``procs.client``: pid -> [user_s, system_s,
 voluntary_ctx, involuntary_ctx, rss_bytes, read_bytes, write_bytes,
 create_time]) so a report can sum per-PID deltas: a backend that exits or
 starts mid-interval does not look like a counter reset of the whole group.
+The process rows come straight from /proc (:mod:`collectors.procfs`): through
+psutil they were most of this collector's CPU.
 Only meaningful for servers on this machine; a remote target gets no server group.
 """
 
@@ -13,63 +15,20 @@ from __future__ import annotations
 
 import contextlib
 import os
-from pathlib import Path
 from typing import Any
 
 import psutil
 
 from collectors.base import Collector, Metric, Probe
 from collectors.diskstats import read_diskstats
+from collectors.procfs import ProcReader, thread_ctx_switches
 from diag.errors import ParseError
+
+__all__ = ["CPU_FIELDS", "PROC_FIELDS", "HostCollector", "process_tree", "thread_ctx_switches"]
 
 CPU_FIELDS = ("user", "nice", "system", "idle", "iowait", "irq", "softirq", "steal")
 PROC_FIELDS = ("user_s", "system_s", "ctx_voluntary", "ctx_involuntary", "rss_bytes", "read_bytes",
                "write_bytes", "create_time")
-
-
-def thread_ctx_switches(pid: int, proc_root: Path = Path("/proc")) -> tuple[int, int] | None:
-    """(voluntary, involuntary) context switches summed over all threads of ``pid``.
-
-    /proc/PID/status counts only the main thread, which for a threaded server
-    (mysqld: one thread per connection) is nearly idle; each thread's own
-    counters are under /proc/PID/task/TID/status. Threads that exited are lost
-    (a small undercount between samples).
-    """
-    vol = invol = 0
-    try:
-        tasks = list((proc_root / str(pid) / "task").iterdir())
-    except OSError:
-        return None
-    for task in tasks:
-        try:
-            for line in (task / "status").read_text().splitlines():
-                if line.startswith("voluntary_ctxt_switches:"):
-                    vol += int(line.split()[1])
-                elif line.startswith("nonvoluntary_ctxt_switches:"):
-                    invol += int(line.split()[1])
-        except (OSError, ValueError, IndexError):
-            continue  # a thread that ended while we read
-    return vol, invol
-
-
-def _proc_row(p: psutil.Process) -> list[float] | None:
-    """Raw counters of one process (None when it is gone or not readable)."""
-    try:
-        with p.oneshot():
-            ct = p.cpu_times()
-            cs = p.num_ctx_switches()
-            if p.num_threads() > 1:
-                summed = thread_ctx_switches(p.pid)
-                if summed is not None:
-                    cs = type(cs)(*summed)
-            mem = p.memory_info()
-            io = None
-            with contextlib.suppress(psutil.AccessDenied, AttributeError):
-                io = p.io_counters()
-            return [round(ct.user, 3), round(ct.system, 3), cs.voluntary, cs.involuntary, mem.rss,
-                    io.read_bytes if io else 0, io.write_bytes if io else 0, round(p.create_time(), 3)]
-    except (psutil.NoSuchProcess, psutil.ZombieProcess, psutil.AccessDenied):
-        return None
 
 
 def process_tree(pid: int) -> list[psutil.Process]:
@@ -106,12 +65,25 @@ class HostCollector(Collector):
                "per dbdiag collector process and its children (perf): " + ", ".join(PROC_FIELDS)),
     )
 
+    def __init__(self, ctx: Any) -> None:
+        super().__init__(ctx)
+        self._procs = ProcReader()
+
     def probe(self) -> Probe:
         try:
             psutil.cpu_times(percpu=True)
         except Exception as e:  # psutil raises OSError subclasses on an odd /proc
             return Probe(False, f"psutil cannot read CPU times: {e}")
         return Probe(True)
+
+    def _rows(self, pids: list[int] | tuple[int, ...]) -> dict[str, list[float]]:
+        """PID (as text) -> process row (:data:`PROC_FIELDS`) of each PID still there."""
+        out: dict[str, list[float]] = {}
+        for pid in pids:
+            row = self._procs.row(pid)
+            if row is not None:
+                out[str(pid)] = row
+        return out
 
     def _server_pids(self) -> dict[str, int]:
         return dict(self.ctx.options.get("server_pids", {}))
@@ -146,33 +118,15 @@ class HostCollector(Collector):
                 if st.flushes_completed is not None and not dev.startswith(("loop", "ram")):
                     rec[f"disk.{dev}.flushes"] = st.flushes_completed
                     rec[f"disk.{dev}.flush_ms"] = st.flush_time_ms
-        server: dict[str, dict[str, list[float]]] = {}
-        for label, pid in self._server_pids().items():
-            rows = {}
-            for p in process_tree(pid):
-                row = _proc_row(p)
-                if row is not None:
-                    rows[str(p.pid)] = row
-            server[label] = rows
-        rec["procs.server"] = server
-        clients: dict[str, list[float]] = {}
+        procs = self._procs
+        procs.begin()
+        rec["procs.server"] = {label: self._rows(procs.tree(pid)) for label, pid in self._server_pids().items()}
         getter = self.ctx.client_pids
-        pids = getter() if callable(getter) else []
-        for pid in pids:
-            with contextlib.suppress(psutil.NoSuchProcess):
-                row = _proc_row(psutil.Process(pid))
-                if row is not None:
-                    clients[str(pid)] = row
-        rec["procs.client"] = clients
+        rec["procs.client"] = self._rows(getter() if callable(getter) else [])
         # dbdiag's own collector processes (and their perf children): measured so a
         # report can tell their cost apart from the server's and the driver's.
-        own: dict[str, list[float]] = {}
         getter = self.ctx.options.get("collector_pids")
-        for pid in (getter() if callable(getter) else []):
-            for proc in process_tree(pid):
-                row = _proc_row(proc)
-                if row is not None:
-                    own[str(proc.pid)] = row
-        rec["procs.collector"] = own
+        rec["procs.collector"] = self._rows([p for pid in (getter() if callable(getter) else [])
+                                             for p in procs.tree(pid)])
         rec["load1"] = os.getloadavg()[0]
         return rec
