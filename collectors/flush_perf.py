@@ -8,10 +8,7 @@ parsed here so the parsing is tested on saved real outputs (tests/data/flush).
 
 from __future__ import annotations
 
-import contextlib
-import ctypes
 import shutil
-import signal
 import subprocess
 from collections import deque
 from collections.abc import Iterable
@@ -130,14 +127,6 @@ def perf_error_reason(stderr: str) -> str:
         if t and not t.lower().startswith(("usage:", "-", "warning")) and "\\___" not in t:
             return t
     return "perf exited with an error and no message"
-
-
-def die_with_parent() -> None:
-    """In perf's child: get SIGTERM if the collector dies, and take SIGINT again (the runner ignores it)."""
-    signal.signal(signal.SIGINT, signal.SIG_DFL)
-    with contextlib.suppress(OSError, AttributeError):
-        libc = ctypes.CDLL(None, use_errno=True)
-        libc.prctl(1, signal.SIGTERM, 0, 0, 0)  # PR_SET_PDEATHSIG
 
 
 def perf_stat_argv(perf: str, events: Iterable[str], pids: Iterable[int], interval_s: float) -> list[str]:

@@ -17,6 +17,7 @@ from types import ModuleType
 from diag import __version__, comparecmd
 from diag.argtypes import DefaultsHelpFormatter, csv_ints as _csv_ints, key_values as _kv, positive as _positive
 from diag.commands import durability, fsync_test
+from diag.engines import ENGINES
 from diag.errors import DiagError, ServerLost
 from diag.procs import install_stop_signals, interrupt_reason, supervised
 from diag.run import Run, RunOptions, default_targets
@@ -81,7 +82,7 @@ def build_parser() -> argparse.ArgumentParser:
     srv = sub.add_parser("server", help="throwaway servers")
     ssub = srv.add_subparsers(dest="server_command", metavar="ACTION")
     st = ssub.add_parser("start", help="start a throwaway server, print its DSN, wait for Ctrl-C, remove it")
-    st.add_argument("engine", choices=("postgres", "postgresql", "mysql", "mariadb"))
+    st.add_argument("engine", choices=[n for e in ENGINES for n in (e.name, *e.aliases)])
     st.add_argument("--set", action="append", metavar="KEY=VALUE", help="server setting, e.g. fsync=off")
     st.add_argument("--port", type=int, default=None)
     for mod in COMMAND_MODULES:

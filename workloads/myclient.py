@@ -19,7 +19,7 @@ class MyClient(Client):
     """mysqlclient (C) or PyMySQL, through plain text queries."""
 
     engine = MYSQL.name
-    product = "mysql"
+    product = MYSQL.products[0]
 
     def __init__(self, target: Target, driver: DriverInfo, protocol: str, isolation: str,
                  product: str = "") -> None:
@@ -96,7 +96,7 @@ class MyLibClient(Client):
     """libmariadb through ctypes: binary-protocol prepared statements (see workloads.mylib)."""
 
     engine = MYSQL.name
-    product = "mysql"
+    product = MYSQL.products[0]
     c_loop = True
 
     def __init__(self, target: Target, driver: DriverInfo, protocol: str, isolation: str,

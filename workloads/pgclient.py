@@ -23,7 +23,7 @@ class PgPqClient(Client):
     """psycopg 3 at the libpq level."""
 
     engine = POSTGRES.name
-    product = "postgresql"
+    product = POSTGRES.products[0]
     c_loop = True
 
     def __init__(self, target: Target, driver: DriverInfo, protocol: str, isolation: str,
@@ -168,7 +168,7 @@ class Pg2Client(Client):
     """psycopg2: PREPARE/EXECUTE in SQL (the fallback when psycopg 3 is missing)."""
 
     engine = POSTGRES.name
-    product = "postgresql"
+    product = POSTGRES.products[0]
 
     def __init__(self, target: Target, driver: DriverInfo, protocol: str, isolation: str,
                  product: str = "") -> None:
