@@ -6,9 +6,16 @@ pg_stat_wal on 14-17, pg_stat_wal plus the ``object = 'wal'`` rows of pg_stat_io
 on 18, only the WAL position on 13), background writer (``bgwriter.*``),
 checkpointer (``checkpointer.*``: pg_stat_checkpointer on 17+, the checkpoint
 columns of pg_stat_bgwriter before), pg_stat_io per backend type / object /
-context (``io.<backend_type>.<object>.<context>.<op>``, 16+) and waiting lock
+context (``io.<backend_type>.<object>.<context>.<op>``, 16+; in every
+:data:`IO_EVERY`-th record only, and in the first and the last) and waiting lock
 requests (``locks.waiting.*``). Counters are uncooked: rates come from
 :mod:`collectors.rates`.
+
+pg_stat_io is read at a coarser cadence because it is most of each record (268
+of 359 keys on PostgreSQL 18, 9.8 of 14.6 KB) and no rule or chart reads it: in
+the 1-hour soak pg_stats was 84% of the bundle and its parsing most of the
+report's time (BENCHMARKS.md, Soak). Its counters stay whole (a rate over a
+record without them spans the gap, :func:`collectors.rates.total_delta`).
 
 pg_stat_statements, when installed in the target's database, is read at start
 and at stop; ``stop()`` adds one record ``{"kind": "statements", ...}`` with the
@@ -34,6 +41,7 @@ from diag.db import Session
 from diag.errors import DbError
 
 TICK_TIMEOUT_MS = 1000  # per-second catalog reads: small views, must never stall the sampling
+IO_EVERY = 10  # pg_stat_io in every 10th record (10 s at the 1 s cadence): see the module docstring
 STATEMENTS_TIMEOUT_MS = 5000  # pg_stat_statements can hold pg_stat_statements.max (5000) rows
 TOP_STATEMENTS = 20
 QUERY_TEXT_CHARS = 2000
@@ -115,7 +123,8 @@ METRICS: tuple[Metric, ...] = (
     Metric("checkpointer.buffers_written", "buffers", "counter", "buffers written by checkpoints"),
     Metric("checkpointer.slru_written", "buffers", "counter", "SLRU buffers written by checkpoints (18+)"),
     *(Metric(f"io.<backend_type>.<object>.<context>.{op}", "operations", "counter",
-             f"pg_stat_io {op} (16+; absent where the view has NULL: the operation never happens there)")
+             f"pg_stat_io {op} (16+; every {IO_EVERY}th record, the first and the last; absent where the view "
+             "has NULL: the operation never happens there)")
       for op in IO_OPS),
     Metric("locks.waiting", "count", "gauge", "lock requests waiting now (pg_locks, not granted)"),
     Metric("locks.waiting.<locktype>", "count", "gauge", "lock requests waiting now, per lock type"),
@@ -164,6 +173,7 @@ class PgStatsCollector(Collector):
         self._stmt_schema: str | None = None
         self._stmt_start: dict[str, dict[str, Any]] = {}
         self._stmt_t0 = 0.0
+        self._ticks = 0  # records sampled so far: pg_stat_io goes into every IO_EVERY-th
         self.top_n = int(ctx.options.get("pg_top_statements", TOP_STATEMENTS))
 
     # -- setup shared by probe and start ------------------------------------------------------
@@ -242,9 +252,12 @@ class PgStatsCollector(Collector):
         self._stmt_start = self._statements_snapshot()
         self._stmt_t0 = time.time()
 
-    def sample(self) -> dict[str, Any]:
+    def sample(self, with_io: bool | None = None) -> dict[str, Any]:
+        """One record; pg_stat_io in it when ``with_io`` (None: every :data:`IO_EVERY`-th record, the first too)."""
         assert self.session is not None, "start() first"
-        rec = self._read_counters(self.session)
+        io = self._ticks % IO_EVERY == 0 if with_io is None else with_io
+        self._ticks += 1
+        rec = self._read_counters(self.session, io)
         news = self.parts.unsaid()
         if news:
             rec["off"] = news  # the first record after a part went off says why its series stops
@@ -254,7 +267,7 @@ class PgStatsCollector(Collector):
         if self.session is None:
             return None
         try:
-            out = [self.sample()]
+            out = [self.sample(with_io=True)]  # the last record is whole: every counter's increase ends here
             stmts = self._statements_record()
             if stmts is not None:
                 out.append(stmts)
@@ -265,7 +278,7 @@ class PgStatsCollector(Collector):
 
     # -- reading -------------------------------------------------------------------------------
 
-    def _read_counters(self, s: Session) -> dict[str, Any]:
+    def _read_counters(self, s: Session, with_io: bool = True) -> dict[str, Any]:
         rec: dict[str, Any] = {}
         q = self.parts.query
         for row in q("pg_stat_database", s, self._sql.get("pg_stat_database", "")) or []:
@@ -274,7 +287,7 @@ class PgStatsCollector(Collector):
         for part in ("pg_stat_wal", "pg_stat_bgwriter", "pg_stat_checkpointer"):
             for row in q(part, s, self._sql.get(part, "")) or []:
                 rec.update({k: plain(v) for k, v in row.items() if v is not None})
-        for row in q("pg_stat_io", s, self._sql.get("pg_stat_io", "")) or []:
+        for row in (q("pg_stat_io", s, self._sql.get("pg_stat_io", "")) or []) if with_io else []:
             where = f"io.{row['backend_type']}.{row['object']}.{row['context']}"
             for op in IO_OPS:
                 if row[op] is not None:
