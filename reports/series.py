@@ -37,6 +37,9 @@ PROC_COLUMNS: tuple[MetricDecl, ...] = (
     MetricDecl("write_bytes", "bytes", "counter", "bytes written to storage"),
 )
 _START = len(PROC_COLUMNS)  # index of create_time (Unix s) in a process row
+_COUNTERS = tuple(i for i, c in enumerate(PROC_COLUMNS) if c.kind == "counter")
+_GAUGES = tuple(i for i, c in enumerate(PROC_COLUMNS) if c.kind == "gauge")
+_ZERO = (0.0,) * _START  # the baseline of a process born in the interval
 
 
 # --------------------------------------------------------------------------- declarations
@@ -142,20 +145,22 @@ def group_deltas(prev: dict[str, list[float]], cur: dict[str, list[float]], prev
     """
     n = _START
     tot = [0.0] * n
+    # counter_delta inlined (a reset counts the new value, a missing value nothing): this loop runs for
+    # every PID of every host record, several times per report (cProfile: 0.8 s of a 51-minute bundle's).
     for pid, row in cur.items():
         old = prev.get(pid)
         if old is None or (len(row) > n and len(old) > n and old[n] != row[n]):
-            base = [0.0] * n if (len(row) <= n or row[n] >= prev_t - 1.0) else None
-            if base is None:
+            if len(row) > n and row[n] < prev_t - 1.0:
                 continue  # existed before but unseen: cannot split its history
+            base: Sequence[float] = _ZERO
         else:
             base = old
-        for i, col in enumerate(PROC_COLUMNS):
-            if col.kind == "counter":
-                tot[i] += counter_delta(base[i], row[i]) or 0.0
-    for i, col in enumerate(PROC_COLUMNS):
-        if col.kind == "gauge":
-            tot[i] = float(sum(row[i] for row in cur.values()))
+        for i in _COUNTERS:
+            a, z = base[i], row[i]
+            if a is not None and z is not None:
+                tot[i] += float(z) if z < a else float(z) - float(a)
+    for i in _GAUGES:
+        tot[i] = float(sum(row[i] for row in cur.values()))
     return tot
 
 
