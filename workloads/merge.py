@@ -10,14 +10,21 @@ that reported a later interval has nothing more for it), or, for a client that
 is late or gone silent, ``grace_ns`` after the interval's end. A late report
 that arrives after its interval was written counts in the first interval not
 yet written, so nothing is lost and nothing is counted twice. Latency counts
-are summed as ``{µs: count}`` dicts and go into HDR histograms once, when an
-interval is merged (cheaper than recording each client's part).
+are summed as ``{µs: count}`` dicts and go into the step's HDR histogram once,
+when an interval is merged (cheaper than recording each client's part).
+
+An interval's percentiles are read from its sparse counts (:func:`summary_ms`),
+with the values an HDR histogram of them would give, but without one: a fresh
+histogram per interval (188 KB of counts; it and its encoder refer to each
+other, so only the cyclic garbage collector frees it) piled up between
+collections and fragmented the heap, and the orchestrator's resident memory
+grew through a long step (BENCHMARKS.md, Soak).
 """
 
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Collection
+from collections.abc import Collection, Mapping
 from dataclasses import dataclass
 
 from hdrh.histogram import HdrHistogram
@@ -26,6 +33,30 @@ from workloads import hist
 from workloads.messages import Done, Go, IntervalCounts
 
 SAMPLES_PER_CODE = 3
+INTERVAL_PERCENTILES = {k: p for k, p in hist.PERCENTILES.items() if k != "p999"}
+_SHAPE = hist.new()  # only its bucket layout is used (never recorded into): the value a latency reads back as
+
+
+def summary_ms(counts: Mapping[int, int]) -> dict[str, float]:
+    """p50, p95, p99 and max (ms) of sparse ``{µs: count}``: equal to ``hist.summary_ms(h, with_p999=False)``
+    of an HDR histogram ``h`` recorded with them (``hist.record``), computed as HdrHistogram does (the
+    target count of a percentile, the first value whose cumulative count reaches it, read back as the
+    highest value of its bucket), without allocating one."""
+    vals = sorted((min(max(int(us), hist.LOWEST_US), hist.HIGHEST_US), int(n)) for us, n in counts.items())
+    total = sum(n for _, n in vals)
+    if total == 0:
+        return {**{k: 0.0 for k in INTERVAL_PERCENTILES}, "max": 0.0}
+    out: dict[str, float] = {}
+    for key, pct in INTERVAL_PERCENTILES.items():
+        target = max(int((min(pct, 100.0) * total / 100) + 0.5), 1)  # HdrHistogram's target count
+        cum = 0
+        for us, n in vals:
+            cum += n
+            if cum >= target:
+                out[key] = round(_SHAPE.get_highest_equivalent_value(us) / 1000.0, 3)
+                break
+    out["max"] = round(_SHAPE.get_highest_equivalent_value(vals[-1][0]) / 1000.0, 3)
+    return out
 
 
 @dataclass(frozen=True)
@@ -164,8 +195,6 @@ class IntervalMerger:
         iv = self._open.pop(k, None) or _Interval()
         self.next_k = k + 1
         secs = max((b_end - (self.plan.measure_ns + k * self.plan.interval_ns)) / 1e9, 1e-9)
-        h = hist.new()
-        hist.record(h, iv.counts)
         hist.record(self.totals.latency, iv.counts)
-        return Merged(k, b_end, secs, iv.txns, iv.queries, iv.errors, iv.retries,
-                      hist.summary_ms(h, with_p999=False), iv.cpu, iv.reconnects)
+        return Merged(k, b_end, secs, iv.txns, iv.queries, iv.errors, iv.retries, summary_ms(iv.counts), iv.cpu,
+                      iv.reconnects)
