@@ -33,7 +33,7 @@ import errno
 import json
 import os
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Hashable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TextIO
@@ -250,6 +250,19 @@ def read_jsonl(path: Path) -> list[dict[str, Any]]:
     return out
 
 
+class Memo(dict):
+    """Values derived from a loaded bundle, keyed by what they depend on (:meth:`Bundle.memo`).
+
+    A copy of the bundle starts with an empty memo (tests edit copies of loaded
+    series), so nothing derived from the original is read back for the copy."""
+
+    def __copy__(self) -> Memo:
+        return Memo()
+
+    def __deepcopy__(self, memo: dict[int, Any]) -> Memo:
+        return Memo()
+
+
 @dataclass
 class Bundle:
     """Everything a report needs, read from a run folder.
@@ -270,6 +283,17 @@ class Bundle:
     series: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
     metrics: MetricDeclarations | None = None
     source_format: int = FORMAT
+    derived: Memo = field(default_factory=Memo, repr=False, compare=False)
+
+    def memo(self, key: Hashable, make: Callable[[], Any]) -> Any:
+        """``make()``, computed once per bundle and ``key`` (what the value depends on besides the files).
+
+        For what several rules and sections derive from the same long series (CPU use over a step: one
+        scan of the host series each, asked for 20 times per report of an hour's bundle). The series
+        are taken as loaded: edit a copy (``copy.deepcopy``), whose memo starts empty."""
+        if key not in self.derived:
+            self.derived[key] = make()
+        return self.derived[key]
 
     @property
     def partial(self) -> bool:

@@ -22,7 +22,7 @@ from reports.durability_view import durability_rows
 from reports.findings import derive_findings
 from reports.resources import step_resources
 from reports.sections import profiles, settings_diff, step_profile, wait_profiles
-from reports.series import counter_series, host_cpu_pct, process_group_series
+from reports.series import counter_series, group_series, host_cpu_pct
 from reports.summary import scaling_knees, target_verdicts
 
 TEMPLATES = Path(__file__).parent / "templates"
@@ -101,12 +101,12 @@ def _process_charts(b: Bundle, t_origin: float, bands: list[tuple[float, float, 
     cpu_series = []
     for t in b.run.get("targets", []):
         lab = str(t.get("label"))
-        srv = process_group_series(host, "server", lab)
+        srv = group_series(b, "server", lab)
         if any(v[0] + v[1] for _, v in srv):
             cpu_series.append((f"{lab} server", [(ts - t_origin, 100.0 * (v[0] + v[1]) / dt_of.get(ts, 1.0))
                                                  for ts, v in srv]))
     for group, name in (("client", "clients (driver)"), ("collector", "dbdiag collectors")):
-        grp = process_group_series(host, group)
+        grp = group_series(b, group)
         if any(v[0] + v[1] for _, v in grp):
             cpu_series.append((name, [(ts - t_origin, 100.0 * (v[0] + v[1]) / dt_of.get(ts, 1.0)) for ts, v in grp]))
     if cpu_series:

@@ -9,19 +9,18 @@ from __future__ import annotations
 from typing import Any
 
 from diag.bundle import Bundle
-from reports.series import process_group_series, window_sum
+from reports.series import group_series, window_sum
 
 
 def step_resources(b: Bundle) -> list[dict[str, Any]]:
     """Per result row: server and client CPU µs per transaction, context switches per transaction."""
-    host = b.series.get("host", [])
     out = []
-    client = process_group_series(host, "client")
+    client = group_series(b, "client")
     for r in b.results:
         t0, t1, txn = r.get("t_start"), r.get("t_end"), r.get("transactions") or 0
         row: dict[str, Any] = {"target": r.get("target"), "workload": r.get("workload"), "clients": r.get("clients")}
         if t0 and t1 and txn:
-            srv = window_sum(process_group_series(host, "server", r.get("target")), t0, t1)
+            srv = window_sum(group_series(b, "server", r.get("target")), t0, t1)
             cli = window_sum(client, t0, t1)
             if srv:
                 row["server_cpu_us_per_txn"] = (srv[0] + srv[1]) * 1e6 / txn

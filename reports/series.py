@@ -183,6 +183,13 @@ def process_group_series(records: Sequence[dict[str, Any]], group: str, label: s
     return out
 
 
+def group_series(b: Bundle, group: str, label: str | None = None) -> list[tuple[float, list[float]]]:
+    """:func:`process_group_series` of ``b``'s host series, derived once per bundle (the report's charts, its
+    resource table and the comparison each ask for the same groups). The list is shared: do not edit it."""
+    host = b.series.get("host", [])
+    return b.memo(("group_series", group, label, len(host)), lambda: process_group_series(host, group, label))
+
+
 def window_sum(series: Sequence[tuple[float, list[float]]], t0: float, t1: float) -> list[float] | None:
     """Sum of per-interval vectors whose interval end lies in (t0, t1]; None when none do."""
     rows = [v for t, v in series if t0 < t <= t1 + 0.5]

@@ -129,8 +129,15 @@ def cpu_use(b: Bundle, step: Step) -> CpuUse | None:
 
     Each host interval counts by the share of it that lies inside [t_start,
     t_end] (counters grow about evenly within one second), so a 3 s step is 3 s
-    of CPU whatever the phase of the host collector's clock.
+    of CPU whatever the phase of the host collector's clock. Derived once per
+    bundle and window (:meth:`diag.bundle.Bundle.memo`): the rules, the accounting
+    and the limit all ask, and each answer scans the whole host series.
     """
+    key = ("cpu_use", step.target, step.t0, step.t1, len(b.series.get("host", [])))
+    return b.memo(key, lambda: _cpu_use(b, step))
+
+
+def _cpu_use(b: Bundle, step: Step) -> CpuUse | None:
     recs = [r for r in b.series.get("host", []) if isinstance(r.get("t"), (int, float))]
     busy = total = span = cli_span = ctx = 0.0
     srv = [0.0] * 7
