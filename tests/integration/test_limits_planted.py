@@ -89,12 +89,22 @@ def test_clients_saturated_by_set_work_are_client_bound(both: list[str], tmp_pat
 
 
 def test_single_client_durable_insert_is_a_commit_flush_limit(both: list[str], tmp_path: Path) -> None:
-    """PostgreSQL: commit flush. MariaDB's redo flush on this machine's throwaway data directory took 17-108
-    µs per transaction across runs, less than the round trips between its autocommit inserts (66-354 µs), so
-    its limit is not planted here: it must only show the flush as a part of the accounting."""
+    """PostgreSQL: the WAL flush at commit is measured as a large part of the transaction and, being the larger
+    of flush and round trips, the limit. On this VM a flush (50-100 µs) costs about what a loopback round trip
+    costs under load, and which is larger changes from run to run (both were seen: flush 63 µs vs 55 µs of
+    round trips; 50 µs vs 90 µs with other tests running); commit_delay cannot plant a slower flush because its
+    sleep reports no wait event (checked on PostgreSQL 15 and 18: sampled as active, no wait). So the limit
+    is asserted to follow the larger of the two as this run measured them.
+    MariaDB's redo flush on this machine's throwaway data directory took 17-108 µs per transaction across
+    runs, less than the round trips between its autocommit inserts (66-354 µs), so its limit is not planted
+    here: it must only show the flush as a part of the accounting."""
     r = run(tmp_path / "bundle", both, "insert")
     lim = limit_of(r["found"], "pg")
-    assert lim["extra"]["kind"] == "commit_flush", (lim["title"], lim["evidence"])
+    (acc,) = [a for s, a in accounts(load_bundle(r["path"])) if s.target == "pg"]
+    flush, trips = acc.get("wait:commit_flush"), acc.get("round_trips")
+    assert flush is not None and flush.share >= 0.15, acc.components  # a durable commit waits for its flush
+    larger = "commit_flush" if flush.us_per_txn >= (trips.us_per_txn if trips else 0.0) else "round_trips"
+    assert lim["extra"]["kind"] == larger, (lim["title"], lim["evidence"])
     my = limit_of(r["found"], "my")
     assert "wait:commit_flush" in my["evidence"]["accounting_us_per_txn"], my["evidence"]
 
