@@ -9,7 +9,7 @@ every ``--every`` s, samples:
 
 - the bundle's size (bytes), total and per kind: each series by collector (``host``, ``pg_waits``,
   ``workload``...), ``events``, ``artifacts``, ``json`` (run/results/findings), ``report``;
-- RSS (bytes) and CPU (share of one core since the previous sample) of dbdiag's own processes, told
+- RSS, USS and PSS (bytes) and CPU (share of one core since the previous sample) of dbdiag's own processes, told
   apart by what they hold open: the orchestrator (the process started), collectors (children with
   their own file open under the bundle's series/, named by that file), clients (children with a TCP connection
   to the server's port), other (the cleanup supervisor, perf, py-spy); the server's processes apart;
@@ -74,10 +74,14 @@ def bundle_sizes(bundle: Path) -> dict[str, int]:
 
 @dataclass
 class Proc:
-    """One process seen in a sample: its role, RSS and USS (bytes) and CPU seconds so far.
+    """One process seen in a sample: its role, RSS, USS and PSS (bytes) and CPU seconds so far.
 
-    USS (pages only this process maps) is what a leak grows: RSS also counts the pages a forked
-    child still shares with the orchestrator, so RSS summed over processes counts those twice.
+    USS counts the pages only this process maps. It is not a leak detector on its own: the
+    orchestrator forks its collectors and clients, and every page of its heap that either side
+    later writes (Python's reference counts and garbage collector write into every object they
+    touch) is copied and moves from shared to unique, so USS climbs towards RSS with no byte more
+    allocated. RSS (all resident pages) is the one that grows with a leak; PSS splits shared pages
+    between the processes that map them.
     """
 
     role: str
@@ -85,6 +89,7 @@ class Proc:
     rss: int
     uss: int
     cpu_s: float
+    pss: int = 0
 
 
 def _role(p: psutil.Process, root: psutil.Process, series: str, port: int | None) -> tuple[str, str]:
@@ -118,7 +123,7 @@ def processes(root_pid: int, bundle: Path, port: int | None) -> dict[int, Proc]:
                 role, name = ("orchestrator", "dbdiag") if p.pid == root_pid else _role(p, root, series, port)
                 t = p.cpu_times()
                 mem = p.memory_full_info()
-                out[p.pid] = Proc(role, name, mem.rss, mem.uss, t.user + t.system)
+                out[p.pid] = Proc(role, name, mem.rss, mem.uss, t.user + t.system, getattr(mem, "pss", 0))
         except psutil.Error:
             continue
     return out
@@ -150,19 +155,26 @@ class Sampler:
         rec: dict[str, Any] = {"t_s": round(now - self.t0, 1), "bundle_bytes": bundle_sizes(self.bundle)}
         rss: dict[str, int] = {}
         uss: dict[str, int] = {}
+        pss: dict[str, int] = {}
         cpu: dict[str, float] = {}
+        by_collector: dict[str, float] = {}
         for pid, p in procs.items():
             rss[p.role] = rss.get(p.role, 0) + p.rss
             uss[p.role] = uss.get(p.role, 0) + p.uss
+            pss[p.role] = pss.get(p.role, 0) + p.pss
             prev = self._prev.get(pid)
             if prev is not None:
-                cpu[p.role] = cpu.get(p.role, 0.0) + max(0.0, p.cpu_s - prev.cpu_s)
-        rec["rss_bytes"], rec["uss_bytes"] = rss, uss
+                used = max(0.0, p.cpu_s - prev.cpu_s)
+                cpu[p.role] = cpu.get(p.role, 0.0) + used
+                if p.role == "collectors":
+                    by_collector[p.name.split("--")[0]] = by_collector.get(p.name.split("--")[0], 0.0) + used
+        rec["rss_bytes"], rec["uss_bytes"], rec["pss_bytes"] = rss, uss, pss
         rec["collector_rss_bytes"] = {p.name: p.rss for p in procs.values() if p.role == "collectors"}
         rec["processes"] = {role: sum(1 for p in procs.values() if p.role == role) for role in rss}
         if self._prev_t:
             wall = now - self._prev_t
             rec["cpu_core_share"] = {role: round(s / wall, 4) for role, s in cpu.items()}
+            rec["collector_cpu_core_share"] = {name: round(s / wall, 4) for name, s in by_collector.items()}
         self._prev, self._prev_t = procs, now
         self.samples.append(rec)
         return rec
@@ -187,19 +199,23 @@ def _median(xs: list[float]) -> float:
 
 
 def summarize(samples: list[dict[str, Any]]) -> dict[str, Any]:
-    """RSS and USS of each role in the first and last quarter (median, bytes), collectors' mean CPU share, sizes."""
+    """RSS, USS and PSS of each role in the first and last quarter (median, bytes), collectors' mean CPU share
+    (all, and per collector), bundle sizes."""
     busy = [s for s in samples if s.get("processes", {}).get("clients")]  # while the step ran
     q = max(1, len(busy) // 4)
     out: dict[str, Any] = {"samples": len(samples), "measured_samples": len(busy)}
     for role in ("orchestrator", "collectors", "clients"):
-        for mem in ("rss", "uss"):
-            first = [s[f"{mem}_bytes"].get(role, 0) for s in busy[:q]]
-            last = [s[f"{mem}_bytes"].get(role, 0) for s in busy[-q:]]
+        for mem in ("rss", "uss", "pss"):
+            first = [s.get(f"{mem}_bytes", {}).get(role, 0) for s in busy[:q]]
+            last = [s.get(f"{mem}_bytes", {}).get(role, 0) for s in busy[-q:]]
             out[f"{role}_{mem}_first_quarter_bytes"] = int(_median(first))
             out[f"{role}_{mem}_last_quarter_bytes"] = int(_median(last))
     shares = [s["cpu_core_share"].get("collectors", 0.0) for s in busy if "cpu_core_share" in s]
     out["collectors_cpu_core_share_mean"] = round(statistics.fmean(shares), 4) if shares else None
     out["collectors_cpu_core_share_max"] = max(shares) if shares else None
+    per = [s["collector_cpu_core_share"] for s in busy if "collector_cpu_core_share" in s]
+    out["collector_cpu_core_share_mean"] = {n: round(statistics.fmean(x.get(n, 0.0) for x in per), 4)
+                                            for n in sorted(set().union(*per))} if per else {}
     if len(busy) >= 2:
         span_h = (busy[-1]["t_s"] - busy[0]["t_s"]) / 3600
         grown = busy[-1]["bundle_bytes"]["total"] - busy[0]["bundle_bytes"]["total"]

@@ -26,6 +26,15 @@ def test_soak_short_measures_a_run(tmp_path: Path) -> None:
             assert 1 << 20 < s["rss_bytes"][role] < 2 << 30, (role, s["rss_bytes"])
     names = set().union(*(s["collector_rss_bytes"] for s in busy))
     assert "host" in names and any(n.startswith("pg_") for n in names), names
+    # PSS splits the pages the orchestrator shares with its forked children: never above RSS, never zero.
+    for s in busy:
+        for role in ("orchestrator", "collectors", "clients"):
+            assert 0 < s["pss_bytes"][role] <= s["rss_bytes"][role], (role, s["pss_bytes"], s["rss_bytes"])
+    # CPU per collector, by the series it writes: each a part of the collectors' whole.
+    per = [s for s in busy if s.get("collector_cpu_core_share")]
+    assert per and all({"host", "pg_stats"} <= set(s["collector_cpu_core_share"]) for s in per), per[:1]
+    for s in per:
+        assert sum(s["collector_cpu_core_share"].values()) <= s["cpu_core_share"]["collectors"] + 1e-3
     # The bundle grows as the run goes, and the series are what grow.
     assert busy[-1]["bundle_bytes"]["total"] > busy[0]["bundle_bytes"]["total"]
     assert any(k.startswith("series:") for k in samples[-1]["bundle_bytes"]), samples[-1]["bundle_bytes"]
