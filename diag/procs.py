@@ -129,11 +129,13 @@ def watch_parent(on_gone: Callable[[], None] | None = None, interval_s: float = 
     return th
 
 
-def guard_child(parent: int | None = None) -> None:
+def guard_child(parent: int | None = None, watch: bool = True) -> None:
     """Both guards for a Python child of the run: PDEATHSIG and the parent watch.
 
     ``parent``: the parent's PID taken before the fork, so a parent that died
-    before this call is noticed (default: the current parent).
+    before this call is noticed (default: the current parent). ``watch``: also
+    start the parent-watch thread; a child forked from the run's main thread
+    (PDEATHSIG then suffices) whose hot loop holds the GIL passes False.
     """
     parent = os.getppid() if parent is None else parent
     # The run's SIGTERM/SIGHUP handlers (install_stop_signals) came along with the fork; in a child they
@@ -153,7 +155,8 @@ def guard_child(parent: int | None = None) -> None:
             os.close(devnull)
     _supervisor_fds.clear()
     die_with_parent(parent)
-    watch_parent(parent=parent)
+    if watch:
+        watch_parent(parent=parent)
 
 
 class Interrupted(KeyboardInterrupt):
