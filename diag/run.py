@@ -345,3 +345,6 @@ class Run:
             render_bundle(self.path)
         except DiagError as e:
             self.say(f"dbdiag: could not render the report: {e}")
+        except Exception as e:  # a report bug (or templates changed on disk under a long run) must not cost the run
+            self.say(f"dbdiag: could not render the report ({type(e).__name__}: {e}); the bundle is complete: "
+                     f"`dbdiag report {self.path}` renders it")
