@@ -1,0 +1,58 @@
+"""The default job, as a new user starts it: ``dbdiag run`` with nothing but shorter steps.
+
+One module-wide subprocess run of ``python -m diag run -T 2 --warmup 0.5 --out DIR`` (embedded PostgreSQL and,
+where its binaries exist, embedded MariaDB/MySQL; point-select at 1 and 4 clients; perf profiles on, as by
+default). The defaults are not restated here: the steps checked are the ones the run reports. Tests of other
+parts of the default report (statements, profiles) read the same bundle through the ``default_run`` fixture
+instead of starting servers again.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from diag.bundle import load_bundle
+from reports.accounting import accounts
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+@pytest.fixture(scope="module")
+def default_run(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
+    """The bundle of the default job with 2 s steps, its findings and the terminal output."""
+    out = tmp_path_factory.mktemp("default") / "bundle"
+    p = subprocess.run([sys.executable, "-m", "diag", "run", "-T", "2", "--warmup", "0.5", "--out", str(out)],
+                       capture_output=True, text=True, timeout=600, cwd=str(REPO))
+    assert p.returncode == 0, (p.stdout[-2000:], p.stderr[-3000:])
+    found = json.loads((out / "findings.json").read_text())["findings"]
+    return {"path": out, "bundle": load_bundle(out), "found": found, "stdout": p.stdout, "stderr": p.stderr}
+
+
+def test_default_run_covers_both_engines_at_every_default_client_count(default_run: dict[str, Any]) -> None:
+    results = default_run["bundle"].results
+    engines = {r["target"] for r in results}
+    assert len(engines) == 2, (engines, default_run["stderr"][-1500:])  # this machine kind has both engines
+    clients = {r["clients"] for r in results}
+    assert len(clients) >= 2, clients  # a sweep, not a single point
+    assert all(r.get("tps", 0) > 0 for r in results), results
+
+
+def test_every_default_step_names_one_limit_and_its_accounting_adds_to_100(default_run: dict[str, Any]) -> None:
+    steps = {(r["target"], r["workload"], r["clients"]) for r in default_run["bundle"].results}
+    accounted = {(s.target, s.workload, s.clients): a for s, a in accounts(default_run["bundle"])}
+    assert set(accounted) == steps
+    for key, acc in accounted.items():
+        assert sum(c.share for c in acc.components) == pytest.approx(1.0, abs=1e-9), key
+        assert acc.get("unaccounted") is not None, key  # shown, never hidden
+        lims = [f for f in default_run["found"] if f["category"] == "limit" and
+                (f["target"], f["workload"], f["clients"]) == key]
+        assert len(lims) == 1, (key, [f["category"] for f in default_run["found"]])
+        assert lims[0]["extra"]["kind"] and lims[0]["title"], lims[0]
+    html = (default_run["path"] / "report.html").read_text()
+    assert html.count("What limits it: <b>") == 2 and "No finding names a limit" not in html  # one per target
