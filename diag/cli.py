@@ -18,7 +18,7 @@ from diag import __version__, comparecmd
 from diag.argtypes import DefaultsHelpFormatter, csv_ints as _csv_ints, key_values as _kv, positive as _positive
 from diag.commands import durability, fsync_test
 from diag.engines import ENGINES
-from diag.errors import DiagError, ServerLost
+from diag.errors import DiagError, RunIncomplete
 from diag.procs import install_stop_signals, interrupt_reason, supervised
 from diag.run import Run, RunOptions, default_targets
 from diag.servers import ThrowawayServer, start_server
@@ -109,7 +109,7 @@ def cmd_run(a: argparse.Namespace, argv: list[str]) -> int:
     except KeyboardInterrupt as e:
         print(f"dbdiag: interrupted ({interrupt_reason(e)}); partial bundle in {run.path}", file=sys.stderr)
         return 130
-    except ServerLost as e:  # the run went on and its report is rendered: say where, exit with its own code
+    except RunIncomplete as e:  # the run went on and its report is rendered: say where, exit with its own code
         print(f"dbdiag: error: {e}; report: {(run.path / 'report.html').resolve()}", file=sys.stderr)
         return e.exit_code
     except DiagError as e:

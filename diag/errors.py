@@ -27,11 +27,24 @@ class ToolUnavailable(DiagError):
     """An external program (perf, initdb, mariadbd...) is missing or not permitted."""
 
 
-class ServerLost(DiagError):
+class RunIncomplete(DiagError):
+    """The run ended and its report is rendered, but a step was cut short: the CLI says where the report is
+    and exits non-zero with the subclass's code."""
+
+
+class ServerLost(RunIncomplete):
     """A target's server went away during the run (the run went on with the other targets and kept what
     it measured); exit code 3, so scripts can tell a lost server from a usage problem."""
 
     exit_code = 3
+
+
+class StepsAborted(RunIncomplete):
+    """``--on-error abort`` ended one or more steps at their first error (the run went on with the next
+    steps, as pgbench's other clients do after one aborts); exit code 4, as pgbench exits non-zero when a
+    client aborted."""
+
+    exit_code = 4
 
 
 class DbError(DiagError):

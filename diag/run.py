@@ -29,9 +29,9 @@ from collectors.runner import CollectorRunner
 from diag import __version__, servers
 from diag.bundle import BundleWriteError, BundleWriter, safe_name
 from diag.db import Session
-from diag.errors import DiagError, ServerLost, ToolUnavailable
+from diag.errors import DiagError, ServerLost, StepsAborted, ToolUnavailable
 from diag.procs import Supervisor, interrupt_reason
-from diag.serverloss import loss_facts, loss_line
+from diag.serverloss import aborted_line, loss_facts, loss_line
 from diag.targets import Target, parse_target, redact_argv
 from reports.render import render_bundle
 from workloads.client import client_driver_text
@@ -193,6 +193,7 @@ class Run:
         self.sources = Lifecycle(self.bundle, lambda u: self._write_run_json(**u), self.say, runner=_runner)
         self.supervisor: Supervisor | None = None  # started with the first throwaway server; see _supervise
         self.lost: list[str] = []  # one line per target whose server went away (the run went on without it)
+        self.aborted: list[str] = []  # one line per step that --on-error abort ended at its first error
 
     def say(self, text: str) -> None:
         print(text, file=self.out, flush=True)
@@ -221,6 +222,8 @@ class Run:
             self._sweep_all()
             if self.lost:
                 status, error = "server_lost", "; ".join(self.lost)
+            elif self.aborted:
+                status, error = "aborted", "; ".join(self.aborted)
         except KeyboardInterrupt as e:
             status, error = "interrupted", f"interrupted by {interrupt_reason(e)}"
             raise
@@ -241,6 +244,8 @@ class Run:
             self._close(status, error)
         if self.lost:
             raise ServerLost("; ".join(self.lost))
+        if self.aborted:
+            raise StepsAborted("; ".join(self.aborted))
         return self.path
 
     def _close(self, status: str, error: str) -> None:
@@ -314,6 +319,7 @@ class Run:
                     rows = run_sweep(rt.target, self.opts.workloads, self.opts.driver, self.bundle,
                                      hooks=_Hooks(self), progress=progress, bar=bar)
                     self._note_lost(rt, rows)
+                    self.aborted += [aborted_line(rt.target.label, r) for r in rows if r.get("aborted")]
                 finally:
                     self.sources.stop(batch)
         finally:

@@ -59,3 +59,14 @@ def loss_line(label: str, row: dict[str, Any], facts: dict[str, Any]) -> str:
     when = f"{after:.1f} s into" if isinstance(after, (int, float)) and after >= 0 else "in the warmup of"
     how = f" ({facts['exit_status']})" if facts.get("exit_status") else ""
     return f"{label}: the server went away{how} {when} {row.get('workload')} with {row.get('clients')} clients"
+
+
+def aborted_line(label: str, row: dict[str, Any]) -> str:
+    """One line for a step ``--on-error abort`` ended: which target and step, when, and the first error."""
+    cut = row.get("aborted") or {}
+    after = cut.get("after_s")
+    when = f"{after:.1f} s into its measured part" if isinstance(after, (int, float)) and after >= 0 else \
+        "in its warmup"
+    code = f"{cut.get('code')}: " if cut.get("code") else ""
+    return (f"{label}: --on-error abort ended {row.get('workload')} with {row.get('clients')} clients {when}, "
+            f"at its first error ({code}{cut.get('message') or 'no message'})")

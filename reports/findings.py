@@ -20,6 +20,7 @@ __all__ = ["RULES", "SEVERITIES", "Finding", "Rule", "derive_findings"]
 Rule = Callable[[Bundle], list[Finding]]
 RULES: tuple[Rule, ...] = (
     lost.server_lost,
+    lost.step_aborted,
     durability.durability_unsafe,
     durability.durability_implausible,
     limit.step_limit,

@@ -1,4 +1,4 @@
-"""server_lost: a target's server went away during a step.
+"""server_lost: a target's server went away during a step; step_aborted: ``--on-error abort`` ended one.
 
 The workload driver writes ``server_lost`` into the cut step's result row (when,
 seconds into the measured part, the client error, and why a new connection
@@ -64,5 +64,38 @@ def server_lost(b: Bundle) -> list[Finding]:
             title=f"The server went away {when} {step}",
             evidence={k: v for k, v in ev.items() if v is not None},
             advice=ADVICE.format(measured=f"{measured:g}" if isinstance(measured, (int, float)) else "few"),
+            impact=1.0, workload=workload, clients=clients))
+    return out
+
+
+ABORT_ADVICE = ("`--on-error abort` ended the step at this error, so its figures cover only the {measured} s before "
+                "it and are not a measurement of the workload. Fix the cause (the statement, the schema, the "
+                "server's limits), or run with `--on-error continue` to count such errors and go on.")
+
+
+def step_aborted(b: Bundle) -> list[Finding]:
+    """One critical finding per step ``--on-error abort`` ended: which client, when, the first error. Such a
+    step is left out of every other rule (:func:`reports.rules.base.steps`), so this is what speaks for it."""
+    out: list[Finding] = []
+    for row in b.results:
+        cut = row.get("aborted")
+        if not isinstance(cut, dict):
+            continue
+        label = str(row.get("target") or "")
+        workload, clients = str(row.get("workload") or ""), int(row.get("clients") or 1)
+        step = f"{workload}, {clients} client{'s' if clients != 1 else ''}"
+        after = cut.get("after_s")
+        when = (f"{after:.1f} s into" if isinstance(after, (int, float)) and after >= 0 else "during the warmup of")
+        code, message = cut.get("code") or "", cut.get("message") or ""
+        ev: dict[str, Any] = {"step": step, "aborted_at": _utc(cut.get("t")), "seconds_into_step": after,
+                              "client": cut.get("client"), "first_error": f"{code}: {message}" if code else message,
+                              "measured_s": row.get("measured_s"),
+                              "planned_s": (b.run.get("options") or {}).get("duration_s")}
+        measured = row.get("measured_s")
+        out.append(Finding(
+            category="step_aborted", severity="critical", target=label,
+            title=f"--on-error abort ended {step} {when} it: {code + ': ' if code else ''}{message}"[:300],
+            evidence={k: v for k, v in ev.items() if v is not None},
+            advice=ABORT_ADVICE.format(measured=f"{measured:g}" if isinstance(measured, (int, float)) else "few"),
             impact=1.0, workload=workload, clients=clients))
     return out

@@ -194,3 +194,22 @@ def test_on_error_abort_ends_the_step_at_the_first_error_and_continue_counts_on(
     assert co["complete"] is True and co["measured_s"] == pytest.approx(1.5, abs=0.2) and co["transactions"] == 0
     events = read_jsonl(tmp_path / "abort" / "events.jsonl")
     assert [e["code"] for e in events if e["kind"] == "step_aborted"] == ["22012"]
+
+
+def test_on_error_abort_through_the_cli_is_a_finding_and_exit_code_4(
+        pg_server: servers.ThrowawayServer, tmp_path: Path) -> None:
+    """pgbench exits non-zero when a client aborted; so does dbdiag (4), with one line, a rendered report, a
+    critical step_aborted finding naming the first error, and run.json's status ``aborted``."""
+    script = tmp_path / "div0.sql"
+    script.write_text("\\set x random(1, 10)\nSELECT 1 / (:x * 0);\n")
+    out = tmp_path / "run"
+    p = subprocess.run([sys.executable, "-m", "diag", "run", f"pg={pg_server.dsn()}", "-w", "custom", "--script",
+                        str(script), "-c", "1", "-T", "1", "--warmup", "0", "--on-error", "abort", "--no-profile",
+                        "--no-collect", "--out", str(out)], cwd=str(REPO), capture_output=True, text=True, timeout=120)
+    assert p.returncode == 4, (p.returncode, p.stderr[-2000:])
+    lines = [ln for ln in p.stderr.splitlines() if ln.startswith("dbdiag: error:")]
+    assert len(lines) == 1 and "--on-error abort ended custom" in lines[0] and "22012" in lines[0], p.stderr
+    assert "Traceback" not in p.stderr and (out / "report.html").exists()
+    assert json.loads((out / "run.json").read_text())["status"] == "aborted"
+    (f,) = [f for f in json.loads((out / "findings.json").read_text())["findings"] if f["category"] == "step_aborted"]
+    assert f["severity"] == "critical" and f["target"] == "pg" and "22012" in f["evidence"]["first_error"]
