@@ -101,9 +101,9 @@ def slow_log_servers() -> Iterator[list[str]]:
     data=journal on a loop device over a file on this VM's disk. Each flush there reaches the device and
     took 550-630 µs (pg_test_fsync, fdatasync of one 8 kB write) against about 120 µs on /tmp, so a lone
     committer's flush outweighs its round trip and its server CPU (30-90 µs each here) whatever else runs.
-    Needs root and a free loop device; skipped with the reason otherwise."""
+    Needs root and a free loop device (this machine kind has both); fails with the reason otherwise."""
     if os.geteuid() != 0 or not shutil.which("losetup"):
-        pytest.skip("a loop-mounted file system needs root and losetup")
+        pytest.fail("a loop-mounted file system needs root and losetup (this machine kind has both)")
     mnt = Path(tempfile.mkdtemp(prefix="dbdiag-slowlog-", dir="/tmp"))
     img = mnt.with_suffix(".img")
     img.touch()
@@ -113,13 +113,13 @@ def slow_log_servers() -> Iterator[list[str]]:
     try:
         lo = subprocess.run(["losetup", "-f", "--show", str(img)], capture_output=True, text=True, timeout=30)
         if lo.returncode != 0:
-            pytest.skip(f"losetup not permitted here: {lo.stderr.strip()}")
+            pytest.fail(f"losetup not permitted here: {lo.stderr.strip()}")
         loop = lo.stdout.strip()
         subprocess.run(["mkfs.ext4", "-q", loop], check=True, capture_output=True, timeout=60)
         mounted = subprocess.run(["mount", "-o", "data=journal", loop, str(mnt)], capture_output=True, text=True,
                                  timeout=30)
         if mounted.returncode != 0:
-            pytest.skip(f"mounting a loop device is not permitted here: {mounted.stderr.strip()}")
+            pytest.fail(f"mounting a loop device is not permitted here: {mounted.stderr.strip()}")
         os.chmod(mnt, 0o1777)  # the servers may run as another user
         old = os.environ.get("DBDIAG_TMPDIR")
         os.environ["DBDIAG_TMPDIR"] = str(mnt)  # where servers.start_* make their directories
