@@ -5,29 +5,45 @@ starts a thread that sleeps until ``profile_seconds`` centred on the step's
 midpoint and records then (perf / py-spy run as child processes);
 ``step_finished`` joins it and returns what goes into that step's results.json
 row (``profile`` / ``client_profile``). Options: ``profile_seconds`` (s).
+
+Stacks on every server: the first window of each target starts with a
+CHECK_S frame-pointer recording; when under USABLE_MIN of its samples have a
+usable stack (:func:`~collectors.profile.analyse.usable_stack`: the embedded
+PostgreSQL 18 is built without frame pointers), that window and the target's
+later ones unwind with DWARF instead, at DWARF_FREQ_HZ to bound perf.data and
+``perf script``'s time.
 """
 
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import tempfile
 import threading
 import time
+from collections import Counter
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from collectors.base import Collector, CollectorContext, Probe
 from collectors.host import process_tree
-from collectors.profile.analyse import symbol_hint, unresolved_share
+from collectors.profile.analyse import symbol_hint, unresolved_share, usable_share
 from collectors.profile.parse import save_folded
 from collectors.profile.pyspy import py_spy_available, record_client_profile
-from collectors.profile.record import probe_perf, record_profile
+from collectors.profile.record import (DWARF_STACK_BYTES, ProfileRecording, Scope, per_process_note, probe_perf,
+                                       record_profile)
 from diag.bundle import BundleWriter, safe_name
 from diag.errors import DiagError
 
 JOIN_SLACK_S = 30.0  # perf script on a few seconds of samples takes well under this here
 MIN_WINDOW_S = 0.5
 WINDOW_SHARE = 0.8  # of the step, at most: the window stays inside the measured part
+FREQ_HZ = 499
+DWARF_FREQ_HZ = 249  # each DWARF sample carries DWARF_STACK_BYTES of stack: half the rate, half the data
+CHECK_S = 0.5  # frame-pointer check at the start of a target's first window
+CHECK_MIN_SAMPLES = 20  # fewer (an idle server): no verdict, this window unwinds with DWARF
+USABLE_MIN = 0.5  # share of the check's samples with a usable stack that keeps frame pointers
 
 StepKey = tuple[str, str, int]
 
@@ -87,6 +103,28 @@ class _StepThreads(Collector):
         return {self.result_key: out} if out else None
 
 
+@dataclass(frozen=True)
+class Unwinder:
+    """How one target's stacks are walked, and why: the frame-pointer check's numbers."""
+
+    call_graph: str  # "fp" or "dwarf"
+    reason: str
+    check_share: float | None = None  # usable share of the check's samples
+    check_samples: int = 0
+
+
+def choose_unwinder(check: ProfileRecording) -> Unwinder | None:
+    """Frame pointers when the check's stacks are usable, DWARF when not; None when too few samples to say."""
+    if check.samples < CHECK_MIN_SAMPLES:
+        return None
+    share = usable_share(check.folded)
+    said = f"frame pointers gave {100 * share:.0f}% usable stacks in a {CHECK_S:g} s check ({check.samples} samples)"
+    if share >= USABLE_MIN:
+        return Unwinder("fp", said, share, check.samples)
+    return Unwinder("dwarf", said + f": DWARF unwinding ({DWARF_STACK_BYTES // 1024} KiB of stack per sample, "
+                    f"{DWARF_FREQ_HZ} Hz)", share, check.samples)
+
+
 class ServerProfileSource(_StepThreads):
     """perf record of a local server's processes in the middle of each step; folded stacks to artifacts/."""
 
@@ -94,9 +132,22 @@ class ServerProfileSource(_StepThreads):
     title = "server profiles"
     result_key = "profile"
 
+    def __init__(self, ctx: CollectorContext) -> None:
+        super().__init__(ctx)
+        self.scope: Scope = "system"
+        self._unwinders: dict[str, Unwinder] = {}  # by target label, decided in its first window
+
     def probe(self) -> Probe:
+        """System-wide when allowed; else per process in user space, the parts missing said once."""
+        ok, why_not, _ = probe_perf(scope="system")
+        if ok:
+            self.scope = "system"
+            return Probe(True)
         ok, reason, hint = probe_perf()
-        return Probe(ok, reason, hint)
+        if not ok:
+            return Probe(False, reason, hint)
+        self.scope = "pids"
+        return Probe(True, missing=(per_process_note(why_not),))
 
     def step_started(self, info: Any) -> None:
         srv = self.ctx.server(info.target)
@@ -114,7 +165,7 @@ class ServerProfileSource(_StepThreads):
         try:
             # perf.data is scratch: only the folded stacks go into the bundle.
             with tempfile.TemporaryDirectory(prefix="dbdiag-perf-") as tmp:
-                rec = record_profile(pids, window, Path(tmp), scope="system")
+                rec, unwinder = self._record_window(label, pids, window, Path(tmp))
         except DiagError as e:
             self._out[key] = {"error": str(e)}
             self.bundle.event("profile_failed", f"{label} {workload} c={clients}: {e}", target=label)
@@ -127,7 +178,34 @@ class ServerProfileSource(_StepThreads):
             hint = symbol_hint(share, binary, package="") if share else ""
         self._out[key] = {"folded": rel, "samples": rec.samples, "freq_hz": rec.freq_hz, "window": [t0, t0 + window],
                           "scope": rec.scope, "unresolved_share": share, "symbol_hint": hint,
-                          "warnings": list(rec.warnings)}
+                          "warnings": list(rec.warnings), "unwinder": rec.call_graph,
+                          "unwinder_reason": unwinder.reason, "usable_share": usable_share(rec.folded),
+                          "stack_bytes": DWARF_STACK_BYTES if rec.call_graph == "dwarf" else None}
+
+    def _record_window(self, label: str, pids: list[int], window: float,
+                       tmp: Path) -> tuple[ProfileRecording, Unwinder]:
+        """One window with the target's unwinder; the first one starts with the frame-pointer check."""
+        known = self._unwinders.get(label)
+        if known is not None:
+            return self._record_with(pids, window, tmp, known.call_graph), known
+        check = record_profile(pids, CHECK_S, tmp, FREQ_HZ, scope=self.scope, call_graph="fp")
+        rest = max(MIN_WINDOW_S, window - check.seconds_recorded)
+        unwinder = choose_unwinder(check)
+        if unwinder is None:
+            return self._record_with(pids, rest, tmp, "dwarf"), Unwinder(
+                "dwarf", f"too few samples ({check.samples}) in the {CHECK_S:g} s frame-pointer check to judge: "
+                "DWARF for this window")
+        self._unwinders[label] = unwinder
+        rec = self._record_with(pids, rest, tmp, unwinder.call_graph)
+        if unwinder.call_graph == "fp":  # the check's samples are as good as the rest: keep them
+            rec = dataclasses.replace(rec, folded=dict(Counter(rec.folded) + Counter(check.folded)),
+                                      samples=rec.samples + check.samples)
+        return rec, unwinder
+
+    def _record_with(self, pids: list[int], seconds: float, tmp: Path, call_graph: str) -> ProfileRecording:
+        freq = DWARF_FREQ_HZ if call_graph == "dwarf" else FREQ_HZ
+        return record_profile(pids, seconds, tmp, freq, scope=self.scope,
+                              call_graph="dwarf" if call_graph == "dwarf" else "fp")
 
 
 class ClientProfileSource(_StepThreads):

@@ -6,7 +6,7 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
-from collectors.profile.analyse import top_symbols, unresolved_share
+from collectors.profile.analyse import MIN_USABLE_FRAMES, top_symbols, unresolved_share, usable_share
 from collectors.profile.parse import load_folded
 from diag.bundle import Bundle, safe_name
 from diag.engines import ENGINES
@@ -66,7 +66,9 @@ def step_profile(b: Bundle, row: dict[str, Any], with_flame: bool = True) -> dic
             "samples": sum(folded.values()), "freq_hz": prof.get("freq_hz"), "window": prof.get("window"),
             "unresolved_share": unresolved_share(folded) if folded else 0.0, "hint": prof.get("symbol_hint", ""),
             "kinds": [{"kind": k, "samples": kind_samples[k], "rows": v} for k, v in kinds.items()],
-            "flame": flame, "file": rel}
+            "flame": flame, "file": rel, "unwinder": prof.get("unwinder") or "fp",
+            "unwinder_reason": prof.get("unwinder_reason") or "", "scope": prof.get("scope") or "",
+            "usable_share": usable_share(folded), "usable_frames": MIN_USABLE_FRAMES}
 
 
 def profiles(b: Bundle) -> list[dict[str, Any]]:

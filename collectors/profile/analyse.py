@@ -15,7 +15,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-from collectors.profile.parse import UNKNOWN, first_line, split_dso
+from collectors.profile.parse import CUT, KERNEL_SUFFIX, NO_STACK, UNKNOWN, first_line, split_dso
 from diag.engines import ENGINES
 
 DPKG_TIMEOUT_S = 10.0
@@ -79,6 +79,34 @@ def unresolved_share(folded: Mapping[str, int]) -> float:
         return 0.0
     bad = sum(c for s, c in folded.items() if is_unresolved(s.rsplit(";", 1)[-1]))
     return bad / total
+
+
+MIN_USABLE_FRAMES = 5  # named user-space frames a stack needs to say which code path it is on
+
+
+def usable_stack(stack: str, min_frames: int = MIN_USABLE_FRAMES) -> bool:
+    """Whether a folded stack (``kind;comm;root;...;leaf``) has ``min_frames`` named user-space frames.
+
+    Frame-pointer walks of a binary built without them stop after the leaf (one
+    frame, or the leaf under ``[unknown]``): such a sample says where the CPU was,
+    not on behalf of what. Kernel frames do not count: every system call has a few.
+    """
+    named = 0
+    for f in stack.split(";")[2:]:
+        if f.endswith(KERNEL_SUFFIX) or f in (CUT, NO_STACK) or is_unresolved(f):
+            continue
+        named += 1
+        if named >= min_frames:
+            return True
+    return False
+
+
+def usable_share(folded: Mapping[str, int], min_frames: int = MIN_USABLE_FRAMES) -> float:
+    """Share (0..1) of samples whose stack is :func:`usable_stack`; 0.0 when there are no samples."""
+    total = sum(folded.values())
+    if not total:
+        return 0.0
+    return sum(c for s, c in folded.items() if usable_stack(s, min_frames)) / total
 
 
 def unresolved_by_dso(folded: Mapping[str, int]) -> dict[str, int]:

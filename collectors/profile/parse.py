@@ -23,6 +23,9 @@ PERF_SCRIPT_FIELDS = "comm,pid,tid,ip,sym,dso"
 UNKNOWN = "[unknown]"
 KERNEL_SUFFIX = "_[k]"  # the FlameGraph convention: marks kernel frames (kernel.kallsyms)
 NO_STACK = "[no callchain]"
+MAX_DEPTH = 64  # frames kept per stack (root side and the leaf): deeper stacks only make the graph tall
+CUT = "[frames cut]"
+_UNRESOLVED = re.compile(r"^(\[unknown\]|0x[0-9a-f]+)( \(.*\))?$")
 
 
 @dataclass(frozen=True)
@@ -142,15 +145,35 @@ def _frame_name(ip: str, rest: str, addrs: bool) -> str:
     return name or UNKNOWN
 
 
-def fold_samples(samples: Iterable[Sample], kind_of: KindOf) -> dict[str, int]:
-    """Folded stacks ``"kind;comm;root;...;leaf" -> samples`` (keys sorted, for stable output)."""
+def tidy_frames(frames: tuple[str, ...], max_depth: int = MAX_DEPTH) -> tuple[str, ...]:
+    """Runs of frames without a symbol as one frame, and at most ``max_depth`` frames.
+
+    A binary without frame pointers walked with ``-g`` gives a chain of a hundred
+    ``[unknown]`` frames: one says the same and keeps the flame graph readable.
+    Over ``max_depth``, the root side and the leaf stay, joined by ``[frames cut]``.
+    """
+    out: list[str] = []
+    for f in frames:
+        if out and _UNRESOLVED.match(f) and _UNRESOLVED.match(out[-1]):
+            continue
+        out.append(f)
+    if len(out) > max_depth:
+        out = [*out[: max_depth - 2], CUT, out[-1]]
+    return tuple(out)
+
+
+def fold_samples(samples: Iterable[Sample], kind_of: KindOf, max_depth: int = MAX_DEPTH) -> dict[str, int]:
+    """Folded stacks ``"kind;comm;root;...;leaf" -> samples`` (keys sorted, for stable output).
+
+    Frames go through :func:`tidy_frames` (unknown runs collapsed, depth capped at ``max_depth``).
+    """
     counts: Counter[str] = Counter()
     kind_cache: dict[tuple[int, str], str] = {}
     for s in samples:
         key = (s.tid, s.comm)
         if key not in kind_cache:
             kind_cache[key] = clean(kind_of(s.tid, s.comm)) or "unknown"
-        counts[";".join((kind_cache[key], s.comm, *s.frames))] += 1
+        counts[";".join((kind_cache[key], s.comm, *tidy_frames(s.frames, max_depth)))] += 1
     return dict(sorted(counts.items()))
 
 

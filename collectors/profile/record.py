@@ -26,6 +26,12 @@ from diag.errors import DiagError, ToolUnavailable, UsageError
 from diag.procs import pdeathsig_preexec
 
 Scope = Literal["pids", "system"]
+CallGraph = Literal["fp", "dwarf"]
+CALL_GRAPHS: tuple[str, ...] = ("fp", "dwarf")
+# DWARF unwinding copies this much of each sampled thread's user stack into perf.data
+# (8 KiB: the backends' main loop of PostgreSQL 18 is 2-5 KiB deep in a point select;
+# deeper frames are cut at the root side, perf's default of 8 KiB x the sample rate).
+DWARF_STACK_BYTES = 8192
 
 _PERF_HINT = (
     "install perf (Debian: apt-get install linux-perf; Ubuntu: linux-tools-$(uname -r)); "
@@ -80,6 +86,23 @@ def probe_perf(pid: int | None = None, perf: str = "perf", scope: Scope = "pids"
     return True, "", ""
 
 
+def perf_event_paranoid(proc_root: Path = PROC) -> int | None:
+    """kernel.perf_event_paranoid (None when unreadable)."""
+    try:
+        return int((proc_root / "sys" / "kernel" / "perf_event_paranoid").read_text().strip())
+    except (OSError, ValueError):
+        return None
+
+
+def per_process_note(why_not: str, proc_root: Path = PROC) -> str:
+    """What a per-process, user-space profile lacks when system-wide recording is refused, and the fix."""
+    level = perf_event_paranoid(proc_root)
+    now = f" (now {level})" if level is not None else ""
+    return (f"system-wide recording refused ({why_not}): profiling the server processes this user owns, "
+            "per process and in user space only (no kernel frames, no off-CPU time, servers of other users "
+            "not profiled); sysctl kernel.perf_event_paranoid=-1" + now + " or CAP_PERFMON enables all of it")
+
+
 def _perf_error(stderr: str) -> str:
     """One line naming why perf failed (its messages span many lines)."""
     low = stderr.lower()
@@ -112,6 +135,9 @@ class ProfileRecording:
     ``exited_pids``: targets gone before the end. ``kinds``: tid -> kind used
     for the stacks. ``perf_data``: kept perf.data files (empty unless ``keep``).
     ``command``: the first ``perf record`` argument list, for the run bundle.
+    ``call_graph``: how stacks were walked: "fp" (frame pointers, ``-g``) or
+    "dwarf" (``--call-graph dwarf,DWARF_STACK_BYTES``: a copy of the user stack per
+    sample, unwound by perf script with the binaries' .eh_frame).
     """
 
     folded: Mapping[str, int]
@@ -127,6 +153,7 @@ class ProfileRecording:
     perf_data: tuple[Path, ...]
     command: tuple[str, ...]
     warnings: tuple[str, ...]
+    call_graph: str = "fp"
 
 
 @dataclass(frozen=True)
@@ -141,6 +168,7 @@ class _Plan:
     pids: tuple[int, ...]     # as asked for, dead ones included
     targets: tuple[int, ...]  # those alive at the start: the only samples kept
     proc_root: Path
+    call_graph: CallGraph = "fp"
 
 
 @dataclass
@@ -168,6 +196,7 @@ def record_profile(
     keep: bool = False,
     perf: str = "perf",
     proc_root: Path = PROC,
+    call_graph: CallGraph = "fp",
 ) -> ProfileRecording:
     """Sample ``pids`` (all their threads) on CPU for ``seconds`` and fold the stacks.
 
@@ -192,19 +221,21 @@ def record_profile(
     CPU count (idle CPUs are sampled too; needs ``perf_event_paranoid`` <= 0 or
     root): prefer it on small hosts and for short-transaction workloads.
 
+    ``call_graph="dwarf"`` walks stacks of binaries without frame pointers (cost: BENCHMARKS.md, Profiles).
+
     ``kind_of`` defaults to :func:`~collectors.profile.procs.process_kinds` of
     the targets, refined by :func:`~collectors.profile.procs.stack_thread_kinds`
     for threads whose names say nothing. Raises :class:`ToolUnavailable` (perf
     missing, not permitted, failing) and :class:`UsageError` (bad arguments);
     perf.data files are removed unless ``keep`` (they reach tens of MB per minute).
     """
-    exe = _perf_exe(pids, seconds, freq_hz, scope, perf)
+    exe = _perf_exe(pids, seconds, freq_hz, scope, perf, call_graph)
     sleep_exe = shutil.which("sleep") or "sleep"
     out_dir.mkdir(parents=True, exist_ok=True)
     live = start_times(pids, proc_root)
     if not live:
         raise DiagError(f"profile: none of the processes {sorted(set(pids))} is running")
-    plan = _Plan(exe, sleep_exe, out_dir, freq_hz, scope, tuple(pids), tuple(sorted(live)), proc_root)
+    plan = _Plan(exe, sleep_exe, out_dir, freq_hz, scope, tuple(pids), tuple(sorted(live)), proc_root, call_graph)
     auto_kinds = process_kinds(plan.targets, proc_root) if kind_of is None else {}
     window = _Window(live, set(pids) - set(live))
     try:
@@ -230,11 +261,14 @@ def record_profile(
         perf_data=tuple(f for f in window.data_files if keep and f.exists()),
         command=window.command,
         warnings=tuple(window.warnings),
+        call_graph=call_graph,
     )
 
 
-def _perf_exe(pids: list[int], seconds: float, freq_hz: int, scope: str, perf: str) -> str:
+def _perf_exe(pids: list[int], seconds: float, freq_hz: int, scope: str, perf: str, call_graph: str = "fp") -> str:
     """The perf executable, after checking :func:`record_profile`'s arguments."""
+    if call_graph not in CALL_GRAPHS:
+        raise UsageError(f"profile: call_graph must be one of {', '.join(CALL_GRAPHS)}, not {call_graph!r}")
     if not pids:
         raise UsageError("profile: no process ids to record")
     if seconds <= 0 or freq_hz <= 0:
@@ -272,7 +306,7 @@ def _record_segment(plan: _Plan, window: _Window, remaining: float) -> bool:
     for stale in (data, data.with_name(data.name + ".old")):
         stale.unlink(missing_ok=True)  # perf renames an existing file to .old
     where = ["-a"] if plan.scope == "system" else ["-p", ",".join(str(p) for p in sorted(window.live))]
-    argv = [plan.exe, "record", "-e", "cpu-clock", "-F", str(plan.freq_hz), "-g",
+    argv = [plan.exe, "record", "-e", "cpu-clock", "-F", str(plan.freq_hz), *call_graph_args(plan.call_graph),
             "--no-buildid-cache",  # do not copy server binaries into ~/.debug
             *where, "-o", str(data), "--", plan.sleep_exe, f"{remaining:.3f}"]
     window.command = window.command or tuple(argv)
@@ -295,6 +329,11 @@ def _record_segment(plan: _Plan, window: _Window, remaining: float) -> bool:
     wanted = set(plan.targets)
     window.samples += [s for s in parse_perf_script(_perf_script(plan.exe, data, plan.targets)) if s.pid in wanted]
     return True
+
+
+def call_graph_args(call_graph: str) -> list[str]:
+    """perf record's arguments for walking stacks with ``call_graph`` ("fp" or "dwarf")."""
+    return ["--call-graph", f"dwarf,{DWARF_STACK_BYTES}"] if call_graph == "dwarf" else ["-g"]
 
 
 def _refined_kinds(auto_kinds: Mapping[int, str], samples: list[Sample]) -> dict[int, str]:
