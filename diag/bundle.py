@@ -351,8 +351,14 @@ def _v1_to_v2(run: dict[str, Any]) -> dict[str, Any]:
     return {**run, FORMAT_KEY: 2}
 
 
+def _v2_to_v3(run: dict[str, Any]) -> dict[str, Any]:
+    """Format 2 rows have no repeats or intervals: each is a step run once, which is what a row without
+    them means in format 3 (the reports read per-interval throughput from the workload series)."""
+    return {**run, FORMAT_KEY: 3}
+
+
 # Migration from format N to N + 1, applied in order; each a pure function of run.json.
-MIGRATIONS = {1: _v1_to_v2}
+MIGRATIONS = {1: _v1_to_v2, 2: _v2_to_v3}
 
 
 def load_bundle(path: Path) -> Bundle:

@@ -35,7 +35,8 @@ from diag.serverloss import aborted_line, loss_facts, loss_line
 from diag.targets import Target, parse_target, redact_argv
 from reports.render import render_bundle
 from workloads.client import client_driver_text
-from workloads.driver import DriverOptions, StepInfo, run_sweep, sweep_bar, validate
+from workloads.driver import DriverOptions, StepInfo, run_interleaved, run_sweep, sweep_bar, validate
+from workloads.repeats import add_result
 
 WRITE_WORKLOADS = {"insert", "read-write", "tpcc", "custom"}
 FSYNC_TEST_SECONDS = 0.3  # per method: 12 methods, about 4 s per device, enough for ~1,000 flushes each here
@@ -161,7 +162,7 @@ class _Hooks:
 
     def step_finished(self, info: StepInfo, result: dict[str, Any]) -> None:
         self.run.sources.step_finished(info, result)
-        self.run.results.append(result)
+        add_result(self.run.results, self.run.repeat_rows, result)  # a repeat rebuilds its step's row
         self.run.bundle.write_json("results.json", {"results": self.run.results})
 
 
@@ -188,6 +189,7 @@ class Run:
         self.bundle = BundleWriter(self.path, secrets)
         self.plan = run_plan(opts)
         self.results: list[dict[str, Any]] = []
+        self.repeat_rows: dict[tuple[Any, ...], list[dict[str, Any]]] = {}  # --repeat: each step's repeats so far
         self.runtimes: list[TargetRuntime] = []
         self.run_json: dict[str, Any] = {}
         self.sources = Lifecycle(self.bundle, lambda u: self._write_run_json(**u), self.say, runner=_runner)
@@ -213,7 +215,7 @@ class Run:
             options={"clients": list(o.driver.clients), "duration_s": o.driver.duration_s,
                      "warmup_s": o.driver.warmup_s, "protocol": o.driver.protocol,
                      "isolation": o.driver.isolation, "rate": o.driver.rate, "scale": o.driver.scale,
-                     "on_error": o.driver.on_error,
+                     "on_error": o.driver.on_error, "repeat": o.driver.repeat,
                      "flush_capability": o.flush_capability, "profile": self.plan.profile, **self.plan.to_dict()},
             targets=[t.to_dict() for t in self.targets], collectors={}, metrics={})
         status, error = "complete", ""
@@ -313,7 +315,10 @@ class Run:
         run_wide: Batch | None = None
         try:
             run_wide = self.sources.start(sources_for("run", self.plan, self._run_context()), strict)
-            for rt in self.runtimes:
+            sequential = self.runtimes if self.opts.driver.repeat == 1 else []
+            if not sequential:
+                self._sweep_interleaved(progress, bar, strict)
+            for rt in sequential:
                 batch = self.sources.start(sources_for("target", self.plan, self._target_context(rt)), strict)
                 try:
                     rows = run_sweep(rt.target, self.opts.workloads, self.opts.driver, self.bundle,
@@ -326,6 +331,23 @@ class Run:
             bar.close()
             if run_wide is not None:
                 self.sources.stop(run_wide)
+
+    def _sweep_interleaved(self, progress: TextIO | None, bar: Any, strict: bool) -> None:
+        """``--repeat N`` > 1: every target's sources run through one sweep that interleaves the targets
+        (A1 B1 A2 B2 ... for each step), so a drift of the machine hits each target alike."""
+        batches: list[Batch] = []
+        try:
+            for rt in self.runtimes:
+                batches.append(self.sources.start(sources_for("target", self.plan, self._target_context(rt)), strict))
+            rows = run_interleaved([rt.target for rt in self.runtimes], self.opts.workloads, self.opts.driver,
+                                   self.bundle, hooks=_Hooks(self), progress=progress, bar=bar)
+            for rt in self.runtimes:
+                got = rows.get(rt.target.label, [])
+                self._note_lost(rt, got)
+                self.aborted += [aborted_line(rt.target.label, r) for r in got if r.get("aborted")]
+        finally:
+            for b in reversed(batches):
+                self.sources.stop(b)
 
     def _note_lost(self, rt: TargetRuntime, rows: list[dict[str, Any]]) -> None:
         """If the sweep lost its server: how the server ended and its last log lines into run.json's target

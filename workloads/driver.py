@@ -16,10 +16,11 @@ most), reports the cut step through the hooks and re-raises ``KeyboardInterrupt`
 from __future__ import annotations
 
 import sys
+from dataclasses import dataclass
 from typing import TextIO
 
 from diag.bundle import BundleWriter
-from diag.db import Session
+from diag.db import DriverInfo, Session
 from diag.errors import UsageError
 from diag.targets import Target
 from workloads.base import Workload
@@ -36,8 +37,8 @@ from workloads.tpcc import Tpcc
 
 _REGISTRY: tuple[type[Workload], ...] = (PointSelect, ReadOnly, ReadWrite, Insert, Tpcc, Custom)
 WORKLOADS: tuple[str, ...] = tuple(w.name for w in _REGISTRY)
-__all__ = ["WORKLOADS", "DriverOptions", "StepHooks", "StepInfo", "make_workload", "run_sweep", "step_seconds",
-           "sweep_bar", "validate"]
+__all__ = ["WORKLOADS", "DriverOptions", "Prepared", "StepHooks", "StepInfo", "make_workload", "prepare",
+           "run_interleaved", "run_sweep", "step_seconds", "sweep_bar", "validate"]
 
 
 def validate(workloads: list[str], opts: DriverOptions) -> None:
@@ -65,6 +66,8 @@ def validate(workloads: list[str], opts: DriverOptions) -> None:
         raise UsageError("--max-tries must be at least 1")
     if opts.on_error not in ON_ERROR:
         raise UsageError(f"unknown --on-error {opts.on_error!r}: use {' or '.join(ON_ERROR)}")
+    if not isinstance(opts.repeat, int) or opts.repeat < 1:
+        raise UsageError("--repeat needs a whole number of at least 1")
     if opts.report_interval_s <= 0:
         raise UsageError("--report-interval must be more than 0 seconds")
     if not opts.scale or opts.scale <= 0:
@@ -90,8 +93,8 @@ def step_seconds(opts: DriverOptions) -> float:
 
 
 def sweep_bar(out: TextIO | None, targets: int, workloads: list[str], opts: DriverOptions) -> SweepBar:
-    """One bar for ``targets`` sweeps of these workloads and client counts (``dbdiag run``)."""
-    return SweepBar(out, targets * len(workloads) * len(opts.clients), step_seconds(opts))
+    """One bar for ``targets`` sweeps of these workloads and client counts, each step ``--repeat`` times."""
+    return SweepBar(out, targets * len(workloads) * len(opts.clients) * opts.repeat, step_seconds(opts))
 
 
 def run_sweep(target: Target, workloads: list[str], opts: DriverOptions, bundle: BundleWriter,
@@ -120,8 +123,19 @@ def run_sweep(target: Target, workloads: list[str], opts: DriverOptions, bundle:
             bar.close()
 
 
-def _sweep(target: Target, workloads: list[str], opts: DriverOptions, bundle: BundleWriter,
-           hooks: StepHooks | None, progress: TextIO | None, bar: SweepBar) -> list[dict]:
+@dataclass(frozen=True)
+class Prepared:
+    """A target ready for its steps: the workloads (data loaded, scripts checked), driver and product."""
+
+    target: Target
+    workloads: tuple[Workload, ...]
+    drv: DriverInfo
+    product: str
+
+
+def prepare(target: Target, workloads: list[str], opts: DriverOptions, bundle: BundleWriter,
+            progress: TextIO | None, bar: SweepBar) -> Prepared:
+    """Load each workload's dataset unless it is there already, check custom scripts on one client."""
     wls = [make_workload(n, opts) for n in workloads]
     drv = fastest_driver(target.engine)
     with Session(target, statement_timeout_ms=0, application_name="dbdiag-load") as s:
@@ -148,6 +162,13 @@ def _sweep(target: Target, workloads: list[str], opts: DriverOptions, bundle: Bu
                 wl.check(c)
             finally:
                 c.close()
+    return Prepared(target, tuple(wls), drv, product)
+
+
+def _sweep(target: Target, workloads: list[str], opts: DriverOptions, bundle: BundleWriter,
+           hooks: StepHooks | None, progress: TextIO | None, bar: SweepBar) -> list[dict]:
+    p = prepare(target, workloads, opts, bundle, progress, bar)
+    wls, drv, product = p.workloads, p.drv, p.product
     rows: list[dict] = []
     series = bundle.series(f"workload--{target.label}")
     steps = [(wl, n) for wl in wls for n in opts.clients]
@@ -180,3 +201,57 @@ def _skip(bundle: BundleWriter, bar: SweepBar, target: Target, left: list[str]) 
                  f"{', '.join(left)}", target=target.label, steps=left)
     bar.say(f"{target.label}: the server was lost: skipping {', '.join(left)}")
     bar.steps = max(bar.done_steps, bar.steps - len(left))
+
+
+def run_interleaved(targets: list[Target], workloads: list[str], opts: DriverOptions, bundle: BundleWriter,
+                    hooks: StepHooks | None = None, progress: TextIO | None = sys.stderr,
+                    bar: SweepBar | None = None) -> dict[str, list[dict]]:
+    """Every step ``opts.repeat`` times, interleaved across targets: for each (workload, clients) repeat 1
+    of every target, then repeat 2 of every target, and so on (A1 B1 A2 B2 ...), so a drift of the
+    machine (other load, a warming cache, the host's own jobs) hits each target alike.
+
+    Returns each target's rows, one per repeat, by label. A target whose server is lost skips its
+    remaining steps (one ``steps_skipped`` event); the others go on. On Ctrl-C the rows measured so far
+    (all targets) are on the raised ``KeyboardInterrupt`` as ``.results``.
+    """
+    validate(workloads, opts)
+    own_bar = bar is None
+    if bar is None:
+        bar = sweep_bar(progress, len(targets), workloads, opts)
+    rows: dict[str, list[dict]] = {t.label: [] for t in targets}
+    series = {}
+    try:
+        ready = [prepare(t, workloads, opts, bundle, progress, bar) for t in targets]
+        series = {p.target.label: bundle.series(f"workload--{p.target.label}") for p in ready}
+        plan = [(w, n) for w in range(len(workloads)) for n in opts.clients]
+        runs = [(i, w, n, r) for i, (w, n) in enumerate(plan, 1) for r in range(1, opts.repeat + 1)]
+        lost: set[str] = set()
+        for k, (i, w, n, r) in enumerate(runs):
+            for p in ready:
+                label = p.target.label
+                if label in lost:
+                    continue
+                wl = p.workloads[w]
+                bar.begin_step(f"{label}: {wl.name}, {n} client{'s' if n > 1 else ''}, repeat {r}/{opts.repeat}, "
+                               f"warmup {opts.warmup_s:g} s, measure {opts.duration_s:g} s")
+                step = Step(p.target, p.product, p.drv, wl, n, opts, bundle, series[label], hooks, bar,
+                            seed=i + 10_000 * (r - 1), repeat=r)
+                try:
+                    rows[label].append(step.run())
+                    bar.end_step()
+                except KeyboardInterrupt as ki:
+                    if step.row is not None:
+                        rows[label].append(step.row)
+                    ki.results = [x for v in rows.values() for x in v]  # type: ignore[attr-defined]
+                    raise
+                if step.lost is not None:
+                    lost.add(label)
+                    _skip(bundle, bar, p.target, [f"{p.workloads[w2].name} c={n2} repeat {r2}"
+                                                  for _, w2, n2, r2 in runs[k + 1:]])
+    finally:
+        for s in series.values():
+            s.close()
+        bar.hide()
+        if own_bar:
+            bar.close()
+    return rows

@@ -31,6 +31,9 @@ class DriverOptions:
     # connection is re-established with a bounded back-off); "abort" ends the step at the first error
     # that is not a retried serialization failure or deadlock.
     on_error: str = "continue"
+    # Each step this many times, interleaved across targets (A1 B1 A2 B2 ...) so a drift of the machine
+    # hits every target alike; the run combines the repeats into one result row (workloads.repeats).
+    repeat: int = 1
 
 
 ON_ERROR = ("continue", "abort")

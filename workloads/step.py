@@ -45,6 +45,7 @@ END_GRACE_S = 10.0      # a client stuck in a query past the end gets this long,
 STOP_GRACE_S = 2.0      # on Ctrl-C
 WAKE_NS = 250_000_000   # the parent looks at the clock at least this often (intervals, the bar)
 RECONNECT_EVENTS = 20   # per step: a flapping connection is counted in full, but told only this often
+FULL_INTERVAL = 0.9     # an interval at least this share of --report-interval long is a full one
 
 
 class Step:
@@ -52,10 +53,13 @@ class Step:
 
     def __init__(self, target: Target, product: str, drv: DriverInfo, wl: Workload, n: int,
                  opts: DriverOptions, bundle: BundleWriter, series: SeriesWriter, hooks: StepHooks | None,
-                 bar: SweepBar, seed: int) -> None:
+                 bar: SweepBar, seed: int, repeat: int = 0) -> None:
         self.target, self.drv, self.wl, self.n, self.opts = target, drv, wl, n, opts
         self.bundle, self.series, self.hooks, self.bar = bundle, series, hooks, bar
-        self.key = StepKey(target.label, product, wl.name, n)
+        self.key = StepKey(target.label, product, wl.name, n, repeat)
+        self.repeat = repeat  # 1..N under --repeat N > 1, else 0
+        self._rep = {"repeat": repeat} if repeat else {}  # the repeat in every event of the step
+        self.interval_tps: list[float] = []  # transactions/s of each full measured interval
         self.spec = ClientSpec(target, product, drv, wl, n, float(opts.scale), opts.protocol, opts.isolation,
                                opts.max_tries, opts.rate, opts.think, seed, opts.on_error)
         self.row: dict | None = None
@@ -205,9 +209,10 @@ class Step:
     def _started(self, plan: Go) -> None:
         self.info = StepInfo(self.target.label, self.wl.name, self.n, self.opts.duration_s,
                              self._clock.unix(plan.measure_ns), tuple(self.pids))
-        self.bundle.event("step_started", f"{self.target.label}: {self.wl.name} with {self.n} clients",
+        self.bundle.event("step_started", f"{self.target.label}: {self.wl.name} with {self.n} clients"
+                          + (f" (repeat {self.repeat})" if self.repeat else ""),
                           target=self.target.label, workload=self.wl.name, clients=self.n,
-                          t_start=self.info.t_start)
+                          t_start=self.info.t_start, **self._rep)
         if self.hooks is not None:
             self.hooks.step_started(self.info)
 
@@ -227,6 +232,9 @@ class Step:
             self.series.write(series_record(self.key, m, self._clock, self.ncpu))
             if self.bar.out is not None:
                 self.bar.say(interval_line(self.key, m, measure_ns, self.ncpu))
+            # A short last interval (the step's end, a cut) is noisier: only full ones are samples.
+            if m.seconds >= FULL_INTERVAL * self.opts.report_interval_s:
+                self.interval_tps.append(round(m.transactions / m.seconds, 2))
 
     # -- result ------------------------------------------------------------------
 
@@ -242,7 +250,7 @@ class Step:
         t = self.totals
         row: dict[str, Any] = result_row(self.key, t, self.opts, self._driver_label(),
                                          self._clock.unix(measure_ns), self._clock.unix(self._stopped_ns),
-                                         duration, self.ncpu)
+                                         duration, self.ncpu, self.interval_tps)
         row.update(self.wl.result_extra(t.extra, t.transactions, duration))
         if interrupted:
             row["interrupted"] = True
@@ -250,7 +258,8 @@ class Step:
             if cut is not None:
                 row[key] = cut.to_row(self._clock.unix(cut.t_ns), measure_ns)
         row["complete"] = not (interrupted or self.lost or self.aborted)
-        name = f"workload--{safe_name(self.target.label)}--{self.wl.name}--c{self.n}.hdr"
+        name = (f"workload--{safe_name(self.target.label)}--{self.wl.name}--c{self.n}"
+                + (f"--r{self.repeat}" if self.repeat else "") + ".hdr")
         with contextlib.suppress(OSError):
             self.bundle.artifact(name).write_text(hist.encode(t.latency) + "\n", encoding="ascii")
         busiest = busiest_client_pct(t, duration)
@@ -262,7 +271,7 @@ class Step:
         cut = "" if row["complete"] else f", cut short after {row['measured_s']:g} s"
         self.bundle.event("step_finished", f"{self.target.label}: {self.wl.name} with {self.n} clients: "
                           f"{row['tps']:.1f} tps{cut}", target=self.target.label, workload=self.wl.name,
-                          clients=self.n, complete=row["complete"], histogram=f"artifacts/{name}")
+                          clients=self.n, complete=row["complete"], histogram=f"artifacts/{name}", **self._rep)
         self.bar.say(summary_line(self.key, row, self.ncpu))
         if self.hooks is not None and self.info is not None:
             self.hooks.step_finished(self.info, row)

@@ -25,6 +25,7 @@ class StepKey:
     product: str
     workload: str
     clients: int
+    repeat: int = 0  # which repeat (1..N) under --repeat N > 1; 0 for a step run once
 
 
 @dataclass(frozen=True)
@@ -48,7 +49,7 @@ def series_record(key: StepKey, m: Merged, clock: WallClock, ncpu: int) -> dict[
         "t": clock.unix(m.end_ns), "workload": key.workload, "clients": key.clients,
         "interval_s": round(m.seconds, 3), "transactions": m.transactions, "queries": m.queries,
         "errors": m.errors, "retries": m.retries, "reconnects": m.reconnects, "latency_ms": m.latency_ms,
-        "client_cpu_pct": cpu_pct(m.cpu_s, m.seconds, ncpu),
+        "client_cpu_pct": cpu_pct(m.cpu_s, m.seconds, ncpu), **({"repeat": key.repeat} if key.repeat else {}),
     }
 
 
@@ -56,20 +57,23 @@ def interval_line(key: StepKey, m: Merged, measure_ns: int, ncpu: int) -> str:
     """The sysbench-like console line of one interval; time since the measured part began."""
     secs = m.seconds
     t_rel = (m.end_ns - measure_ns) / 1e9
-    return (f"  [{t_rel:5.1f}s] {key.workload} c={key.clients}: tps {m.transactions / secs:9.1f}  "
+    rep = f" r{key.repeat}" if key.repeat else ""
+    return (f"  [{t_rel:5.1f}s] {key.workload} c={key.clients}{rep}: tps {m.transactions / secs:9.1f}  "
             f"qps {m.queries / secs:9.1f}  p95 {m.latency_ms['p95']:8.3f} ms  "
             f"err/s {m.errors / secs:6.1f}  retries {m.retries}  reconnects {m.reconnects}  "
             f"client cpu {cpu_pct(m.cpu_s, secs, ncpu):5.1f}%")
 
 
 def result_row(key: StepKey, t: Totals, opts: DriverOptions, driver: str, t_start: float, t_end: float,
-               duration_s: float, ncpu: int) -> dict[str, Any]:
+               duration_s: float, ncpu: int, interval_tps: list[float] | None = None) -> dict[str, Any]:
     """The step's result row (run.json ``results``), before the workload's own fields.
 
     ``t_start`` / ``t_end``: the measured part in unix seconds; ``duration_s`` its length (> 0), also
     written as ``measured_s`` (the seconds actually measured; a cut step has less than ``-T``). The
-    caller sets ``complete`` False for a cut step."""
-    return {
+    caller sets ``complete`` False for a cut step. ``interval_tps``: transactions/s of each full report
+    interval of the measured part (the samples of significance tests and intervals); ``repeat`` is
+    written under ``--repeat``."""
+    return {**({"repeat": key.repeat} if key.repeat else {}), "interval_tps": list(interval_tps or []),
         "target": key.target, "engine": key.product, "workload": key.workload, "clients": key.clients,
         "duration_s": round(duration_s, 3), "transactions": t.transactions,
         "tps": round(t.transactions / duration_s, 2), "qps": round(t.queries / duration_s, 2),

@@ -11,6 +11,10 @@ Format history (run.json ``format``; a bundle without it is format 1):
 2. run.json carries ``format`` and ``metrics`` = ``{SERIES: [MetricDecl...]}``,
    the collectors' declared metrics, keyed by series name
    (``<collector>--<target label>``), so reports know counter from gauge.
+3. result rows carry ``interval_tps`` and ``tps_ci`` (the median throughput and its
+   interval) and, under ``dbdiag run --repeat N``, ``repeats[]`` (one row per step built
+   from its N repeats, :mod:`diag.schema.repeats`). Older rows have none: a step run
+   once, its per-interval throughput read from the workload series by the reports.
 
 The loader (:func:`diag.bundle.load_bundle`) migrates older formats in memory;
 a bundle of a newer format than :data:`FORMAT` is refused with one line.

@@ -12,7 +12,7 @@ from typing import Any
 
 from diag.errors import DiagError
 
-FORMAT = 2  # the bundle format this code writes; see diag.schema for the history
+FORMAT = 3  # the bundle format this code writes; see diag.schema for the history
 FORMAT_KEY = "format"
 
 _SAFE = re.compile(r"[^A-Za-z0-9_.-]+")

@@ -10,6 +10,7 @@ from diag.engines import Engine, engine_for
 from diag.schema.base import FORMAT, NUM, as_object, get_field, str_list, unknown_keys
 from diag.schema.flush import FlushCapabilityInfo
 from diag.schema.metrics import MetricDeclarations
+from diag.schema.repeats import RepeatSummary, TpsInterval, check_repeat_fields, num_list
 
 
 # --------------------------------------------------------------------------- targets and the run
@@ -138,6 +139,7 @@ _ROW_INT = ("transactions", "retries", "reconnects")
 _ROW_CUT = ("server_lost", "aborted")  # what cut a step short: {t, after_s, client, code, message[, probe]}
 _ROW_STR = ("engine", "driver", "protocol", "isolation")
 _ROW_DICT = ("latency_ms", "errors", "error_samples")
+_ROW_REPEAT = ("interval_tps", "tps_ci", "repeats", "repeat", "repeat_count", "representative_repeat")
 
 
 @dataclass(frozen=True)
@@ -179,10 +181,27 @@ class ResultRow:
     server_lost: Mapping[str, Any] | None = None  # the server went away: when, which client, why
     aborted: Mapping[str, Any] | None = None  # --on-error abort ended the step: the error
     profile: Mapping[str, Any] | None = None  # the step's perf profile summary (collectors.profile)
+    # Repeats and the interval (format 3, diag.schema.repeats): per-interval tps, --repeat's repeats.
+    interval_tps: tuple[float, ...] = ()
+    tps_ci: Mapping[str, Any] | None = None
+    repeats: tuple[Mapping[str, Any], ...] = ()
+    repeat: int | None = None  # a single repeat's row (as the driver wrote it, before combining)
+    repeat_count: int | None = None
+    representative_repeat: int | None = None
     extra: Mapping[str, Any] = field(default_factory=dict)
 
     _FIELDS = ("target", "workload", "clients", *_ROW_STR, *_ROW_NUM, *_ROW_INT, *_ROW_DICT, "interrupted",
-               "complete", *_ROW_CUT, "profile")
+               "complete", *_ROW_CUT, "profile", *_ROW_REPEAT)
+
+    @property
+    def interval(self) -> TpsInterval | None:
+        """:attr:`tps_ci` as a typed record (None for rows written before format 3)."""
+        return TpsInterval.from_dict(self.tps_ci, "tps_ci") if self.tps_ci is not None else None
+
+    @property
+    def repeat_summaries(self) -> tuple[RepeatSummary, ...]:
+        """:attr:`repeats` as typed records (empty for a step run once)."""
+        return tuple(RepeatSummary.from_dict(r, f"repeats[{i}]") for i, r in enumerate(self.repeats))
 
     @property
     def is_complete(self) -> bool:
@@ -200,7 +219,8 @@ class ResultRow:
             d[k] = dict(d[k])
         if not self.interrupted:
             del d["interrupted"]
-        return {k: v for k, v in d.items() if v is not None}
+        d["interval_tps"], d["repeats"] = list(self.interval_tps), [dict(r) for r in self.repeats]
+        return {k: v for k, v in d.items() if v is not None and not (k in ("interval_tps", "repeats") and not v)}
 
     @classmethod
     def from_dict(cls, d: Any, where: str = "result") -> ResultRow:
@@ -217,6 +237,11 @@ class ResultRow:
         kw["complete"] = get_field(d, "complete", (bool,), where)
         kw.update({k: get_field(d, k, (dict,), where) for k in _ROW_CUT})
         kw["profile"] = get_field(d, "profile", (dict,), where)
+        check_repeat_fields(d, where)
+        kw["interval_tps"] = num_list(d, "interval_tps", where)
+        kw["tps_ci"] = get_field(d, "tps_ci", (dict,), where)
+        kw["repeats"] = tuple(get_field(d, "repeats", (list,), where, []))
+        kw.update({k: get_field(d, k, (int,), where) for k in ("repeat", "repeat_count", "representative_repeat")})
         return cls(**kw, extra=unknown_keys(d, cls._FIELDS))
 
 
