@@ -2,14 +2,21 @@
 
 The run's profile starts with a frame-pointer check, finds the stacks unusable and unwinds with DWARF; most
 backend samples then reach PostgresMain at least 5 named frames deep (counted here in the folded file).
+The same job as a user without root (a throwaway system user, kernel.perf_event_paranoid as the machine has
+it: 2 on Debian) records the embedded server's processes per process in user space, says once on the terminal
+what is missing and what would enable it, and still gets the DWARF stacks.
+
 Needs perf with cpu-clock allowed (root here): a missing or forbidden perf fails with the reason.
 """
 
 from __future__ import annotations
 
 import json
+import os
+import shutil
 import subprocess
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -17,14 +24,18 @@ import pytest
 
 from collectors.profile.analyse import usable_stack
 from collectors.profile.parse import load_folded
+from collectors.profile.record import perf_event_paranoid
+from diag import servers
 
 REPO = Path(__file__).resolve().parents[2]
 
 
+JOB = ["-m", "diag", "run", "embedded:postgres", "-w", "point-select", "-c", "2", "-T", "3", "--warmup", "0"]
+
+
 def run_job(out: Path, *extra: str) -> subprocess.CompletedProcess[str]:
     """The default job, cut to one 3 s point-select step at 2 clients on the embedded PostgreSQL."""
-    return subprocess.run([sys.executable, "-m", "diag", "run", "embedded:postgres", "-w", "point-select",
-                           "-c", "2", "-T", "3", "--warmup", "0", "--out", str(out), *extra],
+    return subprocess.run([sys.executable, *JOB, "--out", str(out), *extra],
                           capture_output=True, text=True, timeout=300, cwd=str(REPO))
 
 
@@ -58,3 +69,60 @@ def test_report_says_which_unwinder_ran(pg_run: tuple[Path, dict[str, Any], str]
     html = (out / "report.html").read_text()
     assert "Stacks: DWARF (frame pointers gave" in html
     assert f"{100 * row['profile']['usable_share']:.0f}% of samples have a usable stack" in html
+
+
+@pytest.fixture(scope="module")
+def nonroot_run(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Path, dict[str, Any], str]]:
+    """The job run by a throwaway system user without any perf privilege.
+
+    This machine's Python lives under /root (mode 700), so the user gets CAP_DAC_READ_SEARCH as an ambient
+    capability to read it: that bypasses directory permissions only; perf asks for CAP_PERFMON or
+    CAP_SYS_ADMIN, which it does not have. initdb checks its own path with access(), which ignores
+    capabilities, so the embedded binaries come from the copy dbdiag makes for unprivileged server users.
+    """
+    if os.geteuid() != 0:
+        pytest.fail("this test creates a throwaway user: run it as root")
+    level = perf_event_paranoid()
+    if level is None or level < 2:
+        pytest.fail(f"kernel.perf_event_paranoid is {level}: this test needs the Debian default (2) to show "
+                    "the fallback")
+    bindir = servers.find_pg_bindir()  # as root: the copy reachable by unprivileged users
+    user = f"dbdiagnp{os.getpid()}"
+    subprocess.run(["useradd", "--system", "--no-create-home", "--shell", "/usr/sbin/nologin", user],
+                   check=True, capture_output=True)
+    try:
+        home = tmp_path_factory.mktemp("nonroot")
+        shutil.chown(home, user, user)
+        env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "HOME": str(home), "DBDIAG_PG_BINDIR": str(bindir)}
+        p = subprocess.run(["setpriv", f"--reuid={user}", f"--regid={user}", "--clear-groups",
+                            "--inh-caps=+dac_read_search", "--ambient-caps=+dac_read_search",
+                            os.path.realpath(sys.executable), *JOB, "--out", str(home / "bundle")],
+                           capture_output=True, text=True, timeout=300, cwd=str(REPO), env=env)
+        assert p.returncode == 0, p.stderr[-3000:]
+        out = home / "bundle"
+        row = json.loads((out / "results.json").read_text())["results"][0]
+        yield out, row, p.stdout + p.stderr
+    finally:
+        subprocess.run(["userdel", user], capture_output=True)
+
+
+def test_nonroot_profiles_the_servers_it_owns(nonroot_run: tuple[Path, dict[str, Any], str]) -> None:
+    out, row, terminal = nonroot_run
+    assert (out / "run.json").stat().st_uid != 0  # really written by the other user
+    prof = row["profile"]
+    assert "error" not in prof, prof
+    assert prof["scope"] == "pids" and prof["unwinder"] == "dwarf"
+    folded = load_folded(out / prof["folded"])
+    backend = {s: n for s, n in folded.items() if s.startswith("backend;")}
+    total = sum(backend.values())
+    assert total >= 20, f"too few backend samples: {total}"
+    assert not any(f.endswith("_[k]") for s in folded for f in s.split(";"))  # user space only
+    deep = sum(n for s, n in backend.items() if "PostgresMain" in s.split(";")[2:] and len(s.split(";")) - 2 >= 5)
+    assert deep > 0.5 * total, f"{deep} of {total}"
+    # Said once on the terminal, with the sysctl and the capability, and kept in run.json for the report.
+    notes = [ln for ln in terminal.splitlines() if "system-wide recording refused" in ln]
+    assert len(notes) == 1 and "kernel.perf_event_paranoid=-1" in notes[0] and "CAP_PERFMON" in notes[0], notes
+    probe = json.loads((out / "run.json").read_text())["collectors"]["profile"]
+    assert probe["ok"] and any("CAP_PERFMON" in m for m in probe["missing"])
+    html = (out / "report.html").read_text()
+    assert "per process, user space only" in html and "system-wide recording refused" in html
