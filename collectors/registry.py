@@ -21,6 +21,7 @@ from collectors.flush import FlushCollector
 from collectors.flush_capability import FlushCapabilitySource
 from collectors.host import HostCollector
 from collectors.mysql import MYSQL_COLLECTORS
+from collectors.node_exporter import NodeExporterHost
 from collectors.pg import PG_COLLECTORS
 from collectors.step_profiles import ClientProfileSource, ServerProfileSource
 from diag.engines import MYSQL, POSTGRES, Engine
@@ -89,6 +90,11 @@ def _host(plan: SourcePlan, ctx: CollectorContext) -> list[Collector]:
     return [HostCollector(ctx)] if plan.host else []
 
 
+def _node_host(plan: SourcePlan, ctx: CollectorContext) -> list[Collector]:
+    """The target's own host from node_exporter, when the run names one for it (``--host-metrics``)."""
+    return [NodeExporterHost(ctx)] if plan.host and ctx.options.get("host_metrics") else []
+
+
 def _server_profile(plan: SourcePlan, ctx: CollectorContext) -> list[Collector]:
     return [ServerProfileSource(_with(ctx, profile_seconds=plan.profile_s))] if plan.profile else []
 
@@ -136,6 +142,7 @@ SOURCES: tuple[Registered, ...] = (
     Registered("profile", "run", _server_profile),
     Registered("client_profile", "run", _client_profile),
     Registered("engine", "target", _engine),
+    Registered("node_host", "target", _node_host),
     Registered("flush", "target", _flush),
 )
 

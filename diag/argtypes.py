@@ -27,11 +27,11 @@ def positive(text: str) -> float:
     return v
 
 
-def key_values(items: list[str] | None) -> dict[str, str]:
+def key_values(items: list[str] | None, option: str = "--set", form: str = "KEY=VALUE") -> dict[str, str]:
     out: dict[str, str] = {}
     for it in items or []:
         if "=" not in it:
-            raise UsageError(f"--set expects KEY=VALUE, got {it!r}")
+            raise UsageError(f"{option} expects {form}, got {it!r}")
         k, v = it.split("=", 1)
         out[k.strip()] = v.strip()
     return out

@@ -78,6 +78,9 @@ def build_parser() -> argparse.ArgumentParser:
                    help="flushes/s the storage can do (skip measuring), e.g. 120 for a 7200 rpm disk "
                         "(default: measured by an fsync test when a workload writes)")
     r.add_argument("--set", action="append", metavar="KEY=VALUE", help="setting for embedded servers")
+    r.add_argument("--host-metrics", action="append", metavar="LABEL=URL",
+                   help="host evidence of target LABEL from its host's node_exporter, e.g. "
+                        "db1=http://db1:9100/metrics (CPU, context switches, disk I/O, device flushes)")
 
     rep = sub.add_parser("report", help="re-render report.html from a run bundle")
     rep.add_argument("bundle", type=Path)
@@ -105,7 +108,8 @@ def cmd_run(a: argparse.Namespace, argv: list[str]) -> int:
                                                                           if w.strip()],
                       driver=drv, out=a.out, name=a.name, argv=["dbdiag", *argv], collect=not a.no_collect,
                       profile=not a.no_profile, profile_seconds=a.profile_seconds, profile_client=a.profile_client,
-                      flush_capability=a.flush_capability, server_settings=_kv(a.set))
+                      flush_capability=a.flush_capability, server_settings=_kv(a.set),
+                      host_metrics=_kv(a.host_metrics, "--host-metrics", "LABEL=URL"))
     run = Run(opts)
     try:
         path = run.execute()

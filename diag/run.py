@@ -24,12 +24,13 @@ from typing import Any, Literal, TextIO
 from collectors.base import Collector, CollectorContext, ServerFacts
 from collectors.hostinfo import data_directory, host_facts, server_binary, server_pid, storage_facts
 from collectors.lifecycle import Batch, Lifecycle
+from collectors.node_exporter import remote_storage_facts
 from collectors.registry import SourcePlan, sources_for
 from collectors.runner import CollectorRunner
 from diag import __version__, servers
 from diag.bundle import BundleWriteError, BundleWriter, safe_name
 from diag.db import Session
-from diag.errors import DiagError, ServerLost, StepsAborted, ToolUnavailable
+from diag.errors import DiagError, ServerLost, StepsAborted, ToolUnavailable, UsageError
 from diag.procs import Supervisor, interrupt_reason
 from diag.serverloss import aborted_line, loss_facts, loss_line
 from diag.targets import Target, parse_target, redact_argv
@@ -73,6 +74,7 @@ class RunOptions:
     kind: str = "run"
     sources: SourcePlan | None = None
     progress: Literal["bar", "steps"] = "bar"
+    host_metrics: dict[str, str] = field(default_factory=dict)  # label -> node_exporter URL (--host-metrics)
 
 
 @dataclass
@@ -127,8 +129,11 @@ def key_settings(s: Session) -> dict[str, str]:
     return s.key_settings()
 
 
-def identify(rt: TargetRuntime) -> None:
-    """Connect once: version, product, driver, key settings, local PID and data directory."""
+def identify(rt: TargetRuntime, host_metrics: str | None = None) -> None:
+    """Connect once: version, product, driver, key settings, local PID and data directory.
+
+    ``host_metrics``: the node_exporter URL of the target's host; its storage facts then come from
+    there (the host the server runs on), not from this machine's /proc."""
     with Session(rt.target) as s:
         rt.pid = rt.server.pid if rt.server else server_pid(s)
         rt.data_dir = str(rt.server.data_dir) if rt.server else data_directory(s)
@@ -143,8 +148,10 @@ def identify(rt: TargetRuntime) -> None:
             "server_pid": rt.pid,
             "server_binary": server_binary(rt.pid),
             "data_directory": rt.data_dir,
-            "storage": storage_facts(rt.data_dir) if rt.target.is_local() else {},
+            "storage": (remote_storage_facts(host_metrics, rt.data_dir) if host_metrics else
+                        storage_facts(rt.data_dir) if rt.target.is_local() else {}),
             "throwaway": rt.server is not None,
+            **({"host_metrics": host_metrics} if host_metrics else {}),
         }
 
 
@@ -182,6 +189,10 @@ class Run:
         dup = {x for x in labels if labels.count(x) > 1}
         if dup:
             raise DiagError(f"two targets share the label {sorted(dup)[0]!r}: name them with LABEL=DSN")
+        unknown = sorted(set(opts.host_metrics) - set(labels))
+        if unknown:
+            raise UsageError(f"--host-metrics {unknown[0]}=...: no target is labelled {unknown[0]!r} "
+                             f"(targets: {', '.join(labels)})")
         validate(opts.workloads, opts.driver)
         name = opts.name or "-".join(opts.workloads)
         self.path = Path(opts.out) if opts.out else default_out(name)
@@ -286,7 +297,7 @@ class Run:
                 self.say(f"dbdiag: starting a throwaway {t.engine} server for {t.label} ...")
                 rt.server = servers.start_server(t.engine, self.opts.server_settings, supervisor=self._supervise())
                 rt.target = rt.server.target(t)
-            identify(rt)
+            identify(rt, self.opts.host_metrics.get(t.label))
             self.say(f"dbdiag: {rt.target.label}: {rt.info['product']} {rt.info['version'].split(' on ')[0]} "
                      f"via {client_driver_text(rt.target.dbms, self.opts.driver.protocol, self.opts.workloads)}")
         self._write_run_json(targets=[rt.info for rt in self.runtimes])
@@ -304,7 +315,9 @@ class Run:
     def _target_context(self, rt: TargetRuntime) -> CollectorContext:
         return CollectorContext(target=rt.target, artifacts=self.bundle.path / "artifacts", server_pid=rt.pid,
                                 data_dir=rt.data_dir, client_pids=self.sources.client_pids,
-                                servers=(rt.facts(),), bundle=self.bundle)
+                                servers=(rt.facts(),), bundle=self.bundle,
+                                options={"host_metrics": rt.info["host_metrics"]} if rt.info.get("host_metrics")
+                                else {})
 
     def _sweep_all(self) -> None:
         """The one loop over the registry: run-wide sources around everything, each target's around its sweep."""

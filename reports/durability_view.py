@@ -255,6 +255,28 @@ def _series(b: Bundle, name: str, label: str) -> list[dict[str, Any]]:
     return b.series.get(safe_name(f"{name}--{label}"), [])
 
 
+def remote_device_flushes(b: Bundle, label: str, info: dict[str, Any], t0: float, t1: float
+                          ) -> tuple[float | None, str]:
+    """D of a target whose host is read through node_exporter (``--host-metrics``), and where it came from.
+
+    The same counter as /proc/diskstats locally (node_exporter's node_disk_flush_requests_total, in the
+    target's ``host--<label>`` series as ``disk.<dev>.flushes``) of the disk the run found under the
+    data directory from that host's filesystems (run.json ``storage.stat_devices``)."""
+    storage = info.get("storage") or {}
+    devs = [str(d) for d in storage.get("stat_devices") or []]
+    where = f"node_exporter {info['host_metrics']}"
+    if not devs:
+        return None, f"not measured: {storage.get('reason') or storage.get('error') or 'data directory device unknown'}"
+    recs = _series(b, "host", label)
+    keys = [f"disk.{d}.flushes" for d in devs]
+    if not any(isinstance(r.get(k), (int, float)) for r in recs for k in keys):
+        return None, f"not measured: {where} gave no node_disk_flush_requests_total for {', '.join(devs)}"
+    D = window_rate(recs, keys, t0, t1)
+    if D is None:
+        return None, f"not measured: {where} records do not cover the step"
+    return D, f"{where}: node_disk_flush_requests_total of {', '.join(devs)} (all processes on that host)"
+
+
 def _numeric_keys(records: Sequence[dict[str, Any]], prefix: str, suffix: str) -> list[str]:
     keys: set[str] = set()
     for r in records:
@@ -293,7 +315,9 @@ def step_durability(b: Bundle, row: dict[str, Any], one_client_S: float | None =
     engine = _engine(str(info.get("engine") or row.get("engine") or ""))
     sv = target_settings_verdict(info)
     storage = info.get("storage") or {}
-    local = bool(info.get("local")) and storage.get("name") is not None
+    # The WAL/redo is on a block device of the server's host: this machine's (/proc), or the host
+    # its node_exporter describes (--host-metrics), whose device facts came from there.
+    local = bool(info.get("local") or info.get("host_metrics")) and storage.get("name") is not None
     write_cache = storage.get("write_cache")
     notes: list[str] = []
     c = int(row.get("clients") or 1)
@@ -324,10 +348,13 @@ def step_durability(b: Bundle, row: dict[str, Any], one_client_S: float | None =
     if S is None and not S_src:
         S_src = "not measured (no flush tracing and no engine flush counter)"
 
-    dev_keys = _numeric_keys(flush, "device.", ".flushes")
-    D = window_rate(flush, dev_keys, t0, t1) if dev_keys else None
-    D_src = (f"/proc/diskstats flush requests of {', '.join(k.split('.')[1] for k in dev_keys)} "
-             "(all processes on the machine)") if D is not None else "not measured"
+    if info.get("host_metrics"):
+        D, D_src = remote_device_flushes(b, label, info, t0, t1)
+    else:
+        dev_keys = _numeric_keys(flush, "device.", ".flushes")
+        D = window_rate(flush, dev_keys, t0, t1) if dev_keys else None
+        D_src = (f"/proc/diskstats flush requests of {', '.join(k.split('.')[1] for k in dev_keys)} "
+                 "(all processes on the machine)") if D is not None else "not measured"
     if D is not None:
         notes.append("D counts the whole device: flushes by other processes on the machine add to it.")
 

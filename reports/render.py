@@ -75,10 +75,15 @@ def _time_charts(b: Bundle, t_origin: float, bands: list[tuple[float, float, str
     """Host CPU, throughput and p95 latency over time (x: seconds since ``t_origin``)."""
     charts: dict[str, Any] = {}
     host = b.series.get("host", [])
-    if host:
-        charts["host_cpu"] = line_chart([("host CPU busy %", [(t - t_origin, v) for t, v in host_cpu_pct(host)])],
-                                        x_label="seconds since start", y_label="CPU busy (%)")
     label_of = _label_of(b)
+    # A target's own host read through node_exporter (--host-metrics): series host--<label>, same keys.
+    own_hosts = [(label_of.get(n.split("--", 1)[1], n.split("--", 1)[1]), recs)
+                 for n, recs in sorted(b.series_for("host--").items())]
+    cpu_lines = ([("host CPU busy %", [(t - t_origin, v) for t, v in host_cpu_pct(host)])] if host else []) + [
+        (f"{lab} host CPU busy % (node_exporter)", [(t - t_origin, v) for t, v in host_cpu_pct(recs)])
+        for lab, recs in own_hosts]
+    if cpu_lines:
+        charts["host_cpu"] = line_chart(cpu_lines, x_label="seconds since start", y_label="CPU busy (%)")
     tps_series, p95_series = [], []
     for name, recs in sorted(b.series_for("workload--").items()):
         label = label_of.get(name.split("--", 1)[1], name.split("--", 1)[1])
@@ -112,10 +117,14 @@ def _process_charts(b: Bundle, t_origin: float, bands: list[tuple[float, float, 
     if cpu_series:
         charts["proc_cpu"] = line_chart(cpu_series, x_label="seconds since start",
                                         y_label="CPU (% of one core)", bands=bands)
-    if host:
-        charts["ctx"] = line_chart([("context switches/s, whole machine",
-                                     [(t - t_origin, v) for t, v in counter_series(host, "ctx_switches")])],
-                                   x_label="seconds since start", y_label="context switches/s", bands=bands)
+    label_of = _label_of(b)
+    ctx_lines = ([("context switches/s, whole machine",
+                   [(t - t_origin, v) for t, v in counter_series(host, "ctx_switches")])] if host else []) + [
+        (f"context switches/s, {label_of.get(n.split('--', 1)[1], n.split('--', 1)[1])} host (node_exporter)",
+         [(t - t_origin, v) for t, v in counter_series(recs, "ctx_switches")])
+        for n, recs in sorted(b.series_for("host--").items())]
+    if ctx_lines:
+        charts["ctx"] = line_chart(ctx_lines, x_label="seconds since start", y_label="context switches/s", bands=bands)
     return charts
 
 

@@ -45,6 +45,7 @@ class TargetInfo:
     server_binary: str | None = None
     data_directory: str | None = None
     settings: Mapping[str, Any] = field(default_factory=dict)  # key settings as the server reports them
+    host_metrics: str | None = None  # node_exporter URL of the target's host (--host-metrics), when given
     storage: Mapping[str, Any] = field(default_factory=dict)  # the data directory's device facts
     extra: Mapping[str, Any] = field(default_factory=dict)
 
@@ -56,6 +57,8 @@ class TargetInfo:
     def to_dict(self) -> dict[str, Any]:
         d = {k: getattr(self, k) for k in (*_TARGET_STR, *_TARGET_INT, *_TARGET_BOOL)}
         return {**dict(self.extra), **d, "settings": dict(self.settings), "storage": dict(self.storage)}
+        if self.host_metrics is not None:  # only where given: older bundles round-trip unchanged
+            d["host_metrics"] = self.host_metrics
 
     @classmethod
     def from_dict(cls, d: Any, where: str = "target") -> TargetInfo:
@@ -65,8 +68,10 @@ class TargetInfo:
         kw.update({k: get_field(d, k, (int,), where) for k in _TARGET_INT})
         kw.update({k: get_field(d, k, (bool,), where, False) for k in _TARGET_BOOL})
         kw["settings"] = get_field(d, "settings", (dict,), where, {})
+        kw["host_metrics"] = get_field(d, "host_metrics", (str,), where)
         kw["storage"] = get_field(d, "storage", (dict,), where, {})
-        return cls(**kw, extra=unknown_keys(d, (*_TARGET_STR, *_TARGET_INT, *_TARGET_BOOL, "settings", "storage")))
+        return cls(**kw, extra=unknown_keys(d, (*_TARGET_STR, *_TARGET_INT, *_TARGET_BOOL, "host_metrics", "settings",
+                                                "storage")))
 
 
 _RUN_KNOWN = ("format", "tool", "version", "command", "status", "error", "started", "ended", "host", "workloads",

@@ -16,7 +16,7 @@ from typing import Any
 from collectors.profile.analyse import top_symbols
 from collectors.profile.parse import KERNEL_SUFFIX, load_folded
 from collectors.rates import counter_delta
-from diag.bundle import Bundle
+from diag.bundle import Bundle, safe_name
 from diag.engines import MYSQL, POSTGRES, Engine
 from diag.errors import DiagError
 from reports.rules.base import Finding, Step, counter_in_step, num, pct, steps
@@ -113,6 +113,8 @@ class CpuUse:
     client_cores: float | None
     host_ctx: float | None
     collector_cores: float | None = None  # dbdiag's own collectors and their perf children
+    host_source: str = ""  # "" this machine's host series; else where the target's host was read (node_exporter)
+    clients_elsewhere: bool = False  # the target's host is not this machine: clients and collectors use none of it
 
     @property
     def busy_cores(self) -> float:
@@ -120,8 +122,8 @@ class CpuUse:
 
     @property
     def others_cores(self) -> float:
-        return max(0.0, self.busy_cores - (self.server_cores or 0.0) - (self.client_cores or 0.0)
-                   - (self.collector_cores or 0.0))
+        here = 0.0 if self.clients_elsewhere else (self.client_cores or 0.0) + (self.collector_cores or 0.0)
+        return max(0.0, self.busy_cores - (self.server_cores or 0.0) - here)
 
 
 def cpu_use(b: Bundle, step: Step) -> CpuUse | None:
@@ -174,13 +176,47 @@ def _cpu_use(b: Bundle, step: Step) -> CpuUse | None:
             have_own = True
             own = [a + w * x for a, x in zip(own, group_deltas(po, cur["procs.collector"], prev["t"]))]
     ncpu = int(recs[-1].get("ncpu") or 0) if recs else 0
+    proc_span, host_source = span, ""
+    own_host = _target_host(b, step)
+    if own_host is not None:  # the target's host read through node_exporter (--host-metrics)
+        span, total, busy, ctx, ncpu, host_source = own_host
     if span <= 0 or total <= 0 or ncpu <= 0:
         return None
+    per = proc_span if proc_span > 0 else 1.0
     return CpuUse(ncpu=ncpu, span_s=span, host_busy=busy / total,
-                  server_cores=(srv[0] + srv[1]) / span if have_srv else None, server_user_s=srv[0],
+                  server_cores=(srv[0] + srv[1]) / per if have_srv else None, server_user_s=srv[0],
                   server_sys_s=srv[1], server_ctx_vol=srv[2], server_ctx_invol=srv[3],
                   client_cores=(cli[0] + cli[1]) / cli_span if have_cli else None, host_ctx=ctx,
-                  collector_cores=(own[0] + own[1]) / span if have_own else None)
+                  collector_cores=(own[0] + own[1]) / per if have_own else None, host_source=host_source,
+                  clients_elsewhere=bool(host_source) and not _target_local(b, step.target))
+
+
+def _target_local(b: Bundle, label: str) -> bool:
+    return any(t.get("label") == label and t.get("local") for t in b.run.get("targets") or [])
+
+
+def _target_host(b: Bundle, step: Step) -> tuple[float, float, float, float, int, str] | None:
+    """(span s, total CPU s, busy CPU s, context switches, CPUs, source) of the step from the target's own
+    host series (``host--<label>``: node_exporter, see collectors.node_exporter); None without one.
+
+    The same interval weighting as the local host series; per-process rows are not in it (they come
+    from this machine's series)."""
+    recs = [r for r in b.series.get(safe_name(f"host--{step.target}"), []) if isinstance(r.get("t"), (int, float))]
+    if len(recs) < 2:
+        return None
+    span = total = busy = ctx = 0.0
+    for prev, cur in zip(recs, recs[1:]):
+        dt = cur["t"] - prev["t"]
+        overlap = min(cur["t"], step.t1) - max(prev["t"], step.t0)
+        d = [_delta(prev, cur, f"cpu.all.{f}") for f in CPU_ALL]
+        if dt <= 0 or overlap <= 0 or any(x is None for x in d):
+            continue
+        w = overlap / dt
+        span += overlap
+        total += w * sum(d)  # type: ignore[arg-type]
+        busy += w * sum(_delta(prev, cur, f"cpu.all.{f}") or 0.0 for f in CPU_BUSY)
+        ctx += w * (_delta(prev, cur, "ctx_switches") or 0.0)
+    return span, total, busy, ctx, int(recs[-1].get("ncpu") or 0), str(recs[-1].get("source") or "")
 
 
 def _delta(prev: Mapping[str, Any], cur: Mapping[str, Any], key: str) -> float | None:
@@ -188,7 +224,8 @@ def _delta(prev: Mapping[str, Any], cur: Mapping[str, Any], key: str) -> float |
 
 
 def _cpu_evidence(u: CpuUse, step: Step) -> dict[str, Any]:
-    ev: dict[str, Any] = {"source": f"host CPU counters and per-process CPU (psutil), {u.span_s:.1f} s of intervals",
+    where = f"host CPU counters from {u.host_source}" if u.host_source else "host CPU counters"
+    ev: dict[str, Any] = {"source": f"{where} and per-process CPU (psutil), {u.span_s:.1f} s of intervals",
                           "cpus": u.ncpu, "host_busy_pct": num(100 * u.host_busy)}
     if u.server_cores is not None:
         ev["server_cpu_cores"] = num(u.server_cores, 2)

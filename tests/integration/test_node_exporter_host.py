@@ -1,0 +1,142 @@
+"""``--host-metrics LABEL=URL``: a real node_exporter on 127.0.0.1 feeds a target's host sections and durability checks.
+
+One module-wide ``dbdiag run`` (insert, 1 client, 2 s) against the session's throwaway PostgreSQL, with
+node_exporter (Debian: prometheus-node-exporter) started here on a free loopback port as that target's host.
+The server is on this machine too, so the same run's local sources (/proc host series, /proc/diskstats in
+flush tracing) measure the same CPUs and the same disk: the node_exporter figures are checked against them,
+with margins for the two sources sampling at different moments of each second (and other processes on the
+machine, which both see alike).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import shutil
+import subprocess
+import sys
+import time
+import urllib.request
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from collectors.base import CollectorContext
+from collectors.hostinfo import storage_facts
+from collectors.node_exporter import NodeExporterHost
+from diag import servers
+from diag.bundle import Bundle, Memo, load_bundle
+from diag.targets import parse_target
+from reports.durability_view import durability_rows, window_rate
+from reports.rules.base import steps
+from reports.rules.cpu import cpu_use
+
+REPO = Path(__file__).resolve().parents[2]
+COLLECTORS = ("cpu", "stat", "diskstats", "meminfo", "loadavg", "filesystem")
+
+
+def node_exporter_binary() -> str:
+    exe = shutil.which("prometheus-node-exporter") or shutil.which("node_exporter")
+    if not exe:
+        pytest.fail("node_exporter is not installed (Debian: apt-get install prometheus-node-exporter)")
+    return exe
+
+
+@pytest.fixture(scope="module")
+def node_exporter() -> Iterator[str]:
+    """node_exporter on a free loopback port with the collectors the host sections read; its /metrics URL."""
+    port = servers.free_port()
+    proc = subprocess.Popen([node_exporter_binary(), f"--web.listen-address=127.0.0.1:{port}",
+                             "--collector.disable-defaults", *(f"--collector.{c}" for c in COLLECTORS)],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    url = f"http://127.0.0.1:{port}/metrics"
+    deadline = time.monotonic() + 10
+    while True:
+        try:
+            with urllib.request.urlopen(url, timeout=1) as r:
+                if r.status == 200:
+                    break
+        except OSError:
+            pass
+        if proc.poll() is not None or time.monotonic() > deadline:
+            proc.kill()
+            pytest.fail(f"node_exporter did not serve {url}: {proc.stderr.read() if proc.stderr else ''}")
+        time.sleep(0.1)
+    yield url
+    proc.terminate()
+    proc.wait(timeout=10)
+
+
+@pytest.fixture(scope="module")
+def bundle(pg_server: servers.ThrowawayServer, node_exporter: str, tmp_path_factory: pytest.TempPathFactory) -> Bundle:
+    out = tmp_path_factory.mktemp("hostmetrics") / "bundle"
+    p = subprocess.run([sys.executable, "-m", "diag", "run", f"db={pg_server.dsn()}", "-w", "insert", "-c", "1",
+                        "-T", "2", "--warmup", "0.5", "--no-profile", "--flush-capability", "100000",
+                        "--host-metrics", f"db={node_exporter}", "--out", str(out)],
+                       capture_output=True, text=True, timeout=240, cwd=str(REPO))
+    assert p.returncode == 0, p.stderr[-3000:]
+    assert "Traceback" not in p.stderr
+    return load_bundle(out)
+
+
+def test_target_says_where_its_host_evidence_came_from(bundle: Bundle, node_exporter: str,
+                                                       pg_server: servers.ThrowawayServer) -> None:
+    t = next(t for t in bundle.run["targets"] if t["label"] == "db")
+    assert t["host_metrics"] == node_exporter
+    st = t["storage"]
+    assert st["source"] == f"node_exporter {node_exporter}"
+    # The same disk this machine's /proc and /sys say holds the data directory.
+    assert st["name"] == storage_facts(t["data_directory"])["name"], st
+    assert bundle.run["collectors"]["host--db"]["ok"], bundle.run["collectors"]["host--db"]
+    recs = bundle.series["host--db"]
+    assert len(recs) >= 3
+    assert all(r["source"] == f"node_exporter {node_exporter}" for r in recs)
+    assert not any(k.startswith("procs.") for r in recs for k in r)
+
+
+def test_host_cpu_of_the_step_is_read_from_node_exporter(bundle: Bundle, node_exporter: str) -> None:
+    (step,) = [s for s in steps(bundle) if s.target == "db"]
+    u = cpu_use(bundle, step)
+    assert u is not None and u.host_source == f"node_exporter {node_exporter}"
+    assert u.ncpu == bundle.run["host"]["cpus_logical"]
+    assert u.span_s >= 0.8 * (step.t1 - step.t0)
+    # The same machine through /proc: the local host series' busy share over the same window.
+    local = dataclasses.replace(bundle, series={k: v for k, v in bundle.series.items() if k != "host--db"},
+                                derived=Memo())
+    lu = cpu_use(local, step)
+    assert lu is not None and lu.host_source == ""
+    assert abs(u.host_busy - lu.host_busy) < 0.25, (u.host_busy, lu.host_busy)
+    assert u.server_cores is not None  # the server's own processes still come from this machine's /proc rows
+    html = (bundle.path / "report.html").read_text()
+    assert "db host CPU busy % (node_exporter)" in html and "db host (node_exporter)" in html
+
+
+def test_device_flushes_and_the_plausibility_verdict_use_node_exporter(bundle: Bundle, node_exporter: str) -> None:
+    (s,) = [s for s in durability_rows(bundle) if s.target == "db"]
+    assert s.D_source.startswith(f"node_exporter {node_exporter}: node_disk_flush_requests_total"), s.D_source
+    assert s.local_block_device
+    # Each commit flushes the WAL once and the flush reaches the device (see test_durability_probe's facts).
+    assert s.C > 50 and s.D is not None and s.D >= 0.7 * s.C, (s.C, s.D)
+    # /proc/diskstats of the same disk in the same window (flush tracing's device counter, same run).
+    flush = bundle.series.get("flush--db", [])
+    dev = next(t for t in bundle.run["targets"] if t["label"] == "db")["storage"]["name"]
+    d_proc = window_rate(flush, [f"device.{dev}.flushes"], s.t_start, s.t_end)
+    assert d_proc is not None
+    assert abs(s.D - d_proc) <= 0.35 * max(s.D, d_proc) + 20, (s.D, d_proc)
+    pv = s.plausibility
+    assert pv is not None and pv.status == "plausible", pv
+    check = next(c for c in pv.checks if c.name == "device_sees_flushes")
+    assert check.status == "passed", check
+
+
+def test_a_node_exporter_that_is_not_there_is_a_reason_not_a_failure(pg_server: servers.ThrowawayServer,
+                                                                      tmp_path: Path) -> None:
+    url = f"http://127.0.0.1:{servers.free_port()}/metrics"
+    ctx = CollectorContext(target=parse_target(f"db={pg_server.dsn()}"), artifacts=tmp_path,
+                           options={"host_metrics": url})
+    p = NodeExporterHost(ctx).probe()
+    assert not p.ok and p.reason.startswith(f"cannot read {url}") and "prometheus-node-exporter" in p.hint
+    q = subprocess.run([sys.executable, "-m", "diag", "run", f"db={pg_server.dsn()}", "--host-metrics",
+                        f"other={url}", "--out", str(tmp_path / "b")], capture_output=True, text=True, timeout=60,
+                       cwd=str(REPO))
+    assert q.returncode == 2 and "no target is labelled 'other'" in q.stderr and "Traceback" not in q.stderr
