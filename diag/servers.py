@@ -22,6 +22,7 @@ import contextlib
 import glob
 import os
 import pwd
+import re
 import shutil
 import socket
 import subprocess
@@ -31,6 +32,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from diag.db import Session
 from diag.engines import MYSQL, POSTGRES, Engine, engine_for
 from diag.errors import DiagError, ToolUnavailable
 from diag.procs import Supervisor, pdeathsig_preexec
@@ -298,11 +300,43 @@ def _check(cmd: list[str], user: pwd.struct_passwd | None, what: str, timeout: f
         raise DiagError(f"{what} failed (exit {out.returncode}): {tail}")
 
 
+def _pg_version_num(postgres: Path) -> int:
+    """server_version_num of a postgres binary from ``postgres --version`` (0 when it does not say)."""
+    with contextlib.suppress(OSError, subprocess.SubprocessError):
+        out = subprocess.run([str(postgres), "--version"], capture_output=True, text=True, timeout=20).stdout
+        m = re.search(r"\(PostgreSQL\)\s+(\d+)(?:\.(\d+))?", out)
+        if m:
+            return int(m.group(1)) * 10000 + int(m.group(2) or 0)
+    return 0
+
+
+def _instrumented(dbms: Engine, version_num: int, settings: dict[str, str], instrument: bool) -> list[tuple[str, str]]:
+    """The engine's instrumentation settings (when ``instrument``), then the caller's, which win (the last of
+    a repeated option counts for both servers)."""
+    pairs = dbms.instrumentation_for(version_num) if instrument else []
+    return [*pairs, *settings.items()]
+
+
+def _instrument_sql(srv: ThrowawayServer, instrument: bool) -> None:
+    """Run the engine's instrumentation statements (CREATE EXTENSION pg_stat_statements) on a fresh server.
+
+    A caller's own settings may have switched the library off: then the statement fails and the server
+    stays as asked (the statement sources say why they are off)."""
+    if not instrument or not srv.dbms.instrumentation_sql:
+        return
+    with contextlib.suppress(DiagError), Session(srv.target(), application_name="dbdiag-server") as s:
+        for sql in srv.dbms.instrumentation_sql:
+            s.execute(sql)
+
+
 def start_postgres(settings: dict[str, str] | None = None, port: int | None = None,
-                   prefer_embedded: bool = True, supervisor: Supervisor | None = None) -> ThrowawayServer:
+                   prefer_embedded: bool = True, supervisor: Supervisor | None = None,
+                   instrument: bool = True) -> ThrowawayServer:
     """initdb + postgres on a free port; returns once it accepts connections.
 
     ``supervisor``: adopts the directory at once and the server once started (:meth:`ThrowawayServer.supervise`).
+    ``instrument``: start with :attr:`Engine.instrumentation <diag.engines.base.Engine.instrumentation>`
+    (pg_stat_statements preloaded and created, I/O timing on); ``settings`` override it.
     """
     settings = dict(settings or {})
     bindir = find_pg_bindir(prefer_embedded)
@@ -316,7 +350,7 @@ def start_postgres(settings: dict[str, str] | None = None, port: int | None = No
                 "--no-sync", "--locale=C"], user, "initdb")
         args = [str(bindir / "postgres"), "-D", str(srv.data_dir), "-p", str(srv.port), "-k", str(base),
                 "-c", "listen_addresses=127.0.0.1", "-c", "max_connections=200"]
-        for k, v in settings.items():
+        for k, v in _instrumented(POSTGRES, _pg_version_num(bindir / "postgres"), settings, instrument):
             args += ["-c", f"{k}={v}"]
         log = open(base / "server.log", "wb")
         if user is not None:
@@ -326,6 +360,7 @@ def start_postgres(settings: dict[str, str] | None = None, port: int | None = No
         log.close()
         srv.socket_path = str(base)
         _wait_ready(srv)
+        _instrument_sql(srv, instrument)
         return srv
     except BaseException:
         srv.stop()
@@ -333,9 +368,9 @@ def start_postgres(settings: dict[str, str] | None = None, port: int | None = No
 
 
 def start_mysql(settings: dict[str, str] | None = None, port: int | None = None,
-                supervisor: Supervisor | None = None) -> ThrowawayServer:
-    """mariadb-install-db (or mysqld --initialize-insecure) + the server on a free port (``supervisor``: as
-    for :func:`start_postgres`)."""
+                supervisor: Supervisor | None = None, instrument: bool = True) -> ThrowawayServer:
+    """mariadb-install-db (or mysqld --initialize-insecure) + the server on a free port (``supervisor``,
+    ``instrument``: as for :func:`start_postgres`; here performance_schema with digests, stages, waits)."""
     settings = dict(settings or {})
     server, install, mariadb = find_mysql_binaries()
     user = _run_user()
@@ -355,7 +390,7 @@ def start_mysql(settings: dict[str, str] | None = None, port: int | None = None,
         args = [str(server), "--no-defaults", f"--datadir={data}", f"--port={srv.port}", f"--socket={sock}",
                 "--bind-address=127.0.0.1", f"--pid-file={base / 'mysqld.pid'}", "--skip-name-resolve",
                 f"--log-error={base / 'server.log'}", "--max-connections=300", *user_args]
-        for k, v in settings.items():
+        for k, v in _instrumented(MYSQL, 0, settings, instrument):
             args.append(f"--{k}={v}")
         srv.process = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, cwd="/",
                                        start_new_session=True)
@@ -387,15 +422,17 @@ def _wait_ready(srv: ThrowawayServer) -> None:
     raise DiagError(f"{srv.engine} server did not accept connections within {START_TIMEOUT_S:.0f} s: {last}")
 
 
-Launcher = Callable[..., ThrowawayServer]  # (settings, port, supervisor=...)
+Launcher = Callable[..., ThrowawayServer]  # (settings, port, supervisor=..., instrument=...)
 # How each engine's throwaway server starts (settings, port): keyed by Engine.name. Here rather than on the
 # engine objects because the engines are imported by diag.targets, which this module imports.
 LAUNCHERS: dict[str, Launcher] = {POSTGRES.name: start_postgres, MYSQL.name: start_mysql}
 
 
 def start_server(engine: str | Engine, settings: dict[str, str] | None = None,
-                 port: int | None = None, supervisor: Supervisor | None = None) -> ThrowawayServer:
+                 port: int | None = None, supervisor: Supervisor | None = None,
+                 instrument: bool = True) -> ThrowawayServer:
     """Start a throwaway server for ``engine`` (an Engine, or any name engine_for knows: "postgres",
-    "mariadb"...); UsageError for an unknown name. ``supervisor`` cleans it up if we are killed."""
+    "mariadb"...); UsageError for an unknown name. ``supervisor`` cleans it up if we are killed;
+    ``instrument`` False: without the engine's statement instrumentation (the overhead benchmark's OFF)."""
     dbms = engine if isinstance(engine, Engine) else engine_for(engine)
-    return LAUNCHERS[dbms.name](settings, port, supervisor=supervisor)
+    return LAUNCHERS[dbms.name](settings, port, supervisor=supervisor, instrument=instrument)

@@ -23,7 +23,9 @@ from diag.bundle import Bundle
 from diag.schema import BundleFormatError, MetricDecl, MetricDeclarations
 
 # Every collector that writes a series, by its name (the part of a series name before "--").
-SERIES_COLLECTORS: tuple[type[Collector], ...] = (HostCollector, FlushCollector, *PG_COLLECTORS, *MYSQL_COLLECTORS)
+# In-process engine sources (the statement digests) write into results.json rows, not series.
+SERIES_COLLECTORS: tuple[type[Collector], ...] = (HostCollector, FlushCollector,
+                                                  *(c for c in (*PG_COLLECTORS, *MYSQL_COLLECTORS) if c.sampled))
 
 # The columns of one process row in the host series' ``procs.*`` maps (collectors.host.PROC_FIELDS order):
 # everything is a counter except the resident set size; create_time only tells a reused PID apart.

@@ -4,10 +4,12 @@ Version-specific SQL lives in ``sql/`` and is chosen by
 :func:`collectors.sql.pick_sql`.
 """
 
+from collectors.mysql.blocking import MyBlockingCollector
 from collectors.mysql.settings import MySettingsCollector
 from collectors.mysql.status import MyStatusCollector
+from collectors.mysql.statements import MyStatementSource
 from collectors.mysql.waits import MyWaitsCollector
 
-MYSQL_COLLECTORS = (MyStatusCollector, MyWaitsCollector, MySettingsCollector)
+MYSQL_COLLECTORS = (MyStatusCollector, MyWaitsCollector, MySettingsCollector, MyStatementSource, MyBlockingCollector)
 
-__all__ = ["MYSQL_COLLECTORS", "MySettingsCollector", "MyStatusCollector", "MyWaitsCollector"]
+__all__ = ["MyBlockingCollector", "MyStatementSource", "MYSQL_COLLECTORS", "MySettingsCollector", "MyStatusCollector", "MyWaitsCollector"]

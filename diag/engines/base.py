@@ -86,6 +86,7 @@ class Engine:
     group_commit_condition: ClassVar[str] = ""  # what group_commit_knobs need to work ("" = nothing)
     # Findings and comparisons (asked by reports/rules and reports.compare).
     waits_series: ClassVar[str] = ""           # bundle series of the sampled waits: "pg_waits" / "my_waits"
+    blocking_series: ClassVar[str] = ""        # bundle series of who blocks whom: "pg_blocking" / "my_blocking"
     # One OS process per session, so per-process counters (context switches) cover every session; a threaded
     # server's per-process counters are its main thread's and say nothing about the connections.
     process_per_connection: ClassVar[bool] = False
@@ -116,6 +117,16 @@ class Engine:
     log_directory: ClassVar[str] = ""
     # Throwaway servers (diag.servers starts them, from a launcher registry keyed by name).
     server_stop_signal: ClassVar[int] = signal.SIGTERM  # the signal that shuts a server down fast and cleanly
+    # What a throwaway server starts with so that per-statement evidence exists (statement digests, I/O
+    # timing, stages and waits): (setting, value, oldest server version that has it; 0 = every version), in
+    # order; a setting may repeat (MySQL's performance-schema-instrument). A caller's own settings win.
+    instrumentation: ClassVar[tuple[tuple[str, str, int], ...]] = ()
+    # Statements run once a throwaway server with :attr:`instrumentation` accepts connections.
+    instrumentation_sql: ClassVar[tuple[str, ...]] = ()
+
+    def instrumentation_for(self, version_num: int) -> list[tuple[str, str]]:
+        """The (setting, value) pairs of :attr:`instrumentation` a server of ``version_num`` has."""
+        return [(k, v) for k, v, oldest in self.instrumentation if oldest <= version_num]
 
     # ------------------------------------------------------------------ identity and names
 

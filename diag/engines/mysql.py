@@ -68,10 +68,21 @@ class MysqlEngine(Engine):
     relaxed_durability = "innodb_flush_log_at_trx_commit=2"
     group_commit_condition = "with the binary log on"
     waits_series = "my_waits"
+    blocking_series = "my_blocking"
     per_txn_counters = (("log_bytes_per_txn", ("status.Innodb_os_log_written",)),
                         ("block_reads_per_txn", ("status.Innodb_buffer_pool_read_requests",)),
                         ("disk_reads_per_txn", ("status.Innodb_buffer_pool_reads",)))
     server_stop_signal = signal.SIGTERM  # mysqld's normal shutdown
+    # Per-statement evidence on throwaway servers: performance_schema with statement digests (MariaDB leaves
+    # events_statements_current off, and stages and the InnoDB/metadata-lock waits uninstrumented, by
+    # default). Source: https://mariadb.com/kb/en/performance-schema-system-variables/ and -options/
+    instrumentation = (("performance_schema", "ON", 0),
+                       *((f"performance-schema-consumer-{c}", "ON", 0)
+                         for c in ("events-statements-current", "events-statements-history", "events-stages-current",
+                                   "events-waits-current", "statements-digest")),
+                       *(("performance-schema-instrument", f"{i}=ON", 0)
+                         for i in ("stage/%", "wait/lock/metadata/sql/mdl", "wait/synch/mutex/innodb/%",
+                                   "wait/synch/rwlock/innodb/%", "wait/synch/sxlock/innodb/%")))
     # Sources: https://dev.mysql.com/doc/refman/8.0/en/innodb-parameters.html,
     # https://mariadb.com/kb/en/innodb-system-variables/
     commit_path_settings = ("innodb_flush_log_at_trx_commit", "innodb_flush_method")

@@ -52,11 +52,17 @@ class PostgresEngine(Engine):
     group_commit_knobs = "commit_delay / commit_siblings"
     relaxed_durability = "synchronous_commit=off"
     waits_series = "pg_waits"
+    blocking_series = "pg_blocking"
     process_per_connection = True
     per_txn_counters = (("log_bytes_per_txn", ("wal.wal_bytes",)), ("log_bytes_per_txn", ("wal.lsn_bytes",)),
                         ("block_reads_per_txn", ("db.blks_hit", "db.blks_read")),
                         ("disk_reads_per_txn", ("db.blks_read",)))
     server_stop_signal = signal.SIGINT  # "fast shutdown" (SIGTERM would wait for clients to disconnect)
+    # Per-statement evidence on throwaway servers: pg_stat_statements (the wheel ships it), block I/O timing;
+    # track_wal_io_timing is 14+. Source: https://www.postgresql.org/docs/current/pgstatstatements.html
+    instrumentation = (("shared_preload_libraries", "pg_stat_statements", 0), ("track_io_timing", "on", 0),
+                       ("track_wal_io_timing", "on", 140000))
+    instrumentation_sql = ("CREATE EXTENSION IF NOT EXISTS pg_stat_statements",)
     # Source: "Write Ahead Log" settings, https://www.postgresql.org/docs/current/runtime-config-wal.html
     commit_path_settings = ("fsync", "synchronous_commit")
     sync_method_setting = "wal_sync_method"

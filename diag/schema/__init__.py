@@ -24,7 +24,9 @@ from diag.schema.base import FORMAT, FORMAT_KEY, BundleFormatError, safe_name
 from diag.schema.flush import FLUSH_METHOD, FlushCapabilityInfo, FlushDevice, FlushTarget
 from diag.schema.metrics import METRIC_KINDS, MetricDecl, MetricDeclarations
 from diag.schema.records import FindingRecord, ResultRow, RunInfo, TargetInfo
+from diag.schema.statements import PlanNode, StatementPlan, StatementStat, StepStatements, TableStat
 
 __all__ = ["FLUSH_METHOD", "FORMAT", "FORMAT_KEY", "METRIC_KINDS", "BundleFormatError", "FindingRecord",
-           "FlushCapabilityInfo", "FlushDevice", "FlushTarget", "MetricDecl", "MetricDeclarations", "ResultRow",
-           "RunInfo", "TargetInfo", "safe_name"]
+           "FlushCapabilityInfo", "FlushDevice", "FlushTarget", "MetricDecl", "MetricDeclarations", "PlanNode",
+           "ResultRow", "RunInfo", "StatementPlan", "StatementStat", "StepStatements", "TableStat", "TargetInfo",
+           "safe_name"]

@@ -11,6 +11,7 @@ from diag.schema.base import FORMAT, NUM, as_object, get_field, str_list, unknow
 from diag.schema.flush import FlushCapabilityInfo
 from diag.schema.metrics import MetricDeclarations
 from diag.schema.repeats import RepeatSummary, TpsInterval, check_repeat_fields, num_list
+from diag.schema.statements import StepStatements
 
 
 # --------------------------------------------------------------------------- targets and the run
@@ -44,8 +45,8 @@ class TargetInfo:
     server_pid: int | None = None
     server_binary: str | None = None
     data_directory: str | None = None
-    settings: Mapping[str, Any] = field(default_factory=dict)  # key settings as the server reports them
     host_metrics: str | None = None  # node_exporter URL of the target's host (--host-metrics), when given
+    settings: Mapping[str, Any] = field(default_factory=dict)  # key settings as the server reports them
     storage: Mapping[str, Any] = field(default_factory=dict)  # the data directory's device facts
     extra: Mapping[str, Any] = field(default_factory=dict)
 
@@ -56,9 +57,9 @@ class TargetInfo:
 
     def to_dict(self) -> dict[str, Any]:
         d = {k: getattr(self, k) for k in (*_TARGET_STR, *_TARGET_INT, *_TARGET_BOOL)}
-        return {**dict(self.extra), **d, "settings": dict(self.settings), "storage": dict(self.storage)}
         if self.host_metrics is not None:  # only where given: older bundles round-trip unchanged
             d["host_metrics"] = self.host_metrics
+        return {**dict(self.extra), **d, "settings": dict(self.settings), "storage": dict(self.storage)}
 
     @classmethod
     def from_dict(cls, d: Any, where: str = "target") -> TargetInfo:
@@ -67,8 +68,8 @@ class TargetInfo:
         kw["label"] = get_field(d, "label", (str,), where, required=True)
         kw.update({k: get_field(d, k, (int,), where) for k in _TARGET_INT})
         kw.update({k: get_field(d, k, (bool,), where, False) for k in _TARGET_BOOL})
-        kw["settings"] = get_field(d, "settings", (dict,), where, {})
         kw["host_metrics"] = get_field(d, "host_metrics", (str,), where)
+        kw["settings"] = get_field(d, "settings", (dict,), where, {})
         kw["storage"] = get_field(d, "storage", (dict,), where, {})
         return cls(**kw, extra=unknown_keys(d, (*_TARGET_STR, *_TARGET_INT, *_TARGET_BOOL, "host_metrics", "settings",
                                                 "storage")))
@@ -193,10 +194,12 @@ class ResultRow:
     repeat: int | None = None  # a single repeat's row (as the driver wrote it, before combining)
     repeat_count: int | None = None
     representative_repeat: int | None = None
+    # The step's statement digests and plans (collectors.statements), shape: diag.schema.statements.StepStatements
+    statements: Mapping[str, Any] | None = None
     extra: Mapping[str, Any] = field(default_factory=dict)
 
     _FIELDS = ("target", "workload", "clients", *_ROW_STR, *_ROW_NUM, *_ROW_INT, *_ROW_DICT, "interrupted",
-               "complete", *_ROW_CUT, "profile", *_ROW_REPEAT)
+               "complete", *_ROW_CUT, "profile", "statements", *_ROW_REPEAT)
 
     @property
     def interval(self) -> TpsInterval | None:
@@ -207,6 +210,11 @@ class ResultRow:
     def repeat_summaries(self) -> tuple[RepeatSummary, ...]:
         """:attr:`repeats` as typed records (empty for a step run once)."""
         return tuple(RepeatSummary.from_dict(r, f"repeats[{i}]") for i, r in enumerate(self.repeats))
+
+    @property
+    def step_statements(self) -> StepStatements | None:
+        """:attr:`statements` as a typed record (None when the step has none)."""
+        return StepStatements.from_dict(self.statements, "statements") if self.statements is not None else None
 
     @property
     def is_complete(self) -> bool:
@@ -242,6 +250,9 @@ class ResultRow:
         kw["complete"] = get_field(d, "complete", (bool,), where)
         kw.update({k: get_field(d, k, (dict,), where) for k in _ROW_CUT})
         kw["profile"] = get_field(d, "profile", (dict,), where)
+        kw["statements"] = get_field(d, "statements", (dict,), where)
+        if kw["statements"] is not None:  # validated here, so a bad record names its row when the bundle loads
+            StepStatements.from_dict(kw["statements"], f"{where}: statements")
         check_repeat_fields(d, where)
         kw["interval_tps"] = num_list(d, "interval_tps", where)
         kw["tps_ci"] = get_field(d, "tps_ci", (dict,), where)

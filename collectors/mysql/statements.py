@@ -1,0 +1,123 @@
+"""MySQL / MariaDB's half of the per-step statement source: events_statements_summary_by_digest, EXPLAIN.
+
+Needs performance_schema=ON (a restart), its ``statements_digest`` consumer and
+SELECT on performance_schema. The digest counts rows examined and rows sent per
+statement, so rows examined are the server's own (``examined_from`` "server").
+
+Statements of the binary protocol (prepared) are read from prepared_statements_instances,
+summed per text (MariaDB 10.5+ does not digest them; MySQL does, so there only the digests); a connection takes its counts with it when it closes, so
+the end snapshot is taken :attr:`end_early_s` before the step ends, while the clients are connected.
+
+Plans: ``EXPLAIN FORMAT=JSON`` of a statement text with literals: one sampled in
+the middle of the step from events_statements_history (that consumer on), else
+the digest text. Where a text has ``?`` (prepared statements, digests) each
+becomes the string literal ``'1'``, which MySQL compares as a number to a numeric
+column (an index on it stays usable) and as a string to a string column; ``LIMIT
+?`` becomes ``LIMIT 1`` (``method`` "parameters_substituted").
+
+Own statements: a digest text drops comments, so the ``/* dbdiag */`` marker is
+only seen in a sampled text; dbdiag's catalog statements are also told by what
+they are (SHOW, SET, EXPLAIN, reads of performance_schema and information_schema,
+``SELECT @@...``): a workload's own such statements are left out with them.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import re
+from typing import Any
+
+from collectors.mysql.common import GRANT_PS, current_user, open_session, query_named, to_number
+from collectors.mysql.waits import PS_OFF_HINT
+from collectors.plans import decode, my_plan_nodes
+from collectors.sql import MARKER, SqlUnavailable
+from collectors.statements import SNAPSHOT_TIMEOUT_MS, Snapshot, StatementSource
+from diag.db import Session
+from diag.errors import DbError
+from diag.schema import StatementPlan
+
+_OWN = re.compile(r"^\s*(?:SHOW|SET|EXPLAIN|USE|SELECT\s+@@|SELECT\s+VERSION\s*\(|SELECT\s+CURRENT_USER\s*\()"
+                  r"|`?(?:performance_schema|information_schema)`?\s*\.", re.IGNORECASE)
+_LIMIT = re.compile(r"\b(LIMIT|OFFSET)\s+\?", re.IGNORECASE)
+_ELLIPSIS_LIST = re.compile(r"\(\s*\.\.\.\s*\)")
+CONSUMER_FIX = ("UPDATE performance_schema.setup_consumers SET ENABLED = 'YES' WHERE NAME = '{name}' (or "
+                "performance-schema-consumer-{option}=ON in my.cnf)")
+
+
+def substitute(text: str) -> tuple[str, bool]:
+    """``text`` with each ``?`` parameter as a literal (see the module docstring); whether anything changed."""
+    out = _ELLIPSIS_LIST.sub("('1')", _LIMIT.sub(r"\1 1", text))
+    out = re.sub(r"(?<![\w'`])\?(?![\w'`])", "'1'", out)
+    return out, out != text
+
+
+def _text(v: Any) -> str:
+    return v.decode("utf-8", "replace") if isinstance(v, (bytes, bytearray)) else ("" if v is None else str(v))
+
+
+class MyStatementSource(StatementSource):
+    """events_statements_summary_by_digest per step, with EXPLAIN FORMAT=JSON of the top statements."""
+
+    view = "events_statements_summary_by_digest"
+    counters = ("calls", "total_ms", "rows", "rows_examined", "no_index_used")
+    mid_step_texts = True
+    end_early_s = 0.25
+
+    def __init__(self, ctx: Any) -> None:
+        super().__init__(ctx)
+        self.history = False
+
+    def open(self) -> Session:
+        return open_session(self.ctx.target, self.name, SNAPSHOT_TIMEOUT_MS)
+
+    def check(self, s: Session) -> tuple[str, str, list[str]]:
+        try:
+            row = query_named(s, "digest_consumers")[0]
+        except DbError as e:
+            return f"performance_schema: {e}", GRANT_PS.format(user=current_user(s)), []
+        if not to_number(row.get("ps")):
+            return "performance_schema is OFF", PS_OFF_HINT, []
+        if _text(row.get("digest")).upper() != "YES":
+            return ("the statements_digest consumer of performance_schema is off",
+                    CONSUMER_FIX.format(name="statements_digest", option="statements-digest"), [])
+        try:
+            s.query(f"{MARKER} SELECT 1 FROM performance_schema.events_statements_summary_by_digest LIMIT 1")
+        except DbError as e:
+            if e.kind == "privilege":
+                return (f"performance_schema: {e}", GRANT_PS.format(user=current_user(s)), [])
+            raise
+        self.history = _text(row.get("history")).upper() == "YES"
+        notes = [] if self.history else [
+            "statement samples: the events_statements_history consumer is off, plans come from digest texts ("
+            + CONSUMER_FIX.format(name="events_statements_history", option="events-statements-history") + ")"]
+        return "", "", notes
+
+    def snapshot(self, s: Session, texts: bool) -> Snapshot:
+        out: Snapshot = {}
+        rows = query_named(s, "step_digests")
+        with contextlib.suppress(SqlUnavailable):  # MySQL digests its prepared statements' executions itself
+            rows += query_named(s, "prepared_statements")
+        for r in rows:
+            out[_text(r.pop("key"))] = {"text": _text(r.pop("text")),
+                                        **{k: to_number(v) for k, v in r.items()}}
+        return out
+
+    def sample_texts(self, s: Session) -> dict[str, str]:
+        if not self.history:
+            return {}
+        out: dict[str, str] = {}
+        for r in query_named(s, "statement_samples"):
+            out.setdefault(_text(r["key"]), _text(r["text"]))
+        return out
+
+    def is_own(self, key: str, text: str) -> bool:
+        return text.lstrip().startswith(MARKER) or bool(_OWN.search(text))
+
+    def explain(self, s: Session, text: str) -> tuple[StatementPlan, Any]:
+        if text.rstrip().endswith("..."):
+            return StatementPlan(error="the statement text is cut short (max_digest_length)"), None
+        sql, changed = substitute(text)
+        rows = s.query(f"{MARKER} EXPLAIN FORMAT=JSON {sql}")
+        raw = decode(_text(next(iter(rows[0].values()))))
+        method = "parameters_substituted" if changed else "explain"
+        return StatementPlan(method=method, nodes=tuple(my_plan_nodes(raw))), raw
