@@ -298,8 +298,10 @@ class Run:
                 rt.server = servers.start_server(t.engine, self.opts.server_settings, supervisor=self._supervise())
                 rt.target = rt.server.target(t)
             identify(rt, self.opts.host_metrics.get(t.label))
+            via = client_driver_text(rt.target.dbms, self.opts.driver.protocol, self.opts.workloads,
+                                     paced=bool(self.opts.driver.rate or self.opts.driver.think))
             self.say(f"dbdiag: {rt.target.label}: {rt.info['product']} {rt.info['version'].split(' on ')[0]} "
-                     f"via {client_driver_text(rt.target.dbms, self.opts.driver.protocol, self.opts.workloads)}")
+                     f"via {via}")
         self._write_run_json(targets=[rt.info for rt in self.runtimes])
 
     def _run_context(self) -> CollectorContext:

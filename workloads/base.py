@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from workloads.client import Client
 from workloads.keyloop import Batch
 from workloads.load import Dataset
+from workloads.program import Program
 
 
 @dataclass(frozen=True)
@@ -52,8 +53,10 @@ class Runner:
     txn: Callable[[], int]
     extra: Counter[str] = field(default_factory=Counter)
     pause_ns: Callable[[], int] | None = None
-    # The same one-statement transaction as a C loop (workloads.keyloop), used by the closed loop.
+    # The same transaction as a C loop (workloads.keyloop, workloads.native), used by the closed loop.
     batch: Batch | None = None
+    # Statements each batched transaction sends (what txn() returns).
+    statements: int = 1
 
 
 class Workload:
@@ -69,6 +72,11 @@ class Workload:
 
     def client(self, c: Client, ctx: ClientCtx) -> Runner:
         raise NotImplementedError
+
+    def program(self, ctx: ClientCtx) -> Program | None:
+        """This client's transaction as a program for the native executor (workloads.native), or None:
+        the Python loop runs ``client()``'s transaction. May raise program.Unsupported (same meaning)."""
+        return None
 
     def check(self, c: Client) -> None:
         """Prepare everything once before the run so mistakes surface early (custom scripts)."""

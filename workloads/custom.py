@@ -34,6 +34,7 @@ from typing import Any
 from diag.errors import DbError, UsageError
 from workloads.base import ClientCtx, Runner, Workload
 from workloads.client import Client
+from workloads.program import Param, Program, Unsupported, compile_expr
 from workloads.sql import Stmt
 
 _VAR = re.compile(r"(?<![:\w]):([A-Za-z_][A-Za-z0-9_]*)")
@@ -242,6 +243,24 @@ class Custom(Workload):
             return None
         lo, hi = eval(f"({m.group(1)},)", _helpers())  # constant arithmetic, checked by _compile
         return (lo, hi, sql) if lo <= hi else None
+
+    def program(self, ctx: ClientCtx) -> Program | None:
+        """The script for the native executor: every ``\\set`` expression, control statement and preparable
+        statement; None for pgbench -S's shape (the point-lookup C loop runs it). Unsupported (the Python
+        loop runs the script) for a utility statement with variables (spliced as literals in Python)."""
+        if self.keyed_shape() is not None:
+            return None
+        p = Program()
+        for cmd in self.cmds:
+            if isinstance(cmd, SetCmd):
+                p.expr(cmd.name, compile_expr(cmd.src, p.var))
+            elif cmd.control or (cmd.stmt.verb not in PREPARABLE and not cmd.params):
+                p.simple(cmd.text)
+            elif cmd.stmt.verb in PREPARABLE:
+                p.execute(cmd.stmt, [Param(p.var(n)) for n in cmd.params])
+            else:
+                raise Unsupported(f"{self.path}:{cmd.line}: a utility statement with variables")
+        return p
 
     def client(self, c: Client, ctx: ClientCtx) -> Runner:
         """Compile the script into one Python function: no interpretation on the query loop."""

@@ -7,13 +7,21 @@ table's growth equals the transactions counted (warmup included).
 
 from __future__ import annotations
 
+import random
 import string
 
 from workloads.base import ClientCtx, Runner, Workload
 from workloads.client import Client
 from workloads.load import Dataset, Table
+from workloads.program import Param, Program
 
 VAL_MAX = 1_000_000
+POOL = 997  # distinct txt strings per client
+INSERT_SQL = "INSERT INTO dbdiag.insert_data (val, txt) VALUES (?, ?)"
+
+
+def _pool(rng: random.Random) -> list[str]:
+    return ["".join(rng.choice(string.ascii_letters) for _ in range(20)) for _ in range(POOL)]
 
 
 def insert_dataset(scale: float) -> Dataset:
@@ -30,10 +38,17 @@ class Insert(Workload):
     def dataset(self, scale: float) -> Dataset:
         return insert_dataset(scale)
 
+    def program(self, ctx: ClientCtx) -> Program:
+        """The same insert for the native executor: a value in 1..VAL_MAX and a string of client()'s pool."""
+        p = Program()
+        pool = p.pool(_pool(ctx.rng()))
+        p.execute(INSERT_SQL, [Param(p.uniform("val", 1, VAL_MAX)), Param(p.uniform("txt", 0, POOL - 1), pool)])
+        return p
+
     def client(self, c: Client, ctx: ClientCtx) -> Runner:
-        ins = c.prepare("INSERT INTO dbdiag.insert_data (val, txt) VALUES (?, ?)").run
+        ins = c.prepare(INSERT_SQL).run
         rng = ctx.rng()
-        pool = ["".join(rng.choice(string.ascii_letters) for _ in range(20)) for _ in range(997)]
+        pool = _pool(rng)
         rnd = rng.random
 
         def txn() -> int:

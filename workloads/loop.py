@@ -36,7 +36,10 @@ from diag.targets import Target
 from workloads.base import ClientCtx, Runner, Workload
 from workloads.client import Client, open_client
 from workloads.hist import fold
+from workloads.keyloop import LABEL as KEYLOOP_LABEL
 from workloads.messages import Aborted, Done, Fatal, Go, IntervalCounts, Lost, Ready, Reconnected
+from workloads.native import LABEL as NATIVE_LABEL
+from workloads.native import NativeClient, native_runner
 
 TICK_NS = 100_000_000
 BATCH_CAP = 1 << 16  # latencies one C batch may write: far above a tick's worth at 1 µs per query
@@ -282,6 +285,7 @@ class ClientLoop:
         pcn = time.perf_counter_ns
         batch = self.runner.batch
         assert batch is not None
+        per_txn = self.runner.statements
         buf = array("q", bytes(8 * BATCH_CAP))
         lat: list[int] = []
         nq = 0
@@ -291,7 +295,7 @@ class ClientLoop:
             n, t1, err = batch(t0, next_tick, buf)
             if n:
                 lat += buf[:n]
-                nq += n
+                nq += n * per_txn
             if err is not None:
                 q, t1 = self.recover(err, lat, nq, t1)
                 nq += q
@@ -370,7 +374,14 @@ def client_main(index: int, spec: ClientSpec, pipe: Any, stop: Any) -> None:
     client: Client | None = None
     loop: ClientLoop | None = None
 
+    # The native executor runs the closed loop only; a paced loop (--rate, --think) calls txn() itself.
+    native_ok = not spec.rate and not spec.think
+
     def connect() -> tuple[Client, Runner]:
+        got = native_runner(spec.workload, spec.target, spec.product, spec.driver, spec.protocol, spec.isolation,
+                            ctx) if native_ok else None
+        if got is not None:
+            return got
         c = open_client(spec.target, spec.protocol, spec.isolation, spec.product, spec.driver)
         try:
             return c, spec.workload.client(c, ctx)
@@ -383,7 +394,9 @@ def client_main(index: int, spec: ClientSpec, pipe: Any, stop: Any) -> None:
         except DbError as e:
             pipe.send(Fatal(code=error_key(e), message=str(e), kind=e.kind))
             return
-        pipe.send(Ready(pid=os.getpid(), c_loop=runner.batch is not None and not spec.rate and not spec.think))
+        c_loop = runner.batch is not None and not spec.rate and not spec.think
+        pipe.send(Ready(pid=os.getpid(), c_loop=c_loop,
+                        loop=(NATIVE_LABEL if isinstance(client, NativeClient) else KEYLOOP_LABEL) if c_loop else ""))
         msg = pipe.recv()
         if not isinstance(msg, Go):
             return

@@ -48,10 +48,13 @@ class Go(NamedTuple):
 
 
 class Ready(NamedTuple):
-    """Connected and prepared; ``c_loop``: this client will run the C query loop (:mod:`workloads.keyloop`)."""
+    """Connected and prepared; ``c_loop``: this client will run a C loop, ``loop`` its name (the point-lookup
+    loop of :mod:`workloads.keyloop` or the native executor of :mod:`workloads.native`; "" for the
+    Python loop, or from an older sender)."""
 
     pid: int
     c_loop: bool
+    loop: str = ""
 
     TAG = "ready"
 

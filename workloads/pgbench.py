@@ -12,6 +12,14 @@ from collections.abc import Iterator
 from workloads.base import ClientCtx, Runner, Workload
 from workloads.client import Client
 from workloads.load import Dataset, RowFormat, Table
+from workloads.program import Param, Program
+
+
+UPD_A = "UPDATE dbdiag.pgbench_accounts SET abalance = abalance + ? WHERE aid = ?"
+SEL_A = "SELECT abalance FROM dbdiag.pgbench_accounts WHERE aid = ?"
+UPD_T = "UPDATE dbdiag.pgbench_tellers SET tbalance = tbalance + ? WHERE tid = ?"
+UPD_B = "UPDATE dbdiag.pgbench_branches SET bbalance = bbalance + ? WHERE bid = ?"
+INS_H = "INSERT INTO dbdiag.pgbench_history (tid, bid, aid, delta, mtime) VALUES (?, ?, ?, ?, CURRENT_TIMESTAMP)"
 
 
 def sizes(scale: float) -> tuple[int, int, int]:
@@ -62,14 +70,24 @@ class ReadWrite(Workload):
     def dataset(self, scale: float) -> Dataset:
         return pgbench_dataset(scale)
 
+    def program(self, ctx: ClientCtx) -> Program:
+        """The same transaction for the native executor: client()'s draws, statements and order."""
+        nb, nt, na = sizes(ctx.scale)
+        p = Program()
+        aid, bid, tid = p.uniform("aid", 1, na), p.uniform("bid", 1, nb), p.uniform("tid", 1, nt)
+        delta = p.uniform("delta", -5000, 5000)
+        p.simple("BEGIN")
+        p.execute(UPD_A, [Param(delta), Param(aid)])
+        p.execute(SEL_A, [Param(aid)])
+        p.execute(UPD_T, [Param(delta), Param(tid)])
+        p.execute(UPD_B, [Param(delta), Param(bid)])
+        p.execute(INS_H, [Param(tid), Param(bid), Param(aid), Param(delta)])
+        p.simple("COMMIT")
+        return p
+
     def client(self, c: Client, ctx: ClientCtx) -> Runner:
         nb, nt, na = sizes(ctx.scale)
-        upd_a = c.prepare("UPDATE dbdiag.pgbench_accounts SET abalance = abalance + ? WHERE aid = ?").run
-        sel_a = c.prepare("SELECT abalance FROM dbdiag.pgbench_accounts WHERE aid = ?").run
-        upd_t = c.prepare("UPDATE dbdiag.pgbench_tellers SET tbalance = tbalance + ? WHERE tid = ?").run
-        upd_b = c.prepare("UPDATE dbdiag.pgbench_branches SET bbalance = bbalance + ? WHERE bid = ?").run
-        ins_h = c.prepare("INSERT INTO dbdiag.pgbench_history (tid, bid, aid, delta, mtime) "
-                          "VALUES (?, ?, ?, ?, CURRENT_TIMESTAMP)").run
+        upd_a, sel_a, upd_t, upd_b, ins_h = (c.prepare(sql).run for sql in (UPD_A, SEL_A, UPD_T, UPD_B, INS_H))
         begin, commit = c.begin, c.commit
         rnd = ctx.rng().random
 

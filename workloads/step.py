@@ -65,7 +65,8 @@ class Step:
         self.row: dict | None = None
         self.totals = Totals()
         self.pids: list[int] = []
-        self.c_loops: list[bool] = []       # per ready client: it runs the C query loop
+        self.c_loops: list[bool] = []       # per ready client: it runs a C loop
+        self.loops: list[str] = []          # per ready client: the name of its C loop ("": the Python loop)
         self.info: StepInfo | None = None   # set when the measured part begins
         self.ncpu = os.cpu_count() or 1
         self._merger: IntervalMerger | None = None
@@ -87,6 +88,7 @@ class Step:
                     else:
                         self.pids.append(msg.pid)
                         self.c_loops.append(bool(msg.c_loop))
+                        self.loops.append(msg.loop or (KEYLOOP_LABEL if msg.c_loop else ""))
                 self._measure(pool)
             except KeyboardInterrupt:
                 self._stopping = True
@@ -230,18 +232,20 @@ class Step:
         measure_ns = self._merger.plan.measure_ns
         for m in merged:
             self.series.write(series_record(self.key, m, self._clock, self.ncpu))
-            if self.bar.out is not None:
-                self.bar.say(interval_line(self.key, m, measure_ns, self.ncpu))
             # A short last interval (the step's end, a cut) is noisier: only full ones are samples.
             if m.seconds >= FULL_INTERVAL * self.opts.report_interval_s:
                 self.interval_tps.append(round(m.transactions / m.seconds, 2))
+            if self.bar.out is not None:
+                self.bar.say(interval_line(self.key, m, measure_ns, self.ncpu))
 
     # -- result ------------------------------------------------------------------
 
     def _driver_label(self) -> str:
-        """The driver and version; "+ C query loop" when every client ran workloads.keyloop."""
+        """The driver and version; "+ C query loop" when every client ran workloads.keyloop, "+ native
+        executor" when every client ran workloads.native (a mix names no loop: the Python loop ran too)."""
         label = driver_label(self.drv)
-        return f"{label} + {KEYLOOP_LABEL}" if self.c_loops and all(self.c_loops) else label
+        loops = set(self.loops)
+        return f"{label} + {self.loops[0]}" if len(loops) == 1 and self.loops[0] else label
 
     def _finish(self, interrupted: bool) -> dict:
         assert self._merger is not None

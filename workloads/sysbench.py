@@ -15,10 +15,17 @@ from collections.abc import Iterator
 from workloads.base import ClientCtx, Runner, Workload
 from workloads.client import Client
 from workloads.load import Dataset, RowFormat, Table
+from workloads.program import Param, Program
 
 ROWS_PER_SCALE = 100_000
 RANGE_SIZE = 100
 POINT_SELECTS = 10
+POINT_SQL = "SELECT c FROM dbdiag.sbtest1 WHERE id = ?"
+# sysbench oltp_read_only's simple, sum, order and distinct ranges, in its order
+RANGE_SQL = ("SELECT c FROM dbdiag.sbtest1 WHERE id BETWEEN ? AND ?",
+             "SELECT SUM(k) FROM dbdiag.sbtest1 WHERE id BETWEEN ? AND ?",
+             "SELECT c FROM dbdiag.sbtest1 WHERE id BETWEEN ? AND ? ORDER BY c",
+             "SELECT DISTINCT c FROM dbdiag.sbtest1 WHERE id BETWEEN ? AND ? ORDER BY c")
 _POOL = 1009  # distinct c/pad strings: enough variety, no per-row random string cost
 
 
@@ -91,7 +98,7 @@ class PointSelect(Workload):
         return sbtest_dataset(scale)
 
     def client(self, c: Client, ctx: ClientCtx) -> Runner:
-        q = c.prepare("SELECT c FROM dbdiag.sbtest1 WHERE id = ?")
+        q = c.prepare(POINT_SQL)
         n = sbtest_rows(ctx.scale)
         return Runner(c.keyed_txn(q, 1, n, ctx.rng().random), batch=c.keyed_batch(q, 1, n, ctx.key_seed()))
 
@@ -103,12 +110,22 @@ class ReadOnly(Workload):
     def dataset(self, scale: float) -> Dataset:
         return sbtest_dataset(scale)
 
+    def program(self, ctx: ClientCtx) -> Program:
+        """The same transaction for the native executor: the statements, ranges and order of client()."""
+        p = Program()
+        n = sbtest_rows(ctx.scale)
+        p.simple("BEGIN")
+        for _ in range(POINT_SELECTS):
+            p.execute(POINT_SQL, [Param(p.uniform("id", 1, n))])
+        for sql in RANGE_SQL:
+            lo = p.uniform("lo", 1, n - RANGE_SIZE + 1)
+            p.execute(sql, [Param(lo), Param(p.add("hi", "lo", RANGE_SIZE - 1))])
+        p.simple("COMMIT")
+        return p
+
     def client(self, c: Client, ctx: ClientCtx) -> Runner:
-        point = c.prepare("SELECT c FROM dbdiag.sbtest1 WHERE id = ?").run
-        simple = c.prepare("SELECT c FROM dbdiag.sbtest1 WHERE id BETWEEN ? AND ?").run
-        total = c.prepare("SELECT SUM(k) FROM dbdiag.sbtest1 WHERE id BETWEEN ? AND ?").run
-        order = c.prepare("SELECT c FROM dbdiag.sbtest1 WHERE id BETWEEN ? AND ? ORDER BY c").run
-        distinct = c.prepare("SELECT DISTINCT c FROM dbdiag.sbtest1 WHERE id BETWEEN ? AND ? ORDER BY c").run
+        point = c.prepare(POINT_SQL).run
+        simple, total, order, distinct = (c.prepare(sql).run for sql in RANGE_SQL)
         begin, commit = c.begin, c.commit
         n = sbtest_rows(ctx.scale)
         span = n - RANGE_SIZE + 1

@@ -411,7 +411,10 @@ def test_point_select_loop_is_recorded_in_the_result(target: Target, py_loop: st
     # The start-up line of a run says the same before the step runs.
     said = client_driver_text(target.dbms, "prepared", ["point-select"])
     assert said == (r["driver"] + " for point lookups" if py_loop == "" else r["driver"]), (said, r["driver"])
-    assert client_driver_text(target.dbms, "prepared", ["read-write"]) == r["driver"].split(" + ")[0]
+    # read-write runs on the native executor (tests/integration/test_native_executor.py), unless asked not to
+    native = " + native executor for read-write" if py_loop == "" else ""
+    assert client_driver_text(target.dbms, "prepared", ["read-write"]) == r["driver"].split(" + ")[0] + native
+    assert client_driver_text(target.dbms, "prepared", ["read-write"], paced=True) == r["driver"].split(" + ")[0]
 
 
 def test_sbtest_binary_copy_loads_the_same_rows_as_text(pg_server: servers.ThrowawayServer) -> None:

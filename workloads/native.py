@@ -1,0 +1,195 @@
+"""The native executor (``workloads/_native.c``): a workload's :class:`~workloads.program.Program` run in C
+on a connection the C side opens and owns.
+
+The C module dlopen()s the libpq that psycopg's binary wheel bundles (the system libpq when psycopg is
+not the binary build) or libmariadb, connects with the target's settings, prepares the program's
+statements and runs whole transactions between two ticks of the client loop
+(:meth:`~workloads.loop.ClientLoop.closed_batch`). Nothing is borrowed from a Python driver: no handle,
+no function address, no /proc/self/maps.
+
+A :class:`NativeClient` stands in for the workload :class:`~workloads.clientbase.Client` of its client
+process: its ``txn()`` runs one transaction (the retry after a serialization failure or deadlock), its
+``batch`` many, and failures come back as the same :class:`DbError` classes as the Python loop's (the
+engine's ``map_error``; a lost connection as kind "lost"; a ``\\set`` error as code "script"). The C
+side rolls back a failed transaction before it returns.
+
+When the module is not compiled, the library cannot be loaded, the protocol is not ``prepared``, the
+loop is paced (``--rate``, ``--think``) or the workload has no program (TPC-C, a custom script outside
+the supported subset), the Python loop runs; ``DBDIAG_PY_LOOP=1`` forces it.
+"""
+
+from __future__ import annotations
+
+from array import array
+from collections.abc import Callable
+from typing import Any
+
+from diag.db import DriverInfo
+from diag.engines import MYSQL, POSTGRES
+from diag.errors import DbError
+from diag.targets import Target
+from workloads import mylib
+from workloads.base import ClientCtx, Runner, Workload
+from workloads.clientbase import APP_NAME, ISOLATION_SQL, Client, Rows
+from workloads.nativelib import LABEL, _native, enabled, my_library, pg_library
+from workloads.pgclient import _PgFailure
+from workloads.program import Program, Unsupported, seed_state
+from workloads.sql import Stmt
+
+CONNECT_TIMEOUT_S = 5
+
+
+def _conninfo(target: Target) -> bytes:
+    """A libpq conninfo string from the engine's connection settings (values quoted)."""
+    kw = POSTGRES.connect_kwargs(target, DriverInfo("libpq", "", None), True, CONNECT_TIMEOUT_S, APP_NAME)
+    parts = []
+    for k, v in kw.items():
+        if v is None or v == "":
+            continue
+        s = str(v).replace("\\", "\\\\").replace("'", "\\'")
+        parts.append(f"{k}='{s}'")
+    return " ".join(parts).encode()
+
+
+def _open_pg(target: Target) -> Any:
+    path = pg_library()
+    if path is None:
+        return None
+    cap, why, detail = _native.pg_open(path.encode(), _conninfo(target))
+    if cap is None and why == "connect":
+        msg = detail.decode(errors="replace").strip() or "connection failed"
+        raise POSTGRES.map_error(_PgFailure(msg, ""), target.label)
+    return cap
+
+
+def _open_my(target: Target) -> Any:
+    path = my_library()
+    if path is None:
+        return None
+    host = None if target.socket else (target.host or "127.0.0.1")
+    port = 0 if target.socket else (target.port or 3306)
+    cap, why, detail = _native.my_open(path.encode(), host, target.user.encode(), (target.password or "").encode(),
+                                       target.database or None, port, target.socket or None, CONNECT_TIMEOUT_S)
+    if cap is None and why == "connect":
+        raise MYSQL.map_error(mylib._MyFailure(int(detail[0]), detail[1].decode(errors="replace")), target.label)
+    return cap
+
+
+def _pg_error(label: str, code: bytes, msg: bytes, lost: bool) -> DbError:
+    text = msg.decode(errors="replace").strip() or "query failed"
+    err = POSTGRES.map_error(_PgFailure(text, code.decode(errors="replace")), label)
+    return DbError(str(err), code=err.code, kind="lost") if lost and err.kind not in ("lost", "connect") else err
+
+
+def _my_error(label: str, code: bytes, msg: bytes, lost: bool) -> DbError:
+    return MYSQL.map_error(mylib._MyFailure(int(code or b"0"), msg.decode(errors="replace")), label)
+
+
+# Per engine: open a connection, the prepared form of a statement, the isolation statement, the error
+# mapping. Keyed by Engine.name (tests/unit/test_architecture.py: every engine is covered).
+OPENERS: dict[str, Callable[[Target], Any]] = {POSTGRES.name: _open_pg, MYSQL.name: _open_my}
+PREPARED_FORM: dict[str, Callable[[Stmt], str]] = {POSTGRES.name: Stmt.numbered, MYSQL.name: Stmt.qmarks}
+ISOLATION_PREFIX: dict[str, str] = {POSTGRES.name: "SET SESSION CHARACTERISTICS AS TRANSACTION ISOLATION LEVEL ",
+                                    MYSQL.name: "SET SESSION TRANSACTION ISOLATION LEVEL "}
+ERRORS: dict[str, Callable[[str, bytes, bytes, bool], DbError]] = {POSTGRES.name: _pg_error,
+                                                                   MYSQL.name: _my_error}
+
+
+class NativeClient(Client):
+    """One native connection with a loaded program (see the module docstring)."""
+
+    def __init__(self, target: Target, driver: DriverInfo, protocol: str, isolation: str, product: str,
+                 prog: Program, seed: int, cap: Any) -> None:
+        # Not Client.__init__: the connection is the C side's own, opened by open_native.
+        self.target, self.driver, self.protocol, self.isolation = target, driver, protocol, isolation
+        self.product = product or self.product
+        self._n = 0
+        self.conn = None
+        self.cap, self.program = cap, prog
+        name = target.dbms.name
+        self._err = ERRORS[name]
+        self.state = seed_state(seed)
+        self.execute(ISOLATION_PREFIX[name] + ISOLATION_SQL[isolation])
+        form = PREPARED_FORM[name]
+        for stmt in prog.stmts:
+            idx, err = _native.prepare(cap, form(stmt).encode(), stmt.nparams)
+            if err is not None:
+                raise self._fail(err)
+        _native.load(cap, prog.packed(), tuple(t.encode() for t in prog.texts),
+                     tuple(tuple(s.encode() for s in p) for p in prog.pools), len(prog.names))
+        self._one = array("q", [0])
+        run, state, fail = _native.run, self.state, self._fail
+
+        def batch(t0: int, until: int, buf: array) -> tuple[int, int, DbError | None]:
+            n, t1, err = run(cap, state, t0, until, buf)
+            return n, t1, (None if err is None else fail(err))
+        self.batch = batch
+
+    def _fail(self, err: tuple[bytes, bytes, bool]) -> DbError:
+        code, msg, lost = err
+        if code == b"script":
+            return DbError(msg.decode(errors="replace"), code="script", kind="other")
+        return self._err(self.target.label, code, msg, bool(lost))
+
+    def txn(self) -> int:
+        """One transaction (the retry path of the client loop); DbError when it fails."""
+        n, _, err = _native.run(self.cap, self.state, 0, 0, self._one)
+        if err is not None:
+            raise self._fail(err)
+        return self.program.statements
+
+    def execute(self, sql: str) -> Rows:
+        err = _native.exec_simple(self.cap, sql.encode())
+        if err is not None:
+            raise self._fail(err)
+        return ()
+
+    def after_error(self) -> None:
+        """The C side rolled the failed transaction back already."""
+
+    def stats(self) -> tuple[tuple[int, int, int], ...]:
+        """(executions, result rows, ns) per prepared statement of the program."""
+        return _native.stats(self.cap)
+
+    def close(self) -> None:
+        if self.cap is not None:
+            _native.close(self.cap)
+            self.cap = None
+
+
+def open_native(target: Target, product: str, driver: DriverInfo, isolation: str, prog: Program,
+                seed: int) -> NativeClient | None:
+    """A connected :class:`NativeClient` running ``prog``, or None when the native executor cannot run
+    here (module, library, program limits). DbError when the server refuses the connection or a
+    statement."""
+    if not enabled() or target.dbms.name not in OPENERS:
+        return None
+    try:
+        prog.check()
+    except Unsupported:
+        return None
+    cap = OPENERS[target.dbms.name](target)
+    if cap is None:
+        return None
+    try:
+        return NativeClient(target, driver, "prepared", isolation, product, prog, seed, cap)
+    except BaseException:
+        _native.close(cap)
+        raise
+
+
+def native_runner(workload: Workload, target: Target, product: str, driver: DriverInfo, protocol: str,
+                  isolation: str, ctx: ClientCtx) -> tuple[NativeClient, Runner] | None:
+    """The client and runner of ``workload`` on the native executor, or None (the Python loop runs)."""
+    if protocol != "prepared" or not enabled():
+        return None
+    try:
+        prog = workload.program(ctx)
+    except Unsupported:
+        return None
+    if prog is None:
+        return None
+    nc = open_native(target, product, driver, isolation, prog, ctx.key_seed())
+    if nc is None:
+        return None
+    return nc, Runner(nc.txn, batch=nc.batch, statements=prog.statements)
