@@ -139,6 +139,8 @@ class Program:
                     raise Unsupported(f"bad operand at {pc}")
                 depth += 1
             elif op in (OP_ADD, OP_SUB, OP_MUL, OP_DIV, OP_FDIV, OP_MOD, OP_RANDOM):
+                if depth < 2:
+                    raise Unsupported(f"stack underflow at {pc}")
                 depth -= 1
             elif op in (OP_LEAST, OP_GREATEST):
                 if arg is None or not 1 <= arg <= depth:
@@ -161,7 +163,10 @@ class Program:
             elif op == OP_SIMPLE:
                 if depth or arg is None or not 0 <= arg < len(self.texts):
                     raise Unsupported(f"bad text at {pc}")
-            elif op not in (OP_NEG, OP_ABS):
+            elif op in (OP_NEG, OP_ABS):
+                if depth < 1:
+                    raise Unsupported(f"stack underflow at {pc}")
+            else:
                 raise Unsupported(f"unknown op {op} at {pc}")
             if depth < 0 or depth > MAX_STACK:
                 raise Unsupported(f"stack under- or overflow at {pc}")

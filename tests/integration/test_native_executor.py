@@ -1,0 +1,299 @@
+"""The native executor (workloads/_native.c) on real PostgreSQL and MariaDB servers.
+
+The Python loop is the reference: the same program run through a Python client with the same generator
+(:func:`workloads.program.reference_txn`) must send the same statements with the same parameters, so
+the rows each statement returned and the rows written are equal, transaction for transaction. A bad
+program is a ValueError from the C loader, never a crash (fuzzed), and failures come back as the same
+error classes as the Python loop's.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from array import array
+from collections import Counter
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from diag.bundle import BundleWriter
+from diag.db import Session
+from diag.errors import DbError
+from diag.targets import Target
+from workloads import load as wload
+from workloads import nativelib
+from workloads.nativelib import _native as c_module
+from workloads.base import ClientCtx
+from workloads.client import fastest_driver, open_client
+from workloads.custom import Custom
+from workloads.driver import DriverOptions, run_sweep
+from workloads.insert import Insert, insert_dataset
+from workloads.native import NativeClient, open_native
+from workloads.pgbench import ReadWrite, pgbench_dataset
+from workloads.program import Draw, Param, Program, Unsupported, reference_txn, seed_state
+from workloads.sql import Stmt
+from workloads.sysbench import ReadOnly, sbtest_dataset
+
+SCALE = 0.05
+TXNS = 150
+
+
+@pytest.fixture(scope="module", params=["postgres", "mysql"])
+def target(request: pytest.FixtureRequest) -> Target:
+    srv = request.getfixturevalue("pg_server" if request.param == "postgres" else "my_server")
+    t = srv.target()
+    assert nativelib.available(t.dbms), "the native executor (workloads/_native.c) is not built: pip install -e ."
+    with Session(t, statement_timeout_ms=0) as s:
+        wload.ensure_schema(s)
+        for ds in (sbtest_dataset(SCALE), pgbench_dataset(SCALE), insert_dataset(SCALE)):
+            if not wload.is_loaded(s, ds):
+                wload.load(s, ds, out=None)
+    return t
+
+
+def _native(target: Target, prog: Program, seed: int) -> NativeClient:
+    nc = open_native(target, "", fastest_driver(target.dbms), "read-committed", prog, seed)
+    assert nc is not None
+    return nc
+
+
+def _run_native(target: Target, prog: Program, seed: int, n: int) -> tuple[int, ...]:
+    """n transactions in one C call (the buffer's size ends it); rows per statement."""
+    nc = _native(target, prog, seed)
+    try:
+        buf = array("q", bytes(8 * n))
+        t0 = time.perf_counter_ns()
+        done, t1, err = nc.batch(t0, t0 + 10**13, buf)
+        assert (done, err) == (n, None)
+        assert all(v > 0 for v in buf) and sum(buf) == t1 - t0  # per-transaction latencies, back to back
+        stats = nc.stats()
+        assert all(execs > 0 and ns > 0 for execs, _, ns in stats)
+        return tuple(rows for _, rows, _ in stats)
+    finally:
+        nc.close()
+
+
+def _run_reference(target: Target, prog: Program, seed: int, n: int) -> tuple[int, ...]:
+    c = open_client(target, "prepared", "read-committed")
+    try:
+        runs = [c.prepare(s).run for s in prog.stmts]
+        rows = [0] * len(runs)
+        txn = reference_txn(prog, runs, c.execute, Draw(seed_state(seed)), rows)
+        assert sum(txn() for _ in range(n)) == n * prog.statements
+        return tuple(rows)
+    finally:
+        c.close()
+
+
+def _ctx(seed: int) -> ClientCtx:
+    return ClientCtx(0, 1, SCALE, seed=seed)
+
+
+def test_read_only_rows_equal_the_python_reference(target: Target) -> None:
+    prog = ReadOnly().program(_ctx(3))
+    assert prog.statements == 16  # what the Python loop's txn() counts: BEGIN, 10 points, 4 ranges, COMMIT
+    native = _run_native(target, prog, 11, TXNS)
+    assert native == _run_reference(target, prog, 11, TXNS)
+    # each point select finds its row, each range 100 rows (distinct c values), the sum one row
+    assert native == (10 * TXNS, 100 * TXNS, TXNS, 100 * TXNS, 100 * TXNS)
+
+
+def _balances(target: Target) -> Counter[int]:
+    with Session(target, statement_timeout_ms=0) as s:
+        rows = s.query("SELECT aid, abalance FROM dbdiag.pgbench_accounts WHERE abalance <> 0")
+    return Counter({int(r["aid"]): int(r["abalance"]) for r in rows})
+
+
+def _history(target: Target) -> Counter[tuple[int, int, int, int]]:
+    with Session(target, statement_timeout_ms=0) as s:
+        rows = s.query("SELECT tid, bid, aid, delta FROM dbdiag.pgbench_history")
+    return Counter((int(r["tid"]), int(r["bid"]), int(r["aid"]), int(r["delta"])) for r in rows)
+
+
+def test_read_write_changes_equal_the_python_reference(target: Target) -> None:
+    """The same seed moves the same balances by the same deltas and writes the same history rows."""
+    prog = ReadWrite().program(_ctx(5))
+    assert prog.statements == 7  # BEGIN, 3 updates, a select, an insert, COMMIT: the Python loop's count
+    b0, h0 = _balances(target), _history(target)
+    native_rows = _run_native(target, prog, 21, TXNS)
+    b1, h1 = _balances(target), _history(target)
+    ref_rows = _run_reference(target, prog, 21, TXNS)
+    b2, h2 = _balances(target), _history(target)
+    assert native_rows == ref_rows == (0, TXNS, 0, 0, 0)  # the account select finds its row
+    d1, d2 = b1.copy(), b2.copy()
+    d1.subtract(b0)
+    d2.subtract(b1)
+    assert {k: v for k, v in d1.items() if v} == {k: v for k, v in d2.items() if v} != {}
+    assert h1 - h0 == h2 - h1 and sum((h1 - h0).values()) == TXNS
+
+
+def _inserted(target: Target, after_id: int) -> list[tuple[int, str]]:
+    with Session(target, statement_timeout_ms=0) as s:
+        rows = s.query(f"SELECT id, val, txt FROM dbdiag.insert_data WHERE id > {int(after_id)} ORDER BY id")
+    return [(int(r["val"]), str(r["txt"])) for r in rows]
+
+
+def _max_id(target: Target) -> int:
+    with Session(target, statement_timeout_ms=0) as s:
+        return int(s.query("SELECT COALESCE(MAX(id), 0) AS m FROM dbdiag.insert_data")[0]["m"])
+
+
+def test_insert_rows_equal_the_python_reference(target: Target) -> None:
+    prog = Insert().program(_ctx(7))
+    start = _max_id(target)
+    _run_native(target, prog, 31, TXNS)
+    _run_reference(target, prog, 31, TXNS)
+    rows = _inserted(target, start)  # in id order: the native client's, then the reference's
+    first, second = rows[:TXNS], rows[TXNS:]
+    assert len(first) == len(second) == TXNS and first == second
+    assert len({txt for _, txt in first}) > TXNS // 2  # strings from the pool, not one repeated
+
+
+SCRIPT = r"""-- every \set form the Python side knows
+\set a random(1, 1000)
+\set b (:a * 7 - 3) / 4
+\set c -:a % 7
+\set d least(:a, :b, 500) + greatest(1, :c)
+\set e abs(-:a) // 3
+BEGIN;
+INSERT INTO dbdiag.native_custom (a, b, c, d, e) VALUES (:a, :b, :c, :d, :e);
+SELECT COUNT(*) FROM dbdiag.native_custom WHERE a = :a;
+COMMIT;
+"""
+
+
+def test_custom_script_values_equal_the_python_reference(target: Target, tmp_path: Path) -> None:
+    script = tmp_path / "s.sql"
+    script.write_text(SCRIPT)
+    with Session(target, statement_timeout_ms=0) as s:
+        s.execute("DROP TABLE IF EXISTS dbdiag.native_custom")
+        s.execute("CREATE TABLE dbdiag.native_custom (a bigint, b bigint, c bigint, d bigint, e bigint, "
+                  "n integer NOT NULL DEFAULT 0)")
+    wl = Custom(str(script))
+    prog = wl.program(_ctx(1))
+    assert prog is not None and prog.statements == 4
+    _run_native(target, prog, 41, TXNS)
+    _run_reference(target, prog, 41, TXNS)
+    with Session(target, statement_timeout_ms=0) as s:
+        rows = [tuple(int(r[k]) for k in "abcde") for r in s.query("SELECT a, b, c, d, e FROM dbdiag.native_custom")]
+    assert len(rows) == 2 * TXNS and Counter(rows[:TXNS]) == Counter(rows[TXNS:])
+    # and the values are those of the Python \set evaluation (workloads.custom)
+    for a, b, c, d, e in rows:
+        env = {"a": a}
+        sets = {cmd.name: cmd for cmd in wl.cmds if hasattr(cmd, "src")}
+        for name, got in (("b", b), ("c", c), ("d", d), ("e", e)):
+            env[name] = sets[name].fn(env, None)
+            assert env[name] == got, (name, env, got)
+
+
+def test_script_outside_the_subset_falls_back(target: Target, tmp_path: Path) -> None:
+    script = tmp_path / "u.sql"
+    script.write_text("\\set n random(1, 5)\nSET LOCAL lock_timeout = :n;\nSELECT 1;\n")
+    with pytest.raises(Unsupported):
+        Custom(str(script)).program(_ctx(1))
+    script.write_text("\\set id random(1, 10)\nSELECT 1 WHERE 1 = :id;\n")  # pgbench -S's shape: the key loop
+    assert Custom(str(script)).program(_ctx(1)) is None
+
+
+def test_errors_come_back_as_the_python_loops_classes(target: Target) -> None:
+    prog = Program()  # a duplicate key: sbtest1 has every id of 1..5000
+    prog.execute("INSERT INTO dbdiag.sbtest1 (id, k, c, pad) VALUES (?, 0, '', '')", [Param(prog.uniform("z", 1, 1))])
+    nc = _native(target, prog, 1)
+    try:
+        with pytest.raises(DbError) as e:
+            nc.txn()
+        assert e.value.code == ("23505" if target.engine == "postgres" else "1062"), e.value
+        bad = Program()
+        bad.words = [1, 5, 1, 2, 13, 14, 0]  # random(5, 2): upper bound below the lower
+        bad.names = ["x"]
+        bad.execute("SELECT ?", [Param(0)])
+    finally:
+        nc.close()
+    nc = _native(target, bad, 1)
+    try:
+        with pytest.raises(DbError, match="upper bound") as e:
+            nc.txn()
+        assert (e.value.code, e.value.kind) == ("script", "other")
+    finally:
+        nc.close()
+    with pytest.raises(DbError) as e:
+        _native(target, _one("SELECT nosuch FROM dbdiag.sbtest1 WHERE id = ?"), 1)
+    assert e.value.kind != "lost" and e.value.code in ("42703", "1054")
+
+
+def _one(sql: str) -> Program:
+    p = Program()
+    p.execute(sql, [Param(p.uniform("k", 1, 10))])
+    return p
+
+
+def test_lost_connection_is_lost_and_the_step_reconnects(target: Target, tmp_path: Path) -> None:
+    """The server ends the native connection mid-step: the client counts it, connects again and goes on."""
+    result: dict[str, Any] = {}
+
+    def run() -> None:
+        result["rows"] = run_sweep(target, ["read-write"], DriverOptions(clients=(2,), duration_s=2.0, warmup_s=0.2,
+                                                                         scale=SCALE), BundleWriter(tmp_path / "r"),
+                                   progress=None)
+    th = threading.Thread(target=run)
+    th.start()
+    time.sleep(1.2)
+    with Session(target, statement_timeout_ms=0) as s:
+        if target.engine == "postgres":
+            s.query("SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE application_name = 'dbdiag-workload'")
+        else:
+            for r in s.query("SELECT ID AS id FROM information_schema.PROCESSLIST WHERE ID <> CONNECTION_ID() "
+                             "AND USER = SUBSTRING_INDEX(CURRENT_USER(), '@', 1) AND COMMAND <> 'Daemon'"):
+                try:
+                    s.execute(f"KILL {int(r['id'])}")
+                except DbError:
+                    pass
+    th.join(30)
+    r = result["rows"][0]
+    assert r["driver"].endswith("+ native executor"), r["driver"]
+    assert r["reconnects"] >= 1 and r["transactions"] > 0, r
+    assert r["errors"] and not r.get("server_lost"), r
+
+
+@pytest.fixture(scope="module")
+def fuzz_client(target: Target) -> Iterator[NativeClient]:
+    base = Program()
+    base.execute("SELECT ?", [Param(base.var("v"))])
+    nc = _native(target, base, 1)
+    yield nc
+    nc.close()
+
+
+@settings(max_examples=300, deadline=None)
+@given(words=st.lists(st.integers(min_value=-3, max_value=20), max_size=24), nvars=st.integers(0, 3),
+       texts=st.integers(0, 2), pools=st.integers(0, 2))
+def test_bad_programs_are_refused_not_crashed(fuzz_client: NativeClient, words: list[int], nvars: int, texts: int,
+                                              pools: int) -> None:
+    """Random words: the Python check and the C loader agree on every program; a loaded one runs or fails
+    with a DbError, never a crash."""
+    nc = fuzz_client
+    p = Program(stmts=[Stmt.parse("SELECT ?")], texts=["SELECT 1", "SELECT 2"][:texts],
+                pools=[("x",), ("y", "z")][:pools], names=[f"v{i}" for i in range(nvars)], words=list(words))
+    try:
+        p.check()
+        py_ok = True
+    except Unsupported:
+        py_ok = False
+    try:
+        c_module.load(nc.cap, p.packed(), tuple(t.encode() for t in p.texts),
+                      tuple(tuple(s.encode() for s in pool) for pool in p.pools), nvars)
+        c_ok = True
+    except ValueError:
+        c_ok = False
+    assert py_ok == c_ok, (words, nvars, texts, pools)
+    if c_ok:
+        nc.program = p
+        try:
+            nc.txn()
+        except DbError as e:
+            assert e.code in ("script", "22003", "1690", "1264", "22012") or e.kind == "other", e
