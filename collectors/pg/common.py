@@ -21,7 +21,7 @@ from diag.errors import DbError
 from diag.targets import Target
 
 # application_name of each PostgreSQL collector's own session; the wait sampler leaves them out.
-COLLECTOR_NAMES = ("pg_stats", "pg_waits", "pg_settings")
+COLLECTOR_NAMES = ("pg_stats", "pg_waits", "pg_settings", "pg_blocking")
 OWN_APPLICATION_NAMES = tuple(app_name(n) for n in COLLECTOR_NAMES)
 OLDEST_SUPPORTED = 130000  # server_version_num: the oldest server the SQL files cover
 MONITOR_HINT = "GRANT pg_monitor TO the role dbdiag connects as"

@@ -24,7 +24,7 @@ from typing import Any
 
 from diag.bundle import Bundle
 from reports.accounting import Limit, StepAccounting
-from reports.rules import cpu, waits
+from reports.rules import blocking, cpu, waits
 from reports.rules.base import Finding, Step, num, pct
 from reports.rules.limit import key_of, step_limits
 
@@ -79,7 +79,7 @@ def commit_flush_bound(b: Bundle) -> list[Finding]:
 def lock_contention(b: Bundle) -> list[Finding]:
     """:func:`reports.rules.waits.lock_contention` against the step's limit."""
     return _restate(b, waits.lock_contention(b), "wait:lock", "lock",
-                    lambda s, a: f"Lock waits ({_top(a, 'wait:lock')})")
+                    lambda s, a: f"Lock waits ({_top(a, 'wait:lock')}){blocking.title_part(b, s)}")
 
 
 def latch_contention(b: Bundle) -> list[Finding]:

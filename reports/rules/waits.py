@@ -18,6 +18,7 @@ from diag.bundle import Bundle
 from diag.engines import MYSQL, POSTGRES, WAIT_CLASSES, Engine
 from reports.durability_view import durability_rows
 from reports.rules.base import Finding, Step, counter_in_step, gauge_mean, in_window, num, pct, series, steps
+from reports.rules.blocking import blocking_evidence, title_part
 
 # Below this many samples in a step a single sample moves a share by more than
 # 6 points: too coarse to call a cause. One busy backend sampled at 10 Hz gives
@@ -162,13 +163,14 @@ def lock_contention(b: Bundle) -> list[Finding]:
     for step, p, share, ev in _steps_over(b, "lock", LOCK_SHARE, "lock_waits"):
         top = p.keys_of("lock")[0][0]
         ev.update(_vocabulary(step.engine).lock_counters(b, step))
+        ev.update(blocking_evidence(b, step))  # who blocked, how long, the chain (when a blocking sampler ran)
         if step.row.get("retries"):
             ev["retries"] = int(step.row["retries"])
         errors = step.row.get("errors") or {}
         if isinstance(errors, dict) and errors:
             ev["errors"] = ", ".join(f"{k}: {v}" for k, v in sorted(errors.items()))
         out.append(_wait_finding(
-            step, "lock_contention", f"Lock waits take {pct(share)} of backend time ({top})", ev,
+            step, "lock_contention", f"Lock waits take {pct(share)} of backend time ({top}){title_part(b, step)}", ev,
             "Transactions queue for the same rows. Keep the transactions that write them short: no client "
             "round trips, sleeps or slow statements between the write and COMMIT; take the hot row last; "
             "spread a hot counter over several rows; for work queues use SELECT ... FOR UPDATE SKIP LOCKED. "

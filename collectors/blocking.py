@@ -1,0 +1,140 @@
+"""Who blocks whom, for every engine: the samples of one window folded into one blocking record.
+
+The engines' blocking samplers (collectors/pg/blocking.py, collectors/mysql/blocking.py) each find, per
+sample, the sessions waiting for a lock (:class:`Wait`: the waiter, the sessions blocking it, what it wants)
+and what the blockers are doing (:class:`Seen`). :class:`WindowBuilder` adds the samples of one window and
+makes the record of :class:`diag.schema.blocking.BlockingWindow` (the series' typed record).
+
+A waiter counts the time since the previous sample of its kind (``period_s``, seconds) as time spent
+waiting, so the waiters' total waiting time is estimated the way an ASH profile estimates it; the server's
+own wait start (``wait_s``) is kept beside it as the longest wait seen.
+"""
+
+from __future__ import annotations
+
+import time
+from collections import Counter
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from diag.schema.blocking import Blocker, BlockingWindow
+
+STATEMENT_CHARS = 200  # the SQL files cut statements to this many characters too
+MAX_BLOCKERS = 20  # per record: a pile-up of hundreds of sessions keeps its 20 worst blockers
+
+
+@dataclass(frozen=True)
+class Seen:
+    """A session as one sample saw it (``xact_s``/``state_s``: seconds, None when the server does not say)."""
+
+    pid: int
+    user: str = ""
+    client: str = ""
+    state: str = ""
+    statement: str = ""
+    xact_s: float | None = None
+    state_s: float | None = None
+
+
+@dataclass(frozen=True)
+class Wait:
+    """One session waiting for a lock in one sample; ``blockers`` empty when no blocker was seen."""
+
+    pid: int
+    blockers: tuple[int, ...]
+    lock: str
+    period_s: float
+    wait_s: float | None = None
+    why_unattributed: str = ""  # when ``blockers`` is empty and the sampler knows why
+
+
+@dataclass
+class _Acc:
+    first_t: float
+    last_t: float = 0.0
+    ticks: int = 0
+    blocked_s: float = 0.0
+    blocked: set[int] = field(default_factory=set)
+    locks: Counter[str] = field(default_factory=Counter)
+    waits_for: set[int] = field(default_factory=set)
+    longest_wait_s: float | None = None
+    seen: Seen | None = None
+
+
+def _num(v: float | None, digits: int = 3) -> float | None:
+    return None if v is None else round(float(v), digits)
+
+
+class WindowBuilder:
+    """The samples of one window; :meth:`record` makes its series record."""
+
+    def __init__(self) -> None:
+        self.t0 = time.monotonic()
+        self.ticks = 0
+        self.waiting_s = 0.0
+        self.unattributed_s = 0.0
+        self.why: Counter[str] = Counter()
+        self.acc: dict[int, _Acc] = {}
+
+    def add(self, t: float, waits: Iterable[Wait], seen: Mapping[int, Seen]) -> None:
+        """One sample at Unix time ``t``: its waits, and the sessions it saw (by pid)."""
+        self.ticks += 1
+        waits = list(waits)
+        counted: set[int] = set()
+        for w in waits:
+            self.waiting_s += w.period_s
+            if not w.blockers:
+                self.unattributed_s += w.period_s
+                if w.why_unattributed:
+                    self.why[w.why_unattributed] += 1
+                continue
+            for pid in w.blockers:
+                a = self.acc.setdefault(pid, _Acc(first_t=t))
+                if pid not in counted:
+                    a.ticks += 1
+                    counted.add(pid)
+                a.last_t = t
+                a.blocked_s += w.period_s
+                a.blocked.add(w.pid)
+                a.locks[w.lock] += 1
+                if w.wait_s is not None:
+                    a.longest_wait_s = max(a.longest_wait_s or 0.0, w.wait_s)
+                a.seen = seen.get(pid) or a.seen
+        for w in waits:  # a blocker that waits itself: the next link of a chain
+            if w.pid in self.acc:
+                self.acc[w.pid].waits_for.update(w.blockers)
+
+    def record(self, t: float, parts_off: Mapping[str, str] | None = None) -> dict[str, Any]:
+        """The window's record (``t``: Unix s), worst blockers first."""
+        blockers = []
+        for pid, a in sorted(self.acc.items(), key=lambda kv: -kv[1].blocked_s)[:MAX_BLOCKERS]:
+            s = a.seen or Seen(pid)
+            blockers.append(Blocker(
+                pid=pid, user=s.user, client=s.client, state=s.state, statement=s.statement[:STATEMENT_CHARS],
+                xact_s=_num(s.xact_s), state_s=_num(s.state_s), first_t=round(a.first_t, 3),
+                last_t=round(a.last_t, 3), ticks=a.ticks, blocked_s=round(a.blocked_s, 3),
+                blocked=tuple(sorted(a.blocked)), lock=a.locks.most_common(1)[0][0] if a.locks else "",
+                waits_for=tuple(sorted(a.waits_for - {pid})), longest_wait_s=_num(a.longest_wait_s)))
+        return BlockingWindow(t=t, ticks=self.ticks, window_s=round(time.monotonic() - self.t0, 3),
+                              waiting_s=round(self.waiting_s, 3), unattributed_s=round(self.unattributed_s, 3),
+                              unattributed=self.why.most_common(1)[0][0] if self.why else "",
+                              blockers=tuple(blockers), parts_off=dict(parts_off or {})).to_dict()
+
+
+def text(v: Any) -> str:
+    """A column as text (MySQL drivers may return bytes; NULL is "")."""
+    if v is None:
+        return ""
+    return v.decode("utf-8", "replace") if isinstance(v, bytes) else str(v)
+
+
+def seconds(v: Any) -> float | None:
+    """A column of seconds (numeric, Decimal) as float; None for NULL or a negative clock skew."""
+    if v is None:
+        return None
+    try:
+        f = float(v)
+    except (TypeError, ValueError):
+        return None
+    return f if f >= 0 else None

@@ -1,0 +1,267 @@
+"""Blocking chains of MySQL / MariaDB: who blocks the threads that wait for a lock, at the wait rate.
+
+Every tick (10 Hz, :data:`collectors.mysql.waits.TICK_S`) reads the processlist (query
+``blocking_threads``). Threads whose state says they wait for a metadata or table lock ("Waiting for table
+metadata lock": LOCK TABLES, DDL, a table an open transaction touched) get their holders from, in order:
+
+* performance_schema.metadata_locks (``mdl_waits``; performance_schema ON with the
+  wait/lock/metadata/sql/mdl instrument, which MySQL 8 enables and MariaDB does not by default);
+* MariaDB's metadata_lock_info plugin (``mdl_info``), when installed: the threads holding a lock on a
+  table the waiting statement names;
+* else no holder is named, and the record says why.
+
+InnoDB row (and InnoDB table) lock waits come from ``lock_waits`` every
+:data:`collectors.mysql.waits.TRX_EVERY_TICKS` ticks: INNODB_LOCK_WAITS + INNODB_LOCKS + INNODB_TRX
+(MariaDB, MySQL 5.7), performance_schema.data_lock_waits (MySQL 8). Those tables share InnoDB's cache
+that is refreshed only after 100 ms without readers, so they are read no more often than the wait sampler
+reads INNODB_TRX. An idle blocker's last statement comes from performance_schema.events_statements_current
+(``last_statements``) when it is on. Records: :mod:`diag.schema.blocking`. Privileges: PROCESS (other
+users' threads, InnoDB's tables), SELECT on performance_schema.
+"""
+
+from __future__ import annotations
+
+import re
+import time
+from typing import Any
+
+from collectors.base import CollectorContext, Metric, Probe
+from collectors.blocking import Seen, Wait, WindowBuilder, seconds, text
+from collectors.mysql.common import GRANT_PROCESS, GRANT_PS, MyCollector, Parts, query_named
+from collectors.mysql.waits import TICK_S, TRX_EVERY_TICKS
+from collectors.sql import MARKER
+from diag.db import Session
+
+WINDOW_S = 1.0
+MDL_HINT = ("performance_schema=ON with performance-schema-instrument='wait/lock/metadata/sql/mdl=ON', or on "
+            "MariaDB INSTALL SONAME 'metadata_lock_info'")
+HINTS = {"lock_waits": GRANT_PROCESS, "processlist": GRANT_PROCESS, "metadata_locks": GRANT_PS,
+         "last_statements": GRANT_PS, "metadata_lock_info": MDL_HINT}
+NO_MDL_SOURCE = "metadata lock holders not visible: performance_schema does not record metadata locks here"
+THR_LOCK = "table-level lock (THR_LOCK) holders are not shown by the server"
+_LOCK_WAIT = re.compile(r"^Waiting for (.*)lock$", re.IGNORECASE)
+_BACKGROUND_USERS = frozenset({"system user", "event_scheduler"})
+_WORD = r"(?<![\w$`]){}(?![\w$])"
+# Metadata lock modes only LOCK TABLES takes (sql/mdl.h), said in the lock's words too.
+_LOCK_TABLES_MODES = {"SHARED_NO_READ_WRITE": "LOCK TABLES ... WRITE", "SHARED_READ_ONLY": "LOCK TABLES ... READ"}
+
+
+def _on(v: Any) -> bool:
+    return text(v).upper() in ("1", "ON", "YES")
+
+
+def lock_wait_state(row: dict[str, Any]) -> str:
+    """"metadata", "table" (THR_LOCK or other named lock) when a processlist row waits for a lock, else ""."""
+    m = _LOCK_WAIT.match(text(row.get("state")).strip())
+    if not m:
+        return ""
+    return "metadata" if "metadata" in m.group(1).lower() else "table"
+
+
+def held_text(mode: str) -> str:
+    """A held metadata lock mode, with the statement that takes it where only one does."""
+    words = _LOCK_TABLES_MODES.get(mode.upper().removeprefix("MDL_"))
+    return f"{mode} = {words}" if words else mode
+
+
+def seen_thread(row: dict[str, Any], trx_s: float | None = None, statement: str = "") -> Seen:
+    """A processlist row as a :class:`Seen` (``statement``: when INFO is empty, the last one known)."""
+    command, state = text(row.get("command")), text(row.get("state")).strip()
+    ms = seconds(row.get("time_ms"))
+    said = f"{command}: {state}" if state else command
+    if command == "Sleep" and trx_s is not None:
+        said += " (idle in transaction)"  # the server waits for this client to finish its transaction
+    return Seen(pid=int(row["id"]), user=text(row.get("user")), client=text(row.get("host")),
+                state=said, statement=text(row.get("info")) or statement,
+                xact_s=trx_s, state_s=ms / 1000 if ms is not None else None)
+
+
+def mdl_holders_from_info(waiter: dict[str, Any], info: list[dict[str, Any]]) -> list[tuple[int, str, str]]:
+    """(holder, its lock mode, table) of the metadata_lock_info rows on a table the waiter's statement names."""
+    stmt = text(waiter.get("info"))
+    out = []
+    for r in info:
+        pid, name = int(r["pid"]), text(r.get("name"))
+        if pid == int(waiter["id"]) or not name:
+            continue
+        if re.search(_WORD.format(re.escape(name)), stmt, re.IGNORECASE):
+            out.append((pid, text(r.get("mode")), f"{text(r.get('db'))}.{name}"))
+    return out
+
+
+class MyBlockingCollector(MyCollector):
+    """Who blocks whom (processlist, metadata locks, InnoDB lock waits) at the wait-sampling rate."""
+
+    name = "my_blocking"
+    title = "blocking sessions"
+    interval_s = TICK_S
+    hints = HINTS
+    statement_timeout_ms = 1000
+    metrics = (
+        Metric("ticks", "count", "gauge", "processlist samples this window"),
+        Metric("window_s", "s", "gauge", "length of the window"),
+        Metric("waiting_s", "s", "gauge", "time the threads spent waiting for locks this window (sum over "
+               "threads, each sample counting the time since the previous one of its kind)"),
+        Metric("unattributed_s", "s", "gauge", "part of waiting_s with no blocker seen"),
+        Metric("blockers", "threads", "gauge", "each blocking thread: pid (thread id), user, client (host), "
+               "state, statement, xact_s, state_s (s), first_t/last_t (Unix s), ticks, blocked_s (s), blocked "
+               "thread ids, lock, waits_for, longest_wait_s (s)"),
+    )
+
+    def __init__(self, ctx: CollectorContext) -> None:
+        super().__init__(ctx)
+        self.mdl_source = ""  # "metadata_locks", "metadata_lock_info" or "" (none)
+        self._window = WindowBuilder()
+        self._ticks_total = 0
+        self._last: dict[str, float] = {}
+
+    def _plan(self, s: Session, parts: Parts) -> str:
+        """Switch off what this server and user do not allow; the metadata lock source to use."""
+        parts.call("processlist", lambda: query_named(s, "blocking_threads"))
+        parts.call("lock_waits", lambda: query_named(s, "lock_waits"))
+        rows = s.query("SELECT @@performance_schema AS ps")
+        ps_on = bool(rows and _on(rows[0]["ps"]))
+        if ps_on:
+            inst = parts.call("metadata_locks", lambda: query_named(s, "mdl_instrument"))
+            if inst is not None and (not inst or not _on(inst[0]["enabled"])):
+                parts.switch_off("metadata_locks", "instrument wait/lock/metadata/sql/mdl is off",
+                                 hint="UPDATE performance_schema.setup_instruments SET ENABLED='YES' WHERE "
+                                      "NAME='wait/lock/metadata/sql/mdl'")
+            parts.call("metadata_locks", lambda: query_named(s, "mdl_waits"))
+            parts.call("last_statements", lambda: query_named(s, "last_statements", {"pids": "0"}))
+        else:
+            parts.switch_off("metadata_locks", "performance_schema is OFF", hint=MDL_HINT)
+            parts.switch_off("last_statements", "performance_schema is OFF: an idle blocker's last statement "
+                             "is not known", hint="performance_schema=ON in my.cnf, restart")
+        if parts.is_on("metadata_locks"):
+            return "metadata_locks"
+        parts.call("metadata_lock_info", lambda: query_named(s, "mdl_info"))
+        return "metadata_lock_info" if parts.is_on("metadata_lock_info") else ""
+
+    def check(self, s: Session, parts: Parts) -> Probe:
+        source = self._plan(s, parts)
+        if not parts.is_on("processlist"):
+            return Probe(False, parts.off["processlist"], parts.hint())
+        missing = [m for k, m in parts.off.items() if k != "metadata_lock_info" or not source]
+        if source:  # one metadata lock source is enough: the other one being off is not news
+            missing = [m for m in missing if not m.startswith(("metadata_locks", "metadata_lock_info"))]
+        return Probe(True, missing=tuple(missing), hint=parts.hint() if missing else "")
+
+    def start(self) -> None:
+        super().start()
+        assert self.session is not None
+        self.mdl_source = self._plan(self.session, self.parts)
+        self.parts.unsaid()  # the probe said these already
+        self._window = WindowBuilder()
+
+    def _period(self, kind: str, now: float, default: float) -> float:
+        """Seconds since the previous sample of ``kind`` (at most a window), ``default`` for the first."""
+        last = self._last.get(kind)
+        self._last[kind] = now
+        return min(now - last, WINDOW_S) if last is not None else default
+
+    def _mdl_waits(self, s: Session, waiters: list[dict[str, Any]], period: float) -> list[Wait]:
+        """The metadata / table lock waits of one tick, with their holders where a source shows them."""
+        rows: list[dict[str, Any]] = []
+        info: list[dict[str, Any]] = []
+        if self.mdl_source == "metadata_locks" and any(lock_wait_state(w) == "metadata" for w in waiters):
+            rows = self.parts.call("metadata_locks", lambda: query_named(s, "mdl_waits")) or []
+        elif self.mdl_source == "metadata_lock_info" and any(lock_wait_state(w) == "metadata" for w in waiters):
+            info = self.parts.call("metadata_lock_info", lambda: query_named(s, "mdl_info")) or []
+        out = []
+        for w in waiters:
+            pid, kind = int(w["id"]), lock_wait_state(w)
+            ms = seconds(w.get("time_ms"))
+            wait_s = ms / 1000 if ms is not None else None
+            if kind == "table":
+                out.append(Wait(pid, (), text(w.get("state")), period, wait_s, THR_LOCK))
+                continue
+            mine = [r for r in rows if r.get("pid") is not None and int(r["pid"]) == pid and r.get("blocker")]
+            if mine:
+                r = mine[0]
+                lock = f"{text(r['wanted'])} on {text(r['object'])} (held: {held_text(text(r['held']))})"
+                out.append(Wait(pid, tuple(sorted({int(r["blocker"]) for r in mine})), lock, period, wait_s))
+                continue
+            held = mdl_holders_from_info(w, info) if info else []
+            if held:
+                lock = f"metadata lock on {held[0][2]} (held: {held_text(held[0][1])}; from metadata_lock_info)"
+                out.append(Wait(pid, tuple(sorted({h[0] for h in held})), lock, period, wait_s))
+                continue
+            why = "" if self.mdl_source else NO_MDL_SOURCE
+            out.append(Wait(pid, (), "metadata lock", period, wait_s, why))
+        return out
+
+    def _row_waits(self, s: Session, period: float) -> tuple[list[Wait], dict[int, dict[str, Any]]]:
+        """InnoDB lock waits (one Wait per waiter) and the blockers' transaction rows by thread id."""
+        rows = self.parts.call("lock_waits", lambda: query_named(s, "lock_waits")) or []
+        by_waiter: dict[int, list[dict[str, Any]]] = {}
+        for r in rows:
+            if r.get("pid") is not None and r.get("blocker") is not None:
+                by_waiter.setdefault(int(r["pid"]), []).append(r)
+        waits, trx = [], {}
+        for pid, rs in by_waiter.items():
+            r = rs[0]
+            lock = f"{text(r.get('wanted'))} {text(r.get('lock_type')).lower()} lock on {text(r.get('lock_table'))}"
+            if r.get("lock_index"):
+                lock += f" index {text(r['lock_index'])}"
+            if r.get("held"):
+                lock += f" (held: {text(r['held'])})"
+            waits.append(Wait(pid, tuple(sorted({int(x["blocker"]) for x in rs})), lock, period,
+                              seconds(r.get("wait_s"))))
+            for x in rs:
+                trx[int(x["blocker"])] = x
+        return waits, trx
+
+    def _seen(self, s: Session, threads: dict[int, dict[str, Any]], waits: list[Wait],
+              trx: dict[int, dict[str, Any]]) -> dict[int, Seen]:
+        """The blockers of this tick as the processlist (and their transactions) show them."""
+        pids = sorted({b for w in waits for b in w.blockers})
+        idle = [p for p in pids if p in threads and not text(threads[p].get("info"))]
+        last: dict[int, str] = {}
+        if idle and self.parts.is_on("last_statements"):
+            got = self.parts.call("last_statements", lambda: query_named(
+                s, "last_statements", {"pids": ",".join(str(p) for p in idle)})) or []
+            last = {int(r["pid"]): text(r.get("statement")) for r in got if r.get("pid") is not None}
+        seen = {}
+        for p in pids:
+            t = trx.get(p, {})
+            stmt = last.get(p) or text(t.get("b_query"))
+            if p in threads:
+                seen[p] = seen_thread(threads[p], seconds(t.get("b_xact_s")), stmt)
+            else:
+                seen[p] = Seen(p, statement=stmt, xact_s=seconds(t.get("b_xact_s")))
+        return seen
+
+    def _tick(self, s: Session) -> None:
+        rows = self.parts.call("processlist", lambda: query_named(s, "blocking_threads"))
+        if rows is None:
+            return
+        threads = {int(r["id"]): r for r in rows if r.get("id") is not None
+                   and not text(r.get("info")).startswith(MARKER) and text(r.get("user")) not in _BACKGROUND_USERS}
+        now = time.monotonic()
+        waiters = [r for r in threads.values() if lock_wait_state(r)]
+        period = self._period("mdl", now, self.interval_s)  # every tick, so a first waiter counts one tick
+        waits = self._mdl_waits(s, waiters, period) if waiters else []
+        trx: dict[int, dict[str, Any]] = {}
+        if self._ticks_total % TRX_EVERY_TICKS == 0 and self.parts.is_on("lock_waits"):
+            row_waits, trx = self._row_waits(s, self._period("row", now, self.interval_s * TRX_EVERY_TICKS))
+            waits += row_waits
+        self._ticks_total += 1
+        self._window.add(time.time(), waits, self._seen(s, threads, waits, trx) if waits else {})
+
+    def _flush(self) -> dict[str, Any]:
+        rec = self._window.record(time.time(), self.parts.unsaid())
+        self._window = WindowBuilder()
+        return rec
+
+    def sample(self) -> dict[str, Any] | None:
+        assert self.session is not None, "start() first"
+        self._tick(self.session)
+        if time.monotonic() - self._window.t0 >= WINDOW_S - self.interval_s / 2:
+            return self._flush()
+        return None
+
+    def stop(self) -> list[dict[str, Any]] | None:
+        out = [self._flush()] if self.session is not None and self._window.ticks else None
+        super().stop()
+        return out

@@ -1,0 +1,176 @@
+"""Blocking chains of PostgreSQL: who blocks the sessions that wait for a lock, sampled at the wait rate.
+
+Each tick (10 Hz, the rate of :mod:`collectors.pg.waits`) reads the backends of the target's database
+that wait for a heavyweight lock (``wait_event_type = 'Lock'``) with ``pg_blocking_pids()`` and the
+blockers' pg_stat_activity rows (query ``blocking``); only when someone waits, pg_locks once more for
+what each waiter wants and what its blocker holds on the same object (query ``blocking_locks``;
+``waitstart`` on 14+). One record a second (:mod:`diag.schema.blocking`) names each blocker: PID, user,
+application and address, state (``idle in transaction`` for a transaction left open), its statement (the
+last one when idle), transaction and state age, first and last sample seen blocking, the waiters' time.
+
+Privileges: every role sees pg_locks and pg_blocking_pids; other roles' state and query need
+pg_read_all_stats (pg_monitor): without it a blocker of another role is named by PID only.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+from collectors.base import Collector, Metric, Probe
+from collectors.blocking import Seen, Wait, WindowBuilder, seconds, text
+from collectors.pg.common import (MONITOR_HINT, new_parts, open_session, plain, privileges, probe_hint,
+                                  unsupported_reason)
+from collectors.sql import session_sql
+from diag.db import Session
+from diag.errors import DbError
+
+DEFAULT_HZ = 10.0
+WINDOW_S = 1.0
+TICK_TIMEOUT_MS = 500
+HIDDEN_NOTE = "state and statement of other roles' blocking sessions: needs pg_monitor or pg_read_all_stats"
+NO_BLOCKER = ("waiting for a lock no session holds by the time it was sampled (granted between the two "
+              "catalog reads), or held by a prepared transaction")
+
+
+def blocker_state(r: dict[str, Any]) -> str:
+    """What a blocking backend is doing, in pg_stat_activity's words ("idle in transaction", "active, waits
+    Lock:relation"); its backend type when it is not a client backend; "" when this role may not see it."""
+    state = text(r.get("b_state"))
+    btype = text(r.get("b_type"))
+    if r.get("b_wait_type") and state == "active":
+        state += f", waits {text(r['b_wait_type'])}:{text(r.get('b_wait'))}"
+    if btype and btype != "client backend":
+        state = f"{btype}: {state}" if state else btype
+    return state
+
+
+def seen_blocker(r: dict[str, Any]) -> Seen:
+    """The blocker of one ``blocking`` row."""
+    app, addr = text(r.get("b_app")), text(r.get("b_addr")) or "local socket"
+    return Seen(pid=int(r["blocker"]), user=text(r.get("b_user")),
+                client=f"{app} ({addr})" if app else addr, state=blocker_state(r), statement=text(r.get("b_query")),
+                xact_s=seconds(plain(r.get("b_xact_s"))), state_s=seconds(plain(r.get("b_state_s"))))
+
+
+def lock_text(r: dict[str, Any]) -> str:
+    """What one waiter wants, from a ``blocking_locks`` row: "RowExclusiveLock on relation t (held:
+    ExclusiveLock)", "ShareLock on transactionid 742 (row of t) (held: ExclusiveLock)"."""
+    locktype = text(r.get("locktype"))
+    what = {"relation": text(r.get("relation")), "transactionid": text(r.get("xid")),
+            "tuple": text(r.get("relation"))}.get(locktype, "")
+    out = f"{text(r.get('mode'))} on {locktype}" + (f" {what}" if what else "")
+    if locktype == "transactionid" and r.get("tuple_relation"):
+        out += f" (row of {text(r['tuple_relation'])})"
+    if r.get("held"):
+        out += f" (held: {text(r['held'])})"
+    return out
+
+
+def waits_of(rows: list[dict[str, Any]], locks: list[dict[str, Any]], period_s: float) -> list[Wait]:
+    """One :class:`Wait` per waiting backend of a tick, from its ``blocking`` and ``blocking_locks`` rows."""
+    by_waiter: dict[int, list[dict[str, Any]]] = {}
+    for r in rows:
+        by_waiter.setdefault(int(r["pid"]), []).append(r)
+    lock_of: dict[int, dict[str, Any]] = {}
+    for r in locks:  # a waiter has one ungranted lock; prefer the row that names a holder
+        pid = int(r["pid"])
+        if pid not in lock_of or (r.get("holder") and not lock_of[pid].get("holder")):
+            lock_of[pid] = r
+    out = []
+    for pid, rs in by_waiter.items():
+        blockers = tuple(sorted({int(r["blocker"]) for r in rs if r.get("blocker") is not None}))
+        lk = lock_of.get(pid, {})
+        wait_s = seconds(plain(lk.get("wait_s")))
+        if wait_s is None:
+            wait_s = seconds(plain(rs[0].get("query_s")))
+        out.append(Wait(pid, blockers, lock_text(lk) if lk else "a heavyweight lock", period_s, wait_s,
+                        "" if blockers else NO_BLOCKER))
+    return out
+
+
+class PgBlockingCollector(Collector):
+    """Who blocks whom (pg_blocking_pids, pg_stat_activity, pg_locks) at the wait-sampling rate."""
+
+    name = "pg_blocking"
+    title = "blocking sessions"
+    interval_s = 1.0 / DEFAULT_HZ
+    metrics = (
+        Metric("ticks", "count", "gauge", "samples this window"),
+        Metric("window_s", "s", "gauge", "length of the window"),
+        Metric("waiting_s", "s", "gauge", "time the sessions spent waiting for locks this window (sum over "
+               "sessions, each sample counting the time since the previous one)"),
+        Metric("unattributed_s", "s", "gauge", "part of waiting_s with no blocker seen"),
+        Metric("blockers", "sessions", "gauge", "each blocking session: pid, user, client, state, statement, "
+               "xact_s, state_s (s), first_t/last_t (Unix s), ticks, blocked_s (s), blocked pids, lock, "
+               "waits_for pids, longest_wait_s (s)"),
+    )
+
+    def __init__(self, ctx: Any) -> None:
+        super().__init__(ctx)
+        hz = float(ctx.options.get("pg_waits_hz", DEFAULT_HZ))
+        self.interval_s = 1.0 / max(hz, DEFAULT_HZ)
+        self.all_databases = bool(ctx.options.get("pg_waits_all_databases", False))
+        self.session: Session | None = None
+        self.parts = new_parts()
+        self._sql: dict[str, str] = {}
+        self._window = WindowBuilder()
+        self._last_tick: float | None = None
+
+    def probe(self) -> Probe:
+        try:
+            with open_session(self.ctx.target, self.name, TICK_TIMEOUT_MS) as s:
+                too_old = unsupported_reason(s.version_num)
+                if too_old:
+                    return Probe(False, too_old, "use PostgreSQL 13 or newer")
+                s.query(session_sql(s, "blocking"), {"all_databases": self.all_databases})
+                s.query(session_sql(s, "blocking_locks"), {"pids": [0]})
+                priv = privileges(s)
+        except DbError as e:
+            return Probe(False, str(e), probe_hint(e))
+        if not priv.pg_read_all_stats:
+            return Probe(True, hint=MONITOR_HINT, missing=(HIDDEN_NOTE,))
+        return Probe(True)
+
+    def start(self) -> None:
+        self.session = open_session(self.ctx.target, self.name, TICK_TIMEOUT_MS)
+        self._sql = {n: session_sql(self.session, n) for n in ("blocking", "blocking_locks")}
+        self._window = WindowBuilder()
+
+    def _tick(self) -> None:
+        assert self.session is not None, "start() first"
+        now = time.monotonic()
+        # the time this sample stands for: since the previous one (a slow tick stands for more), at most 1 s
+        period = min(now - self._last_tick, WINDOW_S) if self._last_tick is not None else self.interval_s
+        self._last_tick = now
+        rows = self.parts.query("blocking", self.session, self._sql["blocking"],
+                                {"all_databases": self.all_databases})
+        if rows is None:
+            return  # a timed-out or refused read: no sample, rather than a sample that saw no one waiting
+        if not rows:
+            self._window.add(time.time(), [], {})
+            return
+        pids = sorted({int(r["pid"]) for r in rows} | {int(r["blocker"]) for r in rows if r.get("blocker")})
+        locks = self.parts.query("pg_locks", self.session, self._sql["blocking_locks"], {"pids": pids}) or []
+        seen = {int(r["blocker"]): seen_blocker(r) for r in rows if r.get("blocker") is not None}
+        self._window.add(time.time(), waits_of(rows, locks, period), seen)
+
+    def _flush(self) -> dict[str, Any]:
+        rec = self._window.record(time.time(), self.parts.unsaid())
+        self._window = WindowBuilder()
+        return rec
+
+    def sample(self) -> dict[str, Any] | None:
+        self._tick()
+        if time.monotonic() - self._window.t0 >= WINDOW_S - self.interval_s / 2:
+            return self._flush()
+        return None
+
+    def stop(self) -> list[dict[str, Any]] | None:
+        if self.session is None:
+            return None
+        try:
+            return [self._flush()] if self._window.ticks else None
+        finally:
+            self.session.close()
+            self.session = None

@@ -1,0 +1,179 @@
+"""Who blocked whom during a step: the blocking series folded per session, as evidence of lock_contention.
+
+Source: series ``<Engine.blocking_series>--<label>`` (:mod:`diag.schema.blocking`, written by the
+blocking samplers at the wait-sampling rate). A session's blocking time is from the first to the last
+sample that saw it blocking, inside the step's measured window (so a hold that began in the warmup counts
+from the step's start); the blocked sessions' waiting time is the samplers' estimate (each sample
+stands for the time since the previous one), summed over the waiters it blocked.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from diag.bundle import Bundle
+from diag.schema.blocking import Blocker, BlockingWindow
+from reports.rules.base import Step, in_window, num, series
+
+SHOWN_BLOCKERS = 3
+CHAIN_PATHS = 3
+STATEMENT_SHOWN = 120
+
+
+@dataclass
+class BlockerInStep:
+    """One session's blocking over a step, merged from its window records (times Unix s, durations s)."""
+
+    last: Blocker  # the latest record's view of it: who, state, statement
+    first_t: float
+    last_t: float
+    blocked_s: float = 0.0
+    blocked: set[int] = field(default_factory=set)
+    waits_for: set[int] = field(default_factory=set)
+    longest_wait_s: float | None = None
+    lock_s: dict[str, float] = field(default_factory=dict)  # lock text -> blocked_s under it
+
+    @property
+    def pid(self) -> int:
+        return self.last.pid
+
+    @property
+    def span_s(self) -> float:
+        return max(0.0, self.last_t - self.first_t)
+
+    @property
+    def lock(self) -> str:
+        return max(self.lock_s.items(), key=lambda kv: kv[1])[0] if self.lock_s else ""
+
+
+@dataclass(frozen=True)
+class StepBlocking:
+    """A step's blocking: its blockers, worst (most waiting behind it) first, and the waits nobody was seen
+    holding."""
+
+    blockers: tuple[BlockerInStep, ...]
+    waiting_s: float
+    unattributed_s: float
+    unattributed: str
+
+
+def step_blocking(b: Bundle, step: Step) -> StepBlocking | None:
+    """The blocking seen during ``step``, or None when no blocking sampler ran for its target."""
+    name = step.engine.blocking_series
+    raw = in_window(series(b, name, step.target), step) if name else []
+    if not raw:
+        return None
+    where = f"series/{name}--{step.target}.jsonl"
+    merged: dict[int, BlockerInStep] = {}
+    waiting = unattributed = 0.0
+    why: dict[str, float] = {}
+    for i, r in enumerate(raw):
+        w = BlockingWindow.from_dict(r, f"{where}: record {i}")
+        waiting += w.waiting_s
+        unattributed += w.unattributed_s
+        if w.unattributed:
+            why[w.unattributed] = why.get(w.unattributed, 0.0) + w.unattributed_s
+        for bl in w.blockers:
+            first, last = max(bl.first_t, step.t0), min(bl.last_t, step.t1)
+            if last < first:
+                continue  # seen blocking only outside the measured window
+            m = merged.get(bl.pid)
+            if m is None:
+                m = merged[bl.pid] = BlockerInStep(bl, first, last)
+            m.first_t, m.last_t = min(m.first_t, first), max(m.last_t, last)
+            if bl.last_t >= m.last.last_t:
+                m.last = bl
+            m.blocked_s += bl.blocked_s
+            m.blocked.update(bl.blocked)
+            m.waits_for.update(bl.waits_for)
+            if bl.longest_wait_s is not None:
+                m.longest_wait_s = max(m.longest_wait_s or 0.0, bl.longest_wait_s)
+            m.lock_s[bl.lock] = m.lock_s.get(bl.lock, 0.0) + bl.blocked_s
+    order = sorted(merged.values(), key=lambda m: (-m.blocked_s, m.pid))
+    reason = max(why.items(), key=lambda kv: kv[1])[0] if why else ""
+    return StepBlocking(tuple(order), waiting, unattributed, reason)
+
+
+def _short(text: str) -> str:
+    text = " ".join(text.split())
+    return text if len(text) <= STATEMENT_SHOWN else text[: STATEMENT_SHOWN - 3] + "..."
+
+
+def describe(m: BlockerInStep) -> str:
+    """"pid 4711 (user app, psql (127.0.0.1)): idle in transaction, transaction open 2.4 s; statement: ..."."""
+    s = m.last
+    who = ", ".join(x for x in (f"user {s.user}" if s.user else "", s.client) if x)
+    out = f"pid {s.pid}" + (f" ({who})" if who else "")
+    state = s.state or "state not visible to this user"
+    out += f": {state}"
+    if s.xact_s is not None:
+        out += f", transaction open {s.xact_s:.1f} s"
+    out += f"; statement: {_short(s.statement)}" if s.statement else "; statement not known"
+    return out
+
+
+def chains(sb: StepBlocking) -> str:
+    """Blocking chains, waiter first: "4713 -> 4712 -> 4711 (idle in transaction)"; several joined by "; "."""
+    by_pid = {m.pid: m for m in sb.blockers}
+    paths: list[str] = []
+    for m in sb.blockers:
+        for w in sorted(m.blocked - set(by_pid)):  # start from waiters that block nobody
+            path, cur = [w, m.pid], m
+            while cur.waits_for and len(path) < 8:
+                nxt = min(cur.waits_for)
+                if nxt in path:  # a cycle: a deadlock the server will break
+                    path.append(nxt)
+                    break
+                path.append(nxt)
+                if nxt not in by_pid:
+                    break
+                cur = by_pid[nxt]
+            root = by_pid.get(path[-1])
+            tail = f" ({root.last.state})" if root is not None and root.last.state else ""
+            text = " -> ".join(str(p) for p in path) + tail
+            if text not in paths:
+                paths.append(text)
+    if len(paths) > CHAIN_PATHS:
+        return "; ".join(paths[:CHAIN_PATHS]) + f"; and {len(paths) - CHAIN_PATHS} more"
+    return "; ".join(paths)
+
+
+def blocking_evidence(b: Bundle, step: Step) -> dict[str, Any]:
+    """lock_contention's evidence of who blocked: the worst blocker, how long, the chain ({} without a sampler)."""
+    sb = step_blocking(b, step)
+    if sb is None:
+        return {}
+    if not sb.blockers:
+        why = sb.unattributed or "no session was seen holding the lock the waiters wanted"
+        return {"blocker": f"none seen: {why}", "lock_wait_s": num(sb.waiting_s, 2)}
+    top = sb.blockers[0]
+    ev: dict[str, Any] = {
+        "blocker": describe(top),
+        "blocker_lock": top.lock,
+        "blocked_for_s": num(top.span_s, 2),
+        "blocked_sessions": len(top.blocked),
+        "blocked_wait_s": num(top.blocked_s, 2),
+        "blocking_chain": chains(sb),
+    }
+    if top.longest_wait_s is not None:
+        ev["longest_wait_s"] = num(top.longest_wait_s, 2)
+    if len(sb.blockers) > 1:
+        ev["blocking_sessions"] = len(sb.blockers)
+        ev["other_blockers"] = "; ".join(f"{describe(m)} (blocked {m.span_s:.1f} s, {m.blocked_s:.1f} s waited)"
+                                         for m in sb.blockers[1:SHOWN_BLOCKERS])
+    if sb.unattributed_s > 0:
+        ev["lock_wait_no_blocker_s"] = num(sb.unattributed_s, 2)
+        if sb.unattributed:
+            ev["lock_wait_no_blocker"] = sb.unattributed
+    return ev
+
+
+def title_part(b: Bundle, step: Step) -> str:
+    """", blocked by pid 4711 (idle in transaction) for 2.4 s" for a finding's title ("" when none was seen)."""
+    sb = step_blocking(b, step)
+    if sb is None or not sb.blockers:
+        return ""
+    top = sb.blockers[0]
+    state = f" ({top.last.state})" if top.last.state else ""
+    return f", blocked by pid {top.pid}{state} for {top.span_s:.1f} s"

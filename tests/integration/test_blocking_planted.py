@@ -1,0 +1,214 @@
+"""Blocking chains on real servers (PostgreSQL 18 and MariaDB): a planted outside blocker is named, with how long
+it blocked; a step with no blocker names none.
+
+One module-scoped ``dbdiag run`` (in-process, like test_findings_planted) over both throwaway servers, a custom
+read-write script (UPDATE one of 1,000 rows, read another) at 1, 2 and 3 clients, 2.5 s steps. A planter
+thread watches the bundle's events.jsonl for each step's start and, 0.4 s into the measured window, opens an
+outside session that holds a lock for :data:`HOLD_S` seconds and then lets go:
+
+* 1 client: nothing is planted (no blocker may be named; the step has no lock finding);
+* 2 clients: ``LOCK TABLE ... IN EXCLUSIVE MODE`` (PostgreSQL) / ``LOCK TABLES ... WRITE`` (MariaDB);
+* 3 clients: ``UPDATE`` of every row without COMMIT (row locks held by an open transaction).
+
+The lock finding must name the planted session (its PID / thread id from the server), its state or
+statement, and a blocking time within a margin of the hold the planter measured.
+
+MariaDB shows who holds a metadata lock (LOCK TABLES) only through performance_schema's metadata_locks
+(with the wait/lock/metadata/sql/mdl instrument) or the metadata_lock_info plugin; when the throwaway server
+has neither, this module installs the plugin for its run and removes it afterwards.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from diag import servers
+from diag.bundle import load_bundle, read_jsonl
+from diag.db import Session
+from diag.errors import DbError
+from diag.run import Run, RunOptions
+from reports.rules.base import steps
+from reports.rules.blocking import step_blocking
+from workloads.driver import DriverOptions
+
+HOLD_S = 1.5
+START_AFTER_S = 0.4  # into the measured window
+STEP_S = 2.5
+# The blocking time is first-to-last sample seen blocking: it cannot exceed the hold (plus the COMMIT's
+# round trip) and misses at most a sample period at each end (0.1 s; 0.3 s for InnoDB row locks, read at
+# the wait sampler's INNODB_TRX rate), more when a busy machine delays a sample.
+SHORT_BY_S = 0.7
+LONG_BY_S = 0.25
+SCRIPT = ("\\set id random(2, 1000)\n"
+          "UPDATE dbdiag.blk SET n = n + 1 WHERE id = :id;\n"
+          "SELECT n FROM dbdiag.blk WHERE id = 1;\n")
+PLANTS = {2: "table", 3: "row"}
+PLANT_SQL = {
+    ("postgres", "table"): ["BEGIN", "LOCK TABLE dbdiag.blk IN EXCLUSIVE MODE"],
+    ("postgres", "row"): ["BEGIN", "UPDATE dbdiag.blk SET n = n + 1"],
+    ("mysql", "table"): ["LOCK TABLES dbdiag.blk WRITE"],
+    ("mysql", "row"): ["BEGIN", "UPDATE dbdiag.blk SET n = n + 1"],
+}
+RELEASE_SQL = {("postgres", "table"): "COMMIT", ("postgres", "row"): "COMMIT", ("mysql", "table"): "UNLOCK TABLES",
+               ("mysql", "row"): "COMMIT"}
+PID_SQL = {"postgres": "SELECT pg_backend_pid() AS pid", "mysql": "SELECT CONNECTION_ID() AS pid"}
+
+
+def make_table(srv: servers.ThrowawayServer) -> None:
+    with Session(srv.target(), statement_timeout_ms=0) as s:
+        if srv.engine == "postgres":
+            s.execute("CREATE SCHEMA IF NOT EXISTS dbdiag")
+        else:
+            s.execute("CREATE DATABASE IF NOT EXISTS dbdiag")
+        s.execute("DROP TABLE IF EXISTS dbdiag.blk")
+        s.execute("CREATE TABLE dbdiag.blk (id int PRIMARY KEY, n int NOT NULL)")
+        s.execute("INSERT INTO dbdiag.blk SELECT g, 0 FROM " + (
+            "generate_series(1, 1000) g" if srv.engine == "postgres" else
+            "(SELECT seq AS g FROM dbdiag.seq_1_to_1000) AS s"))
+        if srv.engine != "postgres":
+            s.execute("COMMIT")
+
+
+def mdl_holders_visible(srv: servers.ThrowawayServer) -> bool:
+    """Whether this MariaDB shows metadata lock holders without help (performance_schema with the mdl instrument)."""
+    with Session(srv.target()) as s:
+        try:
+            rows = s.query("SELECT ENABLED AS e FROM performance_schema.setup_instruments "
+                           "WHERE NAME = 'wait/lock/metadata/sql/mdl'")
+            on = s.query("SELECT @@performance_schema AS ps")[0]["ps"]
+        except DbError:
+            return False
+    return bool(rows) and str(rows[0]["e"]).upper() == "YES" and str(on) in ("1", "ON")
+
+
+class Planter(threading.Thread):
+    """Plants a blocker in each planned step of each target, from the step_started events of the bundle."""
+
+    def __init__(self, bundle: Path, targets: dict[str, servers.ThrowawayServer]) -> None:
+        super().__init__(daemon=True)
+        self.bundle, self.targets = bundle, targets
+        self.done = threading.Event()
+        self.planted: dict[tuple[str, int], dict[str, Any]] = {}
+        self.errors: list[str] = []
+
+    def run(self) -> None:
+        handled: set[tuple[str, int]] = set()
+        while not self.done.is_set():
+            for e in read_jsonl(self.bundle / "events.jsonl"):
+                key = (str(e.get("target")), int(e.get("clients") or 0))
+                if e.get("kind") != "step_started" or key in handled:
+                    continue
+                handled.add(key)
+                if key[1] in PLANTS:
+                    try:
+                        self.plant(key, float(e["t_start"]))
+                    except Exception as exc:  # reported by the test, not lost in a thread
+                        self.errors.append(f"{key}: {type(exc).__name__}: {exc}")
+            time.sleep(0.02)
+
+    def plant(self, key: tuple[str, int], t_start: float) -> None:
+        srv = self.targets[key[0]]
+        kind = PLANTS[key[1]]
+        with Session(srv.target(), statement_timeout_ms=0, application_name="outside-blocker") as s:
+            pid = int(s.query(PID_SQL[srv.engine])[0]["pid"])
+            time.sleep(max(0.0, t_start + START_AFTER_S - time.time()))
+            for sql in PLANT_SQL[(srv.engine, kind)]:
+                s.execute(sql)
+            held_at = time.time()
+            time.sleep(HOLD_S)
+            s.execute(RELEASE_SQL[(srv.engine, kind)])
+            released = time.time()
+        self.planted[key] = {"pid": pid, "kind": kind, "held_s": released - held_at, "t0": held_at}
+
+
+@pytest.fixture(scope="module")
+def planted_run(pg_server, my_server, tmp_path_factory) -> Iterator[dict[str, Any]]:
+    tmp = tmp_path_factory.mktemp("blocking")
+    for srv in (pg_server, my_server):
+        make_table(srv)
+    plugin = not mdl_holders_visible(my_server)
+    if plugin:
+        with Session(my_server.target()) as s:
+            s.execute("INSTALL SONAME 'metadata_lock_info'")
+    script = tmp / "rw.sql"
+    script.write_text(SCRIPT)
+    out = tmp / "bundle"
+    targets = {"pg": pg_server, "my": my_server}
+    planter = Planter(out, targets)
+    planter.start()
+    log = io.StringIO()
+    t0 = time.monotonic()
+    try:
+        drv = DriverOptions(clients=(1, 2, 3), duration_s=STEP_S, warmup_s=0.5, script=str(script))
+        path = Run(RunOptions(targets=[f"{k}={v.dsn()}" for k, v in targets.items()], workloads=["custom"],
+                              driver=drv, out=out, argv=["dbdiag", "run"], profile=False), out=log).execute()
+    finally:
+        planter.done.set()
+        planter.join(5)
+        if plugin:
+            with Session(my_server.target()) as s:
+                s.execute("UNINSTALL SONAME 'metadata_lock_info'")
+    found = json.loads((path / "findings.json").read_text())["findings"]
+    yield {"path": path, "found": found, "planted": planter.planted, "errors": planter.errors, "log": log.getvalue(),
+           "wall_s": time.monotonic() - t0, "plugin": plugin}
+
+
+def _lock_finding(run: dict[str, Any], target: str, clients: int) -> dict[str, Any] | None:
+    got = [f for f in run["found"] if f["category"] == "lock_contention" and f["target"] == target
+           and f["clients"] == clients]
+    return got[0] if got else None
+
+
+@pytest.mark.parametrize("target", ["pg", "my"])
+@pytest.mark.parametrize("clients", [2, 3])
+def test_planted_blocker_is_named_with_its_hold(planted_run, target: str, clients: int) -> None:
+    assert not planted_run["errors"], planted_run["errors"]
+    plant = planted_run["planted"][(target, clients)]
+    f = _lock_finding(planted_run, target, clients)
+    assert f is not None, ([(x["category"], x["target"], x["clients"]) for x in planted_run["found"]],
+                           planted_run["log"][-2000:])
+    ev = f["evidence"]
+    assert ev["blocker"].startswith(f"pid {plant['pid']} "), ev
+    assert f"blocked by pid {plant['pid']}" in f["title"]
+    said = ev["blocker"] + " | " + ev["blocker_lock"]
+    if target == "pg":
+        assert "idle in transaction" in said, ev
+        assert ("LOCK TABLE dbdiag.blk IN EXCLUSIVE MODE" if plant["kind"] == "table"
+                else "UPDATE dbdiag.blk SET n = n + 1") in said, ev
+    elif plant["kind"] == "table":
+        assert "LOCK TABLES" in said, ev  # the statement (performance_schema) or the lock mode only it takes
+    else:
+        assert "Sleep (idle in transaction), transaction open" in said, ev
+    held = plant["held_s"]
+    assert held - SHORT_BY_S <= ev["blocked_for_s"] <= held + LONG_BY_S, (held, ev)
+    # every client waited behind it for most of the hold, and nobody else blocked them for long
+    assert ev["blocked_sessions"] == clients, ev
+    assert 0.5 * clients * held <= ev["blocked_wait_s"] <= clients * (held + LONG_BY_S), (held, ev)
+    assert str(plant["pid"]) in ev["blocking_chain"], ev
+
+
+@pytest.mark.parametrize("target", ["pg", "my"])
+def test_step_without_blocker_names_none(planted_run, target: str) -> None:
+    assert _lock_finding(planted_run, target, 1) is None
+    b = load_bundle(planted_run["path"])
+    (step,) = [s for s in steps(b) if s.target == target and s.clients == 1]
+    sb = step_blocking(b, step)
+    assert sb is not None  # the sampler ran through the step ...
+    assert sb.blockers == () and sb.waiting_s == 0.0, sb  # ... and saw no one wait and no one block
+    # the planted steps of the same run did see theirs: the sampler is not blind
+    (planted,) = [s for s in steps(b) if s.target == target and s.clients == 2]
+    got = step_blocking(b, planted)
+    assert got is not None and got.blockers and got.blockers[0].pid == planted_run["planted"][(target, 2)]["pid"]
+
+
+def test_run_wall_time(planted_run) -> None:
+    # 6 steps of 2.5 s + warmups + two sweeps' setup: stays inside the suite's budget
+    assert planted_run["wall_s"] < 60, planted_run["wall_s"]
