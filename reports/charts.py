@@ -7,7 +7,7 @@ targets' labels and server strings.
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Mapping, Sequence
 
 from markupsafe import Markup, escape
 
@@ -48,12 +48,16 @@ def fmt(v: float) -> str:
 
 def line_chart(series: Sequence[tuple[str, Sequence[tuple[float, float | None]]]], *, x_label: str,
                y_label: str, width: int = 720, height: int = 260, log_x: bool = False,
-               markers: bool = False, bands: Sequence[tuple[float, float, str]] = ()) -> Markup:
+               markers: bool = False, bands: Sequence[tuple[float, float, str]] = (),
+               intervals: Mapping[str, Sequence[tuple[float, float, float, str]]] | None = None) -> Markup:
     """A line chart; ``series`` is [(name, [(x, y|None), ...])]; None breaks the line.
 
-    ``bands`` are shaded x ranges (start, end, label), e.g. a profile window.
+    ``bands`` are shaded x ranges (start, end, label), e.g. a profile window. ``intervals``: by
+    series name, error bars (x, low, high, what) drawn in the series' colour, e.g. a median's interval.
     """
+    intervals = intervals or {}
     pts = [(x, y) for _, s in series for x, y in s if y is not None and math.isfinite(y)]
+    pts += [(x, hi) for v in intervals.values() for x, _, hi, _ in v if math.isfinite(hi)]
     if not pts:
         return Markup('<p class="empty">no data</p>')
     tx = (lambda v: math.log2(v)) if log_x else (lambda v: v)
@@ -113,11 +117,27 @@ def line_chart(series: Sequence[tuple[str, Sequence[tuple[float, float | None]]]
                 for p in seg:
                     cx, cy = p.split(",")
                     out.append(f'<circle cx="{cx}" cy="{cy}" r="3" fill="{color}"/>')
+        out.extend(_error_bars(intervals.get(name, ()), px, py, color))
         ly = height + 4 + 18 * i
         out.append(f'<rect x="{ml}" y="{ly}" width="12" height="12" fill="{color}"/>'
                    f'<text x="{ml + 18}" y="{ly + 10}" font-size="12">{escape(name)}</text>')
     out.append("</svg>")
     return Markup("".join(out))
+
+
+def _error_bars(bars: Sequence[tuple[float, float, float, str]], px: Callable[[float], float],
+                py: Callable[[float], float], color: str) -> list[str]:
+    """Vertical bars with caps from low to high at x, each with its ``what`` as the hover title."""
+    out = []
+    for x, lo, hi, what in bars:
+        if not (math.isfinite(lo) and math.isfinite(hi)):
+            continue
+        cx, y0, y1 = px(x), py(lo), py(hi)
+        out.append(f'<g class="interval" stroke="{color}" stroke-width="1.4"><title>{escape(what)}</title>'
+                   f'<line x1="{cx:.1f}" y1="{y0:.1f}" x2="{cx:.1f}" y2="{y1:.1f}"/>'
+                   f'<line x1="{cx - 4:.1f}" y1="{y0:.1f}" x2="{cx + 4:.1f}" y2="{y0:.1f}"/>'
+                   f'<line x1="{cx - 4:.1f}" y1="{y1:.1f}" x2="{cx + 4:.1f}" y2="{y1:.1f}"/></g>')
+    return out
 
 
 def stacked_bars(bars: Sequence[tuple[str, Sequence[tuple[str, str, float, float]]]], width: int = 640) -> Markup:

@@ -30,6 +30,7 @@ from reports.durability_view import target_info, target_settings_verdict, window
 from reports.resources import step_resources
 from reports.rules.base import engine_of, steps
 from reports.sentences import Side, contributions, pair_sentences, side_names
+from reports.significance import Verdict, compare_rows
 
 # Per-transaction time from the host series, compared only when a side has no time accounting.
 TIME_ROWS = (
@@ -78,8 +79,10 @@ def engine_per_txn(b: Bundle, row: dict[str, Any]) -> dict[str, float]:
 
 
 def run_name(b: Bundle) -> str:
-    """A run's name for people: its bundle folder's name."""
-    return Path(b.path).resolve().name
+    """A run's name for people: its ``--name`` (run.json ``name``) when it was given, else its bundle
+    folder's name."""
+    name = b.run.get("name")
+    return name if isinstance(name, str) and name else Path(b.path).resolve().name
 
 
 def _steps(b: Bundle) -> list[dict[str, Any]]:
@@ -95,7 +98,8 @@ def _steps(b: Bundle) -> list[dict[str, Any]]:
         key = (label, str(r.get("workload") or ""), int(r.get("clients") or 1))
         out.append({**{k: v for k, v in extra.items() if k not in r}, **engine_per_txn(b, r), **r,
                     "accounting": accounted.get(key), "engine_obj": engine_of(b, label, r),
-                    "durability": target_settings_verdict(target_info(b.run, label)), "run": run_name(b)})
+                    "durability": target_settings_verdict(target_info(b.run, label)), "run": run_name(b),
+                    "bundle": b})
     return out
 
 
@@ -158,6 +162,14 @@ def _side(row: dict[str, Any], name: str) -> Side:
                 accounting=row.get("accounting"), durability=row.get("durability"))
 
 
+def noise_sentence(v: Verdict | None, names: tuple[str, str]) -> list[str]:
+    """The sentence that leads a comparison whose gap the measurements cannot tell from noise."""
+    if v is None or v.verdict != "within noise":
+        return []
+    return [f"{names[0]} and {names[1]} are within noise of each other: {v.change_text()} ({v.how()}); the parts "
+            "below describe the two measured windows, not a difference the run can show."]
+
+
 def explain_pair(fast: dict[str, Any], slow: dict[str, Any]) -> dict[str, Any]:
     """Sentences, ratios and ranked per-transaction differences for one pair (steps from :func:`pair_steps`)."""
     tps_ratio = (fast.get("tps") or 0) / slow["tps"] if slow.get("tps") else None
@@ -167,7 +179,10 @@ def explain_pair(fast: dict[str, Any], slow: dict[str, Any]) -> dict[str, Any]:
                        (str(fast.get("run") or ""), str(slow.get("run") or "")))
     fa, sa = fast.get("accounting"), slow.get("accounting")
     fv, sv = fast.get("durability"), slow.get("durability")
+    # The faster side against the slower (the reference): is the gap more than the noise of the two?
+    v: Verdict | None = compare_rows([(slow.get("bundle"), slow)], [(fast.get("bundle"), fast)])
     return {
+        "significance": v.to_dict() if v else None, "fast_ci": fast.get("tps_ci"), "slow_ci": slow.get("tps_ci"),
         "workload": fast.get("workload"), "clients": fast.get("clients"),
         "fast": fast.get("target"), "slow": slow.get("target"),
         "fast_name": names[0], "slow_name": names[1], "fast_run": fast.get("run"), "slow_run": slow.get("run"),
@@ -176,7 +191,7 @@ def explain_pair(fast: dict[str, Any], slow: dict[str, Any]) -> dict[str, Any]:
         "p95_ratio": (p95s / p95f) if (p95f and p95s) else None,
         "fast_wall_us": fa.wall_us_per_txn if fa else None, "slow_wall_us": sa.wall_us_per_txn if sa else None,
         "fast_durability": fv.status if fv else "unknown", "slow_durability": sv.status if sv else "unknown",
-        "sentences": pair_sentences(_side(fast, names[0]), _side(slow, names[1])),
+        "sentences": noise_sentence(v, names) + pair_sentences(_side(fast, names[0]), _side(slow, names[1])),
         "differences": differences(fast, slow),
     }
 
@@ -196,8 +211,12 @@ def format_comparison(items: list[dict[str, Any]]) -> str:
     for e in items:
         ratio = f"{e['tps_ratio']:.2f}x" if e["tps_ratio"] else "n/a"
         clients = f"{e['clients']} client{'s' if e['clients'] != 1 else ''}"
+        sig = e.get("significance")
         lines.append(f"{e['workload']} at {clients}: {e['fast_name']} {e['fast_tps']:,.0f} tps vs "
-                     f"{e['slow_name']} {e['slow_tps']:,.0f} tps ({ratio} faster)")
+                     f"{e['slow_name']} {e['slow_tps']:,.0f} tps "
+                     + ("(within noise)" if sig and sig["verdict"] == "within noise" else f"({ratio} faster)"))
+        if sig:
+            lines.append(f"  {e['fast_name']} against {e['slow_name']}: {sig['text']}")
         lines.extend(f"  {s}" for s in e["sentences"])
         if e["fast_p95_ms"] is not None and e["slow_p95_ms"] is not None:
             lines.append(f"  p95 latency: {e['fast_p95_ms']:.3f} ms vs {e['slow_p95_ms']:.3f} ms")

@@ -20,6 +20,7 @@ from reports.charts import fmt, line_chart
 from reports.compare import compare
 from reports.durability_view import durability_rows
 from reports.findings import derive_findings
+from reports.significance import interval_text
 from reports.resources import step_resources
 from reports.sections import profiles, settings_diff, step_profile, wait_profiles
 from reports.series import counter_series, group_series, host_cpu_pct
@@ -132,15 +133,19 @@ def _scaling_charts(b: Bundle) -> dict[str, Any]:
     """Throughput and p95 latency against the client count, one line per target and workload."""
     scaling: dict[str, list[tuple[float, float | None]]] = {}
     p95s: dict[str, list[tuple[float, float | None]]] = {}
+    bars: dict[str, list[tuple[float, float, float, str]]] = {}  # each step's interval of its median tps
     for r in b.results:
         key = f"{r.get('target')} {r.get('workload')}"
         scaling.setdefault(key, []).append((r.get("clients", 0), r.get("tps")))
+        ci = r.get("tps_ci")
+        if ci:
+            bars.setdefault(key, []).append((r.get("clients", 0), ci["low"], ci["high"], interval_text(r)))
         p95s.setdefault(key, []).append((r.get("clients", 0), (r.get("latency_ms") or {}).get("p95")))
     if not scaling:
         return {}
     return {
         "scaling": line_chart([(k, sorted(v)) for k, v in sorted(scaling.items())], x_label="clients",
-                              y_label="transactions/s", log_x=True, markers=True),
+                              y_label="transactions/s", log_x=True, markers=True, intervals=bars),
         "scaling_p95": line_chart([(k, sorted(v)) for k, v in sorted(p95s.items())], x_label="clients",
                                   y_label="p95 latency (ms)", log_x=True, markers=True),
     }
