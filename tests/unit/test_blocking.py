@@ -1,0 +1,151 @@
+"""Blocking chains: the typed record, the window builder, the collectors' row formatting and the rule's evidence.
+
+Saved real output: tests/data/blocking/planted_run.json holds the blocking series of one run of
+tests/integration/test_blocking_planted.py (PostgreSQL 18, MariaDB 10.11 with performance_schema ON), as
+written, with its result rows cut to their windows. Steps: 1 client nothing planted, 2 clients a table lock
+(LOCK TABLE ... IN EXCLUSIVE MODE / LOCK TABLES ... WRITE), 3 clients an UPDATE of every row left
+uncommitted, each held ~1.5 s from 0.4 s into the 2.5 s window.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from collectors.blocking import Seen, Wait, WindowBuilder
+from collectors.mysql.blocking import held_text, lock_wait_state, mdl_holders_from_info
+from collectors.pg.blocking import lock_text, waits_of
+from diag.bundle import Bundle
+from diag.schema import BundleFormatError
+from diag.schema.blocking import BlockingWindow
+from reports.rules.base import steps
+from reports.rules.blocking import blocking_evidence, chains, step_blocking, title_part
+
+DATA = Path(__file__).resolve().parents[1] / "data" / "blocking" / "planted_run.json"
+SAVED = json.loads(DATA.read_text(encoding="utf-8"))
+HOLD_S = 1.5
+
+
+def saved_bundle(series: dict[str, list[dict[str, Any]]] | None = None) -> Bundle:
+    return Bundle(path=Path("/nonexistent"), run={"targets": SAVED["targets"]}, results=SAVED["results"],
+                  findings=[], events=[], series=SAVED["series"] if series is None else series)
+
+
+def step_of(b: Bundle, target: str, clients: int):
+    (s,) = [s for s in steps(b) if s.target == target and s.clients == clients]
+    return s
+
+
+@pytest.mark.parametrize("name", sorted(SAVED["series"]))
+def test_saved_records_round_trip(name: str) -> None:
+    for r in SAVED["series"][name]:
+        assert BlockingWindow.from_dict(r).to_dict() == r
+
+
+def test_record_with_a_wrong_type_names_the_field() -> None:
+    bad = {**SAVED["series"]["pg_blocking--pg"][0], "blockers": [{"pid": "12"}]}
+    with pytest.raises(BundleFormatError, match=r"blockers\[0\]: pid should be an integer"):
+        BlockingWindow.from_dict(bad, "series/pg_blocking--pg.jsonl")
+
+
+@pytest.mark.parametrize("target,statement", [("pg", "LOCK TABLE dbdiag.blk IN EXCLUSIVE MODE"),
+                                              ("my", "LOCK TABLES dbdiag.blk WRITE")])
+def test_saved_table_lock_names_the_outside_session(target: str, statement: str) -> None:
+    b = saved_bundle()
+    sb = step_blocking(b, step_of(b, target, 2))
+    assert sb is not None and sb.blockers
+    top = sb.blockers[0]
+    assert top.last.statement == statement
+    assert HOLD_S - 0.7 <= top.span_s <= HOLD_S + 0.25
+    assert 0.5 * 2 * HOLD_S <= top.blocked_s <= 2 * (HOLD_S + 0.25)  # both clients waited behind it
+    ev = blocking_evidence(b, step_of(b, target, 2))
+    assert ev["blocker"].startswith(f"pid {top.pid} ") and statement in ev["blocker"]
+    assert ev["blocked_sessions"] == 2
+    assert ev["blocking_chain"].count(f"-> {top.pid}") == 2  # each client waits behind it
+    assert title_part(b, step_of(b, target, 2)).startswith(f", blocked by pid {top.pid} (")
+
+
+def test_saved_steps_without_plant_have_no_blocker() -> None:
+    b = saved_bundle()
+    for target in ("pg", "my"):
+        sb = step_blocking(b, step_of(b, target, 1))
+        assert sb is not None and sb.blockers == () and sb.waiting_s == 0
+        assert title_part(b, step_of(b, target, 1)) == ""
+
+
+def test_no_sampler_no_evidence() -> None:
+    b = saved_bundle(series={})
+    assert step_blocking(b, step_of(b, "pg", 2)) is None
+    assert blocking_evidence(b, step_of(b, "pg", 2)) == {}
+
+
+def test_wait_without_blocker_says_so() -> None:
+    b = saved_bundle()
+    s = step_of(b, "my", 2)
+    rec = BlockingWindow(t=s.t0 + 1, ticks=10, window_s=1.0, waiting_s=0.8, unattributed_s=0.8,
+                         unattributed="metadata lock holders not visible").to_dict()
+    ev = blocking_evidence(saved_bundle({"my_blocking--my": [rec]}), s)
+    assert ev == {"blocker": "none seen: metadata lock holders not visible", "lock_wait_s": 0.8}
+
+
+def test_window_builder_chain_and_periods() -> None:
+    w = WindowBuilder()
+    seen = {10: Seen(10, "app", "psql (127.0.0.1)", "idle in transaction", "LOCK TABLE t IN EXCLUSIVE MODE", 3.0,
+                     2.9), 11: Seen(11, state="active, waits Lock:relation", statement="UPDATE t SET n = 1")}
+    for i in range(3):  # 12 waits for 11, which waits for 10; 13 waits with no blocker seen
+        w.add(100.0 + i / 10, [Wait(11, (10,), "RowExclusiveLock on relation t", 0.1, 1.0 + i / 10),
+                               Wait(12, (11,), "ShareLock on transactionid 5", 0.1),
+                               Wait(13, (), "a heavyweight lock", 0.1, why_unattributed="gone")], seen)
+    rec = BlockingWindow.from_dict(w.record(100.3))
+    assert rec.ticks == 3 and rec.waiting_s == pytest.approx(0.9) and rec.unattributed_s == pytest.approx(0.3)
+    assert rec.unattributed == "gone"
+    b10, b11 = sorted(rec.blockers, key=lambda b: b.pid)
+    assert (b10.first_t, b10.last_t, b10.ticks, b10.blocked, b10.waits_for) == (100.0, 100.2, 3, (11,), ())
+    assert b11.waits_for == (10,) and b11.blocked == (12,) and b10.longest_wait_s == pytest.approx(1.2)
+    b = saved_bundle()
+    s = step_of(b, "pg", 2)
+    moved = {**rec.to_dict(), "t": s.t0 + 1,
+             "blockers": [{**x.to_dict(), "first_t": s.t0 + 0.5, "last_t": s.t0 + 0.7} for x in rec.blockers]}
+    sb = step_blocking(saved_bundle({"pg_blocking--pg": [moved]}), s)
+    assert chains(sb) == "12 -> 11 -> 10 (idle in transaction)"
+
+
+def test_cycle_is_shown_once() -> None:
+    w = WindowBuilder()
+    w.add(1.0, [Wait(1, (2,), "x", 0.1), Wait(2, (1,), "y", 0.1), Wait(3, (1,), "z", 0.1)], {})
+    rec = w.record(1.1)
+    b = saved_bundle()
+    s = step_of(b, "pg", 2)
+    moved = {**rec, "t": s.t0 + 1, "blockers": [{**x, "first_t": s.t0 + 0.5, "last_t": s.t0 + 0.5}
+                                                 for x in rec["blockers"]]}
+    assert chains(step_blocking(saved_bundle({"pg_blocking--pg": [moved]}), s)) == "3 -> 1 -> 2 -> 1"
+
+
+def test_pg_rows_to_waits() -> None:
+    rows = [{"pid": 7, "query_s": 2.0, "blocker": 5}, {"pid": 7, "query_s": 2.0, "blocker": 6},
+            {"pid": 8, "query_s": 0.5, "blocker": None}]
+    locks = [{"pid": 7, "locktype": "relation", "mode": "RowExclusiveLock", "relation": "t", "wait_s": 1.25,
+              "holder": 5, "held": "ExclusiveLock"},
+             {"pid": 8, "locktype": "transactionid", "mode": "ShareLock", "xid": "742", "tuple_relation": "t",
+              "wait_s": None, "holder": None, "held": None}]
+    w7, w8 = waits_of(rows, locks, 0.1)
+    assert (w7.blockers, w7.lock, w7.wait_s) == ((5, 6), "RowExclusiveLock on relation t (held: ExclusiveLock)", 1.25)
+    assert (w8.blockers, w8.wait_s) == ((), 0.5) and w8.why_unattributed
+    assert lock_text(locks[1]) == "ShareLock on transactionid 742 (row of t)"
+
+
+def test_mysql_lock_states_and_holders() -> None:
+    assert lock_wait_state({"state": "Waiting for table metadata lock"}) == "metadata"
+    assert lock_wait_state({"state": "Waiting for table level lock"}) == "table"
+    assert lock_wait_state({"state": "Updating"}) == ""
+    assert held_text("MDL_SHARED_NO_READ_WRITE") == "MDL_SHARED_NO_READ_WRITE = LOCK TABLES ... WRITE"
+    assert held_text("SHARED_READ_ONLY") == "SHARED_READ_ONLY = LOCK TABLES ... READ"
+    assert held_text("SHARED_WRITE") == "SHARED_WRITE"
+    info = [{"pid": 3, "mode": "MDL_SHARED_NO_READ_WRITE", "db": "d", "name": "blk"},
+            {"pid": 4, "mode": "MDL_SHARED_READ", "db": "d", "name": "blk2"},
+            {"pid": 9, "mode": "MDL_SHARED_WRITE", "db": "d", "name": "blk"}]
+    waiter = {"id": 9, "info": "UPDATE d.blk SET n = n + 1 WHERE id = 2"}
+    assert mdl_holders_from_info(waiter, info) == [(3, "MDL_SHARED_NO_READ_WRITE", "d.blk")]
