@@ -63,6 +63,8 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("--repeat", type=int, default=1, metavar="N",
                    help="run each step N times, interleaved across targets (A1 B1 A2 B2 ...); the result is "
                         "the median with its interval")
+    r.add_argument("--workers", default=None, metavar="tcp://SCHEDULER:8786",
+                   help="run each step's clients on the workers of this Dask scheduler (pip install 'dbdiag[dask]')")
     r.add_argument("--report-interval", type=_positive, default=1.0, help="seconds between progress lines")
     r.add_argument("-s", "--scale", type=int, default=1, help="data size (workload-specific unit)")
     r.add_argument("--fresh", action="store_true", help="reload data even if it matches")
@@ -103,7 +105,7 @@ def cmd_run(a: argparse.Namespace, argv: list[str]) -> int:
     drv = DriverOptions(clients=a.clients, duration_s=a.duration, warmup_s=max(0.0, a.warmup),
                         protocol=a.protocol, isolation=a.isolation, rate=a.rate, max_tries=a.max_tries,
                         report_interval_s=a.report_interval, scale=a.scale, fresh=a.fresh, script=a.script,
-                        think=a.think, on_error=a.on_error, repeat=a.repeat)
+                        think=a.think, on_error=a.on_error, repeat=a.repeat, workers=a.workers)
     opts = RunOptions(targets=a.targets or default_targets(), workloads=[w.strip() for w in a.workload.split(",")
                                                                           if w.strip()],
                       driver=drv, out=a.out, name=a.name, argv=["dbdiag", *argv], collect=not a.no_collect,

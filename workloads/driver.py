@@ -25,6 +25,7 @@ from diag.errors import UsageError
 from diag.targets import Target
 from workloads.base import Workload
 from workloads.client import ISOLATION_SQL, PROTOCOLS, fastest_driver, open_client
+from workloads import dask_steps
 from workloads.custom import Custom, parse_script
 from workloads.insert import Insert
 from workloads.load import ensure_schema, is_loaded, load
@@ -68,6 +69,8 @@ def validate(workloads: list[str], opts: DriverOptions) -> None:
         raise UsageError(f"unknown --on-error {opts.on_error!r}: use {' or '.join(ON_ERROR)}")
     if not isinstance(opts.repeat, int) or opts.repeat < 1:
         raise UsageError("--repeat needs a whole number of at least 1")
+    if opts.workers and opts.repeat > 1:
+        raise UsageError("--workers runs each step once: --repeat above 1 is not supported with it yet")
     if opts.report_interval_s <= 0:
         raise UsageError("--report-interval must be more than 0 seconds")
     if not opts.scale or opts.scale <= 0:
@@ -172,10 +175,15 @@ def _sweep(target: Target, workloads: list[str], opts: DriverOptions, bundle: Bu
     rows: list[dict] = []
     series = bundle.series(f"workload--{target.label}")
     steps = [(wl, n) for wl in wls for n in opts.clients]
+    cluster = dask_steps.connect(opts.workers) if opts.workers else None
     try:
         for i, (wl, n) in enumerate(steps, 1):
             bar.begin_step(f"{target.label}: {wl.name}, {n} client{'s' if n > 1 else ''}, "
                            f"warmup {opts.warmup_s:g} s, measure {opts.duration_s:g} s")
+            if cluster is not None:  # the clients run on the Dask workers
+                rows.append(dask_steps.DaskStep(cluster, target, wl, n, opts, bundle, series, i, hooks).run())
+                bar.end_step()
+                continue
             step = Step(target, product, drv, wl, n, opts, bundle, series, hooks, bar, seed=i)
             try:
                 rows.append(step.run())
@@ -190,6 +198,8 @@ def _sweep(target: Target, workloads: list[str], opts: DriverOptions, bundle: Bu
                 raise
     finally:
         series.close()
+        if cluster is not None:
+            cluster.close()
     return rows
 
 

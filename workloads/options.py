@@ -34,6 +34,8 @@ class DriverOptions:
     # Each step this many times, interleaved across targets (A1 B1 A2 B2 ...) so a drift of the machine
     # hits every target alike; the run combines the repeats into one result row (workloads.repeats).
     repeat: int = 1
+    # A Dask scheduler (tcp://HOST:8786): each step's clients run on its workers (workloads.dask_steps).
+    workers: str | None = None
 
 
 ON_ERROR = ("continue", "abort")

@@ -1,0 +1,228 @@
+"""Client load from several hosts: each step's clients spread over the workers of a Dask cluster (``--workers``).
+
+dask.distributed (an existing scheduler/worker engine, ``pip install 'dbdiag[dask]'``)
+carries the work: for each step the orchestrator splits the client count over
+the scheduler's workers (as evenly as it goes, the first ones taking the
+remainder), submits one task per worker pinned to it
+(:func:`workloads.remote_step.worker_task`: the same Step, client pool and query
+loop as a local step, in a child process on that host), and merges what comes
+back exactly: transactions, queries, errors, retries and reconnects add; the
+latency histogram is the HDR sum of the workers' histograms; interval k of the
+step is the sum of every worker's interval k (the workers start their clients at
+the same Unix time, so interval k covers the same second on each, to within the
+hosts' clock offset). Each worker reports its host's CPU busy share over the
+step: at or above :data:`SATURATED_PCT` the row says that host's clients may be
+the limit.
+
+A worker that leaves the cluster, fails its task or has not answered
+:data:`END_GRACE_S` after the step's planned end is handled like a lost client:
+its clients are counted in ``lost_clients``, the worker is named in
+``workers_lost`` with the reason, the step's row says ``complete: false``, and
+the step's totals are those of the workers that answered.
+
+The results come back when each worker's share ends (one message per worker
+per step), not interval by interval: the step's series is written when the step
+ends.
+"""
+
+from __future__ import annotations
+
+import importlib
+import pickle
+import time
+import uuid
+from collections.abc import Sequence
+from typing import Any
+
+from diag.bundle import BundleWriter, SeriesWriter, safe_name
+from diag.errors import DiagError, ToolUnavailable
+from diag.targets import Target
+from workloads import hist
+from workloads.base import Workload
+from workloads.options import DriverOptions, StepHooks, StepInfo
+from workloads.remote_step import WorkerSpec, worker_task
+
+START_DELAY_S = 2.0   # between submitting and the common start: the tasks reach every worker first
+END_GRACE_S = 15.0    # past the step's planned end (clients connect, the child process starts)
+SATURATED_PCT = 90.0  # a worker host this busy over the step: its clients may be the limit
+CONNECT_TIMEOUT_S = 10.0
+_ADD = ("transactions", "queries", "retries", "reconnects")
+
+
+def connect(address: str) -> Any:
+    """A dask.distributed Client of the scheduler at ``address``; ToolUnavailable / DiagError in one line."""
+    try:
+        distributed = importlib.import_module("distributed")
+    except ImportError:
+        raise ToolUnavailable("--workers needs dask.distributed: pip install 'dbdiag[dask]'") from None
+    try:
+        return distributed.Client(address, timeout=f"{CONNECT_TIMEOUT_S:g}s", set_as_default=False)
+    except (OSError, TimeoutError) as e:
+        raise DiagError(f"--workers {address}: cannot reach the Dask scheduler: {e}") from None
+
+
+def split_clients(n: int, workers: int) -> list[int]:
+    """``n`` clients over ``workers`` workers: as even as possible, the first ones take the remainder;
+    fewer than ``workers`` clients use the first ``n`` workers only."""
+    if workers <= 0:
+        return []
+    base, extra = divmod(n, workers)
+    return [base + (1 if i < extra else 0) for i in range(workers) if base + (1 if i < extra else 0) > 0]
+
+
+def merge_intervals(shares: Sequence[Sequence[dict[str, Any]]]) -> list[dict[str, Any]]:
+    """Interval k of the step = the sum of every share's interval k (counts add; ``t`` and length: the
+    latest of them); latency percentiles of an interval are not additive, so they are left to the step's
+    histogram and each interval keeps only counts."""
+    out: list[dict[str, Any]] = []
+    for k in range(max((len(s) for s in shares), default=0)):
+        parts = [s[k] for s in shares if k < len(s)]
+        rec: dict[str, Any] = {key: sum(int(p.get(key) or 0) for p in parts) for key in _ADD}
+        rec["errors"] = sum(int(p.get("errors") or 0) for p in parts)
+        rec["t"] = max(float(p["t"]) for p in parts)
+        rec["interval_s"] = max(float(p.get("interval_s") or 0) for p in parts)
+        rec["workload"], rec["clients"] = parts[0].get("workload"), sum(int(p.get("clients") or 0) for p in parts)
+        rec["workers"] = len(parts)
+        out.append(rec)
+    return out
+
+
+def merge_rows(rows: Sequence[dict[str, Any]], hdrs: Sequence[str]) -> dict[str, Any]:
+    """The step's row from the workers' rows: counts add, tps and qps add (each over its own measured
+    window, which all share), the latency summary is that of the HDR sum of the histograms."""
+    first = rows[0]
+    row = {k: v for k, v in first.items() if k not in ("interval_tps", "error_samples")}
+    for key in _ADD:
+        row[key] = sum(int(r.get(key) or 0) for r in rows)
+    for key in ("tps", "qps", "client_cpu_s"):
+        row[key] = round(sum(float(r.get(key) or 0.0) for r in rows), 3)
+    errors: dict[str, int] = {}
+    for r in rows:
+        for code, n in (r.get("errors") or {}).items():
+            errors[code] = errors.get(code, 0) + int(n)
+    row["errors"] = errors
+    h = hist.new()
+    for text in hdrs:
+        if text:
+            h.add(hist.decode(text))
+    row["latency_ms"] = hist.summary_ms(h)
+    row["t_start"] = min(float(r["t_start"]) for r in rows)
+    row["t_end"] = max(float(r["t_end"]) for r in rows)
+    row["complete"] = all(r.get("complete", True) for r in rows)
+    row.pop("client_cpu_pct", None)  # a share of whose CPUs? per worker below
+    row["interval_tps"] = []
+    return row
+
+
+class DaskStep:
+    """One step spread over the workers of ``client`` (a dask.distributed Client); :meth:`run` returns its row."""
+
+    def __init__(self, client: Any, target: Target, wl: Workload, n: int, opts: DriverOptions,
+                 bundle: BundleWriter, series: SeriesWriter, seed: int, hooks: StepHooks | None = None) -> None:
+        self.client, self.target, self.wl, self.n, self.opts = client, target, wl, n, opts
+        self.bundle, self.series, self.seed, self.hooks = bundle, series, seed, hooks
+
+    def _submit(self, workers: list[str], split: list[int], start: float, timeout_s: float) -> list[Any]:
+        tag = uuid.uuid4().hex[:8]
+        futures = []
+        for i, (w, k) in enumerate(zip(workers, split)):
+            spec = WorkerSpec(self.target, self.wl, k, self.opts, self.seed * 1000 + i, start)
+            futures.append(self.client.submit(worker_task, pickle.dumps(spec), timeout_s, workers=[w],
+                                              allow_other_workers=False, pure=False,
+                                              key=f"dbdiag-{safe_name(self.target.label)}-{self.wl.name}-c{self.n}"
+                                                  f"-w{i}-{tag}"))
+        return futures
+
+    def run(self) -> dict[str, Any]:
+        workers = sorted(self.client.scheduler_info()["workers"])
+        if not workers:
+            raise DiagError("--workers: the Dask scheduler has no workers")
+        split = split_clients(self.n, len(workers))
+        workers = workers[:len(split)]
+        start = time.time() + START_DELAY_S
+        planned_end = start + self.opts.warmup_s + self.opts.duration_s
+        futures = self._submit(workers, split, start, planned_end - time.time() + END_GRACE_S)
+        measure = start + self.opts.warmup_s
+        time.sleep(max(0.0, measure - time.time()))
+        info = StepInfo(self.target.label, self.wl.name, self.n, self.opts.duration_s, measure, ())
+        self.bundle.event("step_started", f"{self.target.label}: {self.wl.name} with {self.n} clients on "
+                          f"{len(workers)} Dask worker(s)", target=self.target.label, workload=self.wl.name,
+                          clients=self.n, t_start=measure, workers=workers)
+        if self.hooks is not None:
+            self.hooks.step_started(info)
+        shares, lost = self._gather(futures, workers, split, planned_end + END_GRACE_S)
+        row = self._finish(shares, lost)
+        self.bundle.event("step_finished", f"{self.target.label}: {self.wl.name} with {self.n} clients: "
+                          f"{row['tps']:g} tps from {len(shares)} worker(s)"
+                          + (f", {row['lost_clients']} client(s) lost with their worker" if lost else ""),
+                          target=self.target.label, workload=self.wl.name, clients=self.n, complete=row["complete"])
+        if self.hooks is not None:
+            self.hooks.step_finished(info, row)
+        return row
+
+    def _gather(self, futures: list[Any], workers: list[str], split: list[int], deadline: float
+                ) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+        """Wait for every share until ``deadline``; a worker that left, failed or is late is a lost one."""
+        shares: list[dict[str, Any]] = []
+        lost: list[dict[str, Any]] = []
+        pending = dict(enumerate(futures))
+        while pending and time.time() < deadline:
+            present = set(self.client.scheduler_info()["workers"])
+            for i, f in list(pending.items()):
+                why = ""
+                if f.status == "finished":
+                    shares.append({**f.result(), "worker": workers[i], "clients": split[i]})
+                elif f.status in ("error", "cancelled"):
+                    why = f"task failed: {f.exception()}" if f.status == "error" else "task cancelled"
+                elif workers[i] not in present:
+                    why = "the worker left the cluster mid-step"
+                else:
+                    continue
+                del pending[i]
+                if why:
+                    lost.append({"worker": workers[i], "clients": split[i], "reason": why})
+            time.sleep(0.2)
+        for i, f in pending.items():
+            f.cancel()
+            lost.append({"worker": workers[i], "clients": split[i],
+                         "reason": f"no answer {END_GRACE_S:g} s after the step's planned end"})
+        return shares, lost
+
+    def _finish(self, shares: list[dict[str, Any]], lost: list[dict[str, Any]]) -> dict[str, Any]:
+        label, name = self.target.label, self.wl.name
+        for w in lost:
+            msg = f"{label}: {name} with {self.n} clients: worker {w['worker']} lost ({w['reason']}): " \
+                  f"its {w['clients']} client(s) counted as lost, the step is incomplete"
+            self.bundle.event("workload_worker_lost", msg, target=label, workload=name, clients=self.n,
+                              worker=w["worker"], lost_clients=w["clients"])
+        if not shares:
+            raise DiagError(f"{label}: {name} with {self.n} clients: no Dask worker returned its share "
+                            f"({'; '.join(w['reason'] for w in lost)})")
+        row = merge_rows([s["row"] for s in shares], [s["hdr"] for s in shares])
+        row["clients"] = self.n
+        for rec in merge_intervals([s["intervals"] for s in shares]):
+            self.series.write(rec)
+        row["workers"] = [{"worker": s["worker"], "host": s["host"]["hostname"], "clients": s["clients"],
+                           "transactions": s["row"]["transactions"], "tps": s["row"]["tps"],
+                           "latency_ms": s["row"]["latency_ms"], "host_cpu_busy_pct": s["host"]["busy_pct"],
+                           "client_cpu_pct": s["row"].get("client_cpu_pct"),
+                           "saturated": s["host"]["busy_pct"] >= SATURATED_PCT} for s in shares]
+        row["workers_lost"] = lost
+        row["lost_clients"] = sum(w["clients"] for w in lost)
+        if lost:
+            row["complete"] = False
+        for w in row["workers"]:
+            if w["saturated"]:
+                self.bundle.event("workload_worker_saturated", f"{label}: {name} with {self.n} clients: worker "
+                                  f"host {w['host']} was {w['host_cpu_busy_pct']:g}% CPU busy: its clients may be "
+                                  "the limit", target=label, workload=name, clients=self.n, worker=w["worker"])
+        base = f"workload--{safe_name(label)}--{name}--c{self.n}"
+        h = hist.new()
+        for i, (s, w) in enumerate(zip(shares, row["workers"])):
+            if s["hdr"]:
+                h.add(hist.decode(s["hdr"]))
+                w["histogram"] = f"artifacts/{base}--w{i}.hdr"
+                self.bundle.artifact(f"{base}--w{i}.hdr").write_text(s["hdr"] + "\n", encoding="ascii")
+        self.bundle.artifact(f"{base}.hdr").write_text(hist.encode(h) + "\n", encoding="ascii")
+        row["histogram"] = f"artifacts/{base}.hdr"
+        return row
