@@ -222,7 +222,7 @@ class Run:
         self.bundle.write_json("findings.json", {"findings": []})
         self._write_run_json(
             tool="dbdiag", version=__version__, kind=o.kind, command=redact_argv(o.argv), status="running",
-            started=time.time(), host=host_facts(), workloads=o.workloads,
+            started=time.time(), host=host_facts(), workloads=o.workloads, name=o.name,
             options={"clients": list(o.driver.clients), "duration_s": o.driver.duration_s,
                      "warmup_s": o.driver.warmup_s, "protocol": o.driver.protocol,
                      "isolation": o.driver.isolation, "rate": o.driver.rate, "scale": o.driver.scale,

@@ -1,0 +1,121 @@
+"""Repeats, intervals, significance and the noise rules (issue 16): pure functions on known values, and the
+rules on saved real bundles in both directions (tests/data/bundles/repeat_insert_pg_noisy: two interleaved
+repeats of 1 s inserts on two throwaway PostgreSQL servers, 3,968 vs 433 tps on a loaded machine)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from diag.bundle import BundleWriter, load_bundle
+from diag.errors import DiagError
+from diag.schema import FORMAT, ResultRow
+from reports.compare import compare
+from reports.compare_sets import compare_sets, format_sets
+from reports.rules import noise
+from reports.significance import compare_samples, interval_samples, series_interval_tps
+from workloads.repeats import add_result, combine, tps_interval
+
+DATA = Path(__file__).resolve().parents[1] / "data" / "bundles"
+NOISY = DATA / "repeat_insert_pg_noisy"
+SINGLE = sorted(p.name for p in DATA.iterdir() if (p / "run.json").exists() and p != NOISY)
+
+
+def _row(rep: int, tps: float, t0: float, ivs: list[float], **kw) -> dict:
+    return {"target": "a", "workload": "insert", "clients": 1, "repeat": rep, "tps": tps, "t_start": t0,
+            "t_end": t0 + 1, "transactions": int(tps), "latency_ms": {"p95": 1.0 / tps}, "interval_tps": ivs,
+            "complete": True, **kw}
+
+
+def test_combine_takes_the_median_and_keeps_every_repeat() -> None:
+    rows = [_row(1, 100.0, 10, [90, 110]), _row(2, 300.0, 20, [290, 310]), _row(3, 200.0, 30, [190, 210])]
+    r = combine(rows)
+    assert r["tps"] == 200.0 and r["representative_repeat"] == 3 and (r["t_start"], r["t_end"]) == (30, 31)
+    assert [x["repeat"] for x in r["repeats"]] == [1, 2, 3] and r["repeat_count"] == 3 and "repeat" not in r
+    assert r["interval_tps"] == [90, 110, 290, 310, 190, 210]
+    ci = r["tps_ci"]  # 6 pooled intervals (< 6 repeats): [x(1), x(6)], coverage 1 - 2/64
+    assert ci["basis"] == "intervals" and (ci["low"], ci["high"], ci["level"]) == (90, 310, 0.9688)
+    even = combine(rows[:2])  # the median of two, the window of the repeat nearest it (the first on a tie)
+    assert even["tps"] == 200.0 and even["representative_repeat"] == 1
+    cut = combine([*rows[:2], _row(3, 5.0, 30, [5], complete=False, server_lost={"t": 31})])
+    assert cut["tps"] == 200.0 and cut["complete"] is False and cut["server_lost"] == {"t": 31}
+    assert ResultRow.from_dict(r).extra == {}  # every key is declared in the schema
+
+
+def test_interval_basis_switches_to_repeats_at_six() -> None:
+    ci = tps_interval([float(x) for x in range(1, 7)], [1.0] * 50)
+    assert ci["basis"] == "repeats" and (ci["low"], ci["high"]) == (1, 6) and ci["level"] == 0.9688
+
+
+def test_add_result_rebuilds_the_step_row() -> None:
+    results: list[dict] = []
+    reps: dict = {}
+    add_result(results, reps, {"target": "b", "workload": "insert", "clients": 1, "tps": 5.0, "interval_tps": [4, 6]})
+    add_result(results, reps, _row(1, 100.0, 10, [100]))
+    add_result(results, reps, _row(2, 120.0, 20, [120]))
+    assert [r["target"] for r in results] == ["b", "a"] and results[1]["repeat_count"] == 2
+    assert results[0]["tps_ci"]["n"] == 2
+
+
+def test_verdicts_on_known_values() -> None:
+    v = compare_samples([1, 2, 3, 4], [5, 6, 7, 8], "per-repeat")
+    assert v.verdict == "significant" and v.p == pytest.approx(0.02857, abs=1e-5)
+    assert v.change == pytest.approx(4 / 2.5) and v.text().startswith("significant: +160.0%")
+    same = compare_samples([10, 12, 11, 13, 9], [11, 10, 12, 9, 13], "per-repeat")
+    assert same.verdict == "within noise" and same.p == 1.0 and same.low <= 0 <= same.high
+    few = compare_samples([1, 2, 3], [7, 8, 9], "per-repeat")  # 3 vs 3: the smallest p is 0.1
+    assert few.verdict == "too few values" and few.min_p == pytest.approx(0.1) and "too few values" in few.text()
+
+
+def test_saved_rows_read_intervals_from_the_series() -> None:
+    b = load_bundle(DATA / "insert_flush_cap_120")  # format 2: no interval_tps in its rows
+    assert b.source_format < 3 and b.run["format"] == FORMAT
+    row = b.results[0]
+    assert "interval_tps" not in row
+    ivs = interval_samples(b, row)
+    assert ivs == series_interval_tps(b, row) and len(ivs) == 3
+    assert sum(ivs) / len(ivs) == pytest.approx(row["tps"], rel=0.15)
+
+
+def test_noisy_measurement_on_a_noisy_run_and_not_on_the_others() -> None:
+    found = noise.noisy_measurement(load_bundle(NOISY))
+    by = {f.target: f for f in found}
+    assert set(by) == {"a", "b"}
+    ev = by["a"].evidence
+    assert ev["spread_pct"] == pytest.approx(100 * (3968 - 433) / 2200.5, abs=0.5) and ev["repeats_tps"] == [3968, 433]
+    saw = ev["what_each_window_saw"]
+    assert [w["window"] for w in saw] == ["repeat 1", "repeat 2"] and all("other_processes_cpus" in w for w in saw)
+    for name in SINGLE:  # single-run bundles whose intervals are steady enough: no noise finding
+        assert noise.noisy_measurement(load_bundle(DATA / name)) == [], name
+
+
+def test_unsteady_window_says_how_much_it_moves_the_figure() -> None:
+    (f,) = noise.unsteady_window(load_bundle(DATA / "insert_flush_cap_120"))[:1]
+    (c,) = f.evidence["causes"]
+    assert c["cause"] == "cold start" and c["first_interval_tps"] < 0.8 * c["rest_median_tps"]
+    assert c["moves_figure_pct"] == pytest.approx(100 * (c["figure_tps"] / c["against_tps"] - 1), abs=0.2)
+    assert noise.unsteady_window(load_bundle(DATA / "insert_pg_fsync_off")) == []
+
+
+def test_compare_of_the_noisy_run_and_sets() -> None:
+    b = load_bundle(NOISY)
+    (e,) = compare(b)
+    assert e["significance"]["unit"] == "per-interval" and e["significance"]["verdict"] == "within noise"
+    assert e["sentences"][0].startswith("a and b are within noise of each other: ")
+    (s,) = [x for x in compare_sets([b], [b]) if x["baseline_target"] == "a"]
+    assert s["significance"]["change"] == 0.0 and s["significance"]["p"] == 1.0
+    assert "baseline (repeat_insert_pg_noisy) 2,200 tps" in format_sets([s])
+
+
+def test_repeat_fields_are_validated(tmp_path: Path) -> None:
+    w = BundleWriter(tmp_path / "r")
+    w.write_json("run.json", {"status": "complete"})
+    w.write_json("results.json", {"results": [{"target": "a", "tps_ci": {"median": 1, "low": 0, "level": 0.9, "n": 3}}]})
+    with pytest.raises(DiagError, match="tps_ci: high is missing"):
+        load_bundle(tmp_path / "r")
+    w.write_json("results.json", {"results": [{"target": "a", "repeats": [{"repeat": "one", "tps": 1}]}]})
+    with pytest.raises(DiagError, match=r"repeats\[0\]: repeat should be an integer"):
+        load_bundle(tmp_path / "r")
+    json.dumps(ResultRow.from_dict(json.loads((NOISY / "results.json").read_text())["results"][0]).to_dict())
