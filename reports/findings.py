@@ -12,7 +12,7 @@ from collections.abc import Callable
 from typing import Any
 
 from diag.bundle import Bundle
-from reports.rules import checkpoints, client, cpu, durability, limit, lost, noise, symptoms
+from reports.rules import checkpoints, client, cpu, durability, limit, lost, noise, statements, symptoms
 from reports.rules.base import SEVERITIES, Finding
 
 __all__ = ["RULES", "SEVERITIES", "Finding", "Rule", "derive_findings"]
@@ -34,6 +34,8 @@ RULES: tuple[Rule, ...] = (
     checkpoints.checkpoint_pressure,
     cpu.context_switch_storm,
     cpu.host_contention,
+    statements.full_scan,
+    statements.statement_hotspot,
     noise.noisy_measurement,
     noise.unsteady_window,
 )

@@ -1,0 +1,159 @@
+"""The report's statement section: per target and step, the top statements, their plans, and A vs B.
+
+Reads results.json rows' ``statements`` (:class:`diag.schema.StepStatements`) and
+run.json's probe of each target's statement source (why a target has none).
+Per-transaction figures divide a statement's server time over the digest window
+by the transactions of that window (the step's tps x the window), so a window a
+little shorter than the step (MySQL's end snapshot) does not change them.
+
+A vs B: two targets that ran the same workload at the same client count have
+their statements lined up by normalised text (:func:`normalise`: placeholders
+``$1``/``?``, quoting, spacing and case made alike, so PostgreSQL and MySQL
+spellings of one statement meet); the statement whose server time per
+transaction differs most, in the direction of the gap, is named.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator
+from typing import Any
+
+from diag.bundle import Bundle
+from diag.schema import BundleFormatError, ResultRow, StatementStat, StepStatements
+from reports.rules.base import engine_of
+
+SOURCE = "statements"  # the sources' name: run.json collectors["statements--<label>"]
+# Placeholders and literals: PostgreSQL's normalised text has $n where MySQL's prepared text keeps a constant.
+_PARAM = re.compile(r"\$\d+|\?|'(?:[^']|'')*'|(?<![\w.])\d+(?:\.\d+)?(?![\w.])")
+_SPACE = re.compile(r"\s+")
+
+
+def normalise(text: str) -> str:
+    """A statement text made comparable across engines and parameter styles."""
+    t = _PARAM.sub("?", text.replace("`", "").replace('"', ""))
+    t = _SPACE.sub(" ", t).strip().rstrip(";").lower()
+    return re.sub(r"\s*([.,()=])\s*", r"\1", t)
+
+
+def _typed(row: dict[str, Any]) -> StepStatements | None:
+    try:
+        return ResultRow.from_dict(row).step_statements
+    except BundleFormatError:
+        return None
+
+
+def window_s(st: StepStatements, row: dict[str, Any]) -> float:
+    """Seconds the digest snapshots span (the step's measured time when they do not say)."""
+    if st.t0 is not None and st.t1 is not None and st.t1 > st.t0:
+        return st.t1 - st.t0
+    return float(row.get("measured_s") or row.get("duration_s") or 0.0)
+
+
+def per_txn_us(s: StatementStat, st: StepStatements, row: dict[str, Any]) -> float | None:
+    """Server time of ``s`` per transaction of the step, µs."""
+    tps = row.get("tps")
+    txns = float(tps) * window_s(st, row) if isinstance(tps, (int, float)) else 0.0
+    return s.total_ms * 1000.0 / txns if txns > 0 else None
+
+
+def _plan_view(s: StatementStat) -> dict[str, Any] | None:
+    p = s.plan
+    if p is None:
+        return None
+    return {"method": p.method, "error": p.error, "artifact": p.artifact,
+            "nodes": [{"depth": n.depth, "label": n.label, "rows": n.rows, "filter": n.filter,
+                       "full_scan": n.full_scan} for n in p.nodes]}
+
+
+def _stmt_view(s: StatementStat, st: StepStatements, row: dict[str, Any]) -> dict[str, Any]:
+    return {"text": s.text, "calls": s.calls, "total_ms": s.total_ms, "mean_ms": s.mean_ms, "share": st.share(s),
+            "per_txn_us": per_txn_us(s, st, row), "rows": s.rows, "rows_examined": s.rows_examined,
+            "examined_per_row": s.examined_per_row, "examined_from": s.examined_from,
+            "blocks_hit": s.shared_blks_hit, "blocks_read": s.shared_blks_read,
+            "temp_blocks": (s.temp_blks_read or 0) + (s.temp_blks_written or 0)
+            if s.temp_blks_read is not None or s.temp_blks_written is not None else None,
+            "no_index_used": s.no_index_used, "plan": _plan_view(s)}
+
+
+def _steps(b: Bundle, label: str) -> Iterator[tuple[dict[str, Any], StepStatements]]:
+    for row in b.results:
+        if row.get("target") == label and row.get("statements") is not None:
+            st = _typed(row)
+            if st is not None:
+                yield row, st
+
+
+def statement_sections(b: Bundle) -> list[dict[str, Any]]:
+    """One entry per target: its steps' top statements, or why it has none (the source's probe)."""
+    out: list[dict[str, Any]] = []
+    for t in b.run.get("targets") or []:
+        label = str(t.get("label") or "")
+        probe = (b.run.get("collectors") or {}).get(f"{SOURCE}--{label}") or {}
+        steps = [{"workload": row.get("workload"), "clients": row.get("clients"), "source": st.source,
+                  "total_ms": st.total_ms, "calls": st.calls, "seen": st.statements_seen,
+                  "own_excluded": st.own_excluded, "window_s": window_s(st, row), "notes": list(st.notes),
+                  "statements": [_stmt_view(s, st, row) for s in st.statements],
+                  "tables": [x.to_dict() for x in st.tables]}
+                 for row, st in _steps(b, label)]
+        off = "" if steps else (probe.get("reason") or ("" if probe else "no statement source ran (older dbdiag)"))
+        out.append({"target": label, "engine": engine_of(b, label).title, "steps": steps, "off": off,
+                    "hint": probe.get("hint", "") if off else "", "missing": probe.get("missing", [])})
+    return out
+
+
+def _by_text(st: StepStatements, row: dict[str, Any]) -> dict[str, tuple[StatementStat, float]]:
+    out: dict[str, tuple[StatementStat, float]] = {}
+    for s in st.statements:
+        us = per_txn_us(s, st, row)
+        if us is not None:
+            k = normalise(s.text)
+            prev = out.get(k)
+            out[k] = (s, us + (prev[1] if prev else 0.0))
+    return out
+
+
+def _plan_text(s: StatementStat | None) -> str:
+    if s is None or s.plan is None:
+        return ""
+    return s.plan.error or "; ".join(n.label for n in s.plan.nodes if n.table or n.depth == 0)
+
+
+def compare_statements(b: Bundle) -> list[dict[str, Any]]:
+    """Per (workload, clients) run by two or more targets with statements: the first two side by side."""
+    groups: dict[tuple[str, int], list[tuple[dict[str, Any], StepStatements]]] = {}
+    for t in b.run.get("targets") or []:
+        for row, st in _steps(b, str(t.get("label") or "")):
+            groups.setdefault((str(row.get("workload")), int(row.get("clients") or 0)), []).append((row, st))
+    out = []
+    for (workload, clients), sides in groups.items():
+        if len(sides) < 2:
+            continue
+        (ra, sa), (rb, sb) = sides[:2]
+        out.append(compare_pair(workload, clients, ra, sa, rb, sb))
+    return out
+
+
+def compare_pair(workload: str, clients: int, ra: dict[str, Any], sa: StepStatements, rb: dict[str, Any],
+                 sb: StepStatements) -> dict[str, Any]:
+    """One step of two targets: statements lined up, the gap per transaction and the statement explaining most."""
+    a, bb = _by_text(sa, ra), _by_text(sb, rb)
+    rows = []
+    for k in dict.fromkeys([*a, *bb]):
+        sa_, ua = a.get(k, (None, 0.0))
+        sb_, ub = bb.get(k, (None, 0.0))
+        s = sa_ or sb_
+        assert s is not None
+        rows.append({"text": s.text, "a_us": ua if sa_ else None, "b_us": ub if sb_ else None, "diff_us": ub - ua,
+                     "a_plan": _plan_text(sa_), "b_plan": _plan_text(sb_)})
+    gap = sum(r["diff_us"] for r in rows)
+    rows.sort(key=lambda r: -abs(r["diff_us"]))
+    lead = next((r for r in rows if r["diff_us"] * gap > 0), None)
+    sentence = ""
+    if lead is not None and gap:
+        slower = str(rb.get("target")) if gap > 0 else str(ra.get("target"))
+        sentence = (f"{slower} spends {abs(gap):.0f} µs more server time per transaction in these statements; "
+                    f"{lead['text'][:120]!r} explains {100 * lead['diff_us'] / gap:.0f}% of it "
+                    f"({(lead['a_us'] or 0):.0f} µs vs {(lead['b_us'] or 0):.0f} µs per transaction)")
+    return {"workload": workload, "clients": clients, "a": ra.get("target"), "b": rb.get("target"), "gap_us": gap,
+            "rows": rows, "lead": lead, "sentence": sentence}

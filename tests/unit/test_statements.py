@@ -1,0 +1,116 @@
+"""Statement digests: deltas, own statements, plans parsed from saved real EXPLAIN output, the typed record,
+parameter substitution and the cross-engine text normalisation of the A vs B table."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from collectors.mysql.statements import MyStatementSource, substitute
+from collectors.plans import PlanFormatError, my_plan_nodes, pg_plan_nodes
+from collectors.statements import digest_delta, explainable, table_delta
+from diag.engines import MYSQL, POSTGRES
+from diag.schema import BundleFormatError, ResultRow, StepStatements
+from reports.statements_view import normalise
+
+PLANS = Path(__file__).resolve().parents[1] / "data" / "plans"
+
+
+def _plan(name: str) -> object:
+    return json.loads((PLANS / name).read_text())
+
+
+def test_delta_counts_new_statements_and_resets_from_zero_and_drops_idle_ones() -> None:
+    start = {"a": {"calls": 10, "total_ms": 5.0}, "b": {"calls": 3, "total_ms": 1.0}, "c": {"calls": 7, "total_ms": 2.0}}
+    end = {"a": {"calls": 15, "total_ms": 6.5}, "b": {"calls": 2, "total_ms": 0.5},  # b was reset
+           "c": {"calls": 7, "total_ms": 2.0}, "d": {"calls": 4, "total_ms": 0.25}}  # c idle, d new
+    d = digest_delta(start, end, ("calls", "total_ms", "rows"))
+    assert d == {"a": {"calls": 5.0, "total_ms": 1.5}, "b": {"calls": 2.0, "total_ms": 0.5},
+                 "d": {"calls": 4.0, "total_ms": 0.25}}
+
+
+def test_table_delta_keeps_tables_that_changed() -> None:
+    t0 = {"s.t": {"seq_scan": 1, "seq_tup_read": 100, "idx_scan": 0, "relpages": 9}, "s.u": {"seq_scan": 2}}
+    t1 = {"s.t": {"seq_scan": 4, "seq_tup_read": 400, "idx_scan": 0, "relpages": 9}, "s.u": {"seq_scan": 2}}
+    (t,) = table_delta(t0, t1)
+    assert (t.table, t.seq_scan, t.seq_tup_read, t.idx_scan) == ("s.t", 3, 300, 0)
+
+
+def test_postgres_plan_of_a_full_scan_under_an_aggregate() -> None:
+    nodes = pg_plan_nodes(_plan("pg18_seq_scan_aggregate.json"))
+    assert [(n.depth, n.node) for n in nodes] == [(0, "Aggregate"), (1, "Seq Scan")]
+    scan = nodes[1]
+    assert scan.full_scan and scan.table == "dbdiag.sbtest1" and "pad" in scan.filter
+    assert scan.label == "Seq Scan on dbdiag.sbtest1"
+
+
+def test_postgres_index_scan_is_not_a_full_scan() -> None:
+    (n,) = pg_plan_nodes(_plan("pg18_index_scan.json"))
+    assert n.node == "Index Scan" and n.index == "sbtest1_pkey" and not n.full_scan
+
+
+def test_mariadb_plans() -> None:
+    (scan,) = my_plan_nodes(_plan("mariadb1011_all.json"))
+    assert scan.full_scan and scan.node == "ALL" and scan.table == "sbtest1" and scan.rows and scan.rows > 90000
+    (const,) = my_plan_nodes(json.dumps(_plan("mariadb1011_const.json")))
+    assert not const.full_scan and const.index == "PRIMARY"
+
+
+@pytest.mark.parametrize("bad", ["not json", "[]", '{"Plan": 1}', '{"x": 1}'])
+def test_a_plan_of_another_shape_is_one_clear_error(bad: str) -> None:
+    with pytest.raises(PlanFormatError):
+        pg_plan_nodes(bad)
+    with pytest.raises(PlanFormatError):
+        my_plan_nodes(bad)
+
+
+def test_parameters_become_literals_mysql_compares_either_way() -> None:
+    assert substitute("SELECT c FROM t WHERE id = ? LIMIT ?") == ("SELECT c FROM t WHERE id = '1' LIMIT 1", True)
+    assert substitute("SELECT c FROM t WHERE id IN (...)") == ("SELECT c FROM t WHERE id IN ('1')", True)
+    assert substitute("SELECT '?' FROM t") == ("SELECT '?' FROM t", False)
+
+
+def test_own_statements_are_told_apart() -> None:
+    own = MyStatementSource.is_own
+    assert own(None, "k", "/* dbdiag */ SELECT 1")  # type: ignore[arg-type]
+    assert own(None, "k", "SELECT `NAME` FROM `performance_schema` . `setup_consumers`")  # type: ignore[arg-type]
+    assert own(None, "k", "SHOW GLOBAL STATUS")  # type: ignore[arg-type]
+    assert not own(None, "k", "SELECT `c` FROM `dbdiag` . `sbtest1` WHERE ID = ?")  # type: ignore[arg-type]
+
+
+def test_explainable_statements() -> None:
+    assert explainable("SELECT 1") and explainable("  with x as (select 1) select * from x")
+    assert not explainable("BEGIN") and not explainable("COMMIT") and not explainable("")
+
+
+def test_texts_of_both_engines_meet() -> None:
+    pg = "SELECT count(*) FROM dbdiag.sbtest1 WHERE pad = $1"
+    my = "SELECT count(*) FROM dbdiag.sbtest1 WHERE pad = 'none'"
+    digest = "SELECT COUNT ( * ) FROM `dbdiag` . `sbtest1` WHERE `pad` = ?"
+    assert normalise(pg) == normalise(my) == normalise(digest)
+    assert normalise("SELECT c FROM t WHERE id = $1") != normalise("SELECT k FROM t WHERE id = $1")
+
+
+def test_record_round_trips_and_a_bad_value_names_its_field() -> None:
+    rec = {"source": "pg_stat_statements", "t0": 1.0, "t1": 3.0, "total_ms": 10.0, "calls": 3, "statements_seen": 1,
+           "own_excluded": 2, "notes": [], "tables": [{"table": "s.t", "seq_scan": 2, "seq_tup_read": 20}],
+           "statements": [{"key": "1|r", "text": "SELECT 1", "calls": 3, "total_ms": 10.0, "rows": 3,
+                           "rows_examined": 300, "examined_from": "x", "tables": ["s.t"],
+                           "plan": {"method": "generic_plan", "nodes": [{"depth": 0, "node": "Seq Scan",
+                                                                          "table": "s.t", "full_scan": True}]}}]}
+    st = StepStatements.from_dict(rec)
+    assert StepStatements.from_dict(st.to_dict()) == st
+    (s,) = st.statements
+    assert s.examined_per_row == 100 and s.mean_ms == pytest.approx(10 / 3) and st.share(s) == 1.0
+    assert ResultRow.from_dict({"target": "pg", "statements": rec}).step_statements == st
+    bad = {**rec, "statements": [{**rec["statements"][0], "calls": "three"}]}
+    with pytest.raises(BundleFormatError, match=r"results\[0\]: statements: statements\[0\]: calls"):
+        ResultRow.from_dict({"statements": bad}, "results[0]")
+
+
+def test_every_engine_instruments_its_throwaway_servers() -> None:
+    assert ("track_wal_io_timing", "on") in POSTGRES.instrumentation_for(180000)
+    assert ("track_wal_io_timing", "on") not in POSTGRES.instrumentation_for(130000)
+    assert ("performance_schema", "ON") in MYSQL.instrumentation_for(101100)
