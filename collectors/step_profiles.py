@@ -6,12 +6,13 @@ midpoint and records then (perf / py-spy run as child processes);
 ``step_finished`` joins it and returns what goes into that step's results.json
 row (``profile`` / ``client_profile``). Options: ``profile_seconds`` (s).
 
-Stacks on every server: the first window of each target starts with a
-CHECK_S frame-pointer recording; when under USABLE_MIN of its samples have a
-usable stack (:func:`~collectors.profile.analyse.usable_stack`: the embedded
-PostgreSQL 18 is built without frame pointers), that window and the target's
-later ones unwind with DWARF instead, at DWARF_FREQ_HZ to bound perf.data and
-``perf script``'s time.
+Stacks on every server: the first window of each target unwinds with DWARF
+while a CHECK_S frame-pointer recording runs beside it; when under USABLE_MIN
+of the check's samples have a usable stack
+(:func:`~collectors.profile.analyse.usable_stack`: the embedded PostgreSQL 18
+is built without frame pointers), the target's later windows unwind with DWARF
+too, at DWARF_FREQ_HZ to bound perf.data and ``perf script``'s time; else
+with frame pointers at FREQ_HZ.
 """
 
 from __future__ import annotations
@@ -21,7 +22,6 @@ import dataclasses
 import tempfile
 import threading
 import time
-from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -29,7 +29,9 @@ from typing import Any
 from collectors.base import Collector, CollectorContext, Probe
 from collectors.host import process_tree
 from collectors.profile.analyse import symbol_hint, unresolved_share, usable_share
+from collectors.profile.offcpu import MAX_TIDS, fold_offcpu, record_offcpu, samples_of
 from collectors.profile.parse import save_folded
+from collectors.profile.procs import kind_lookup, process_kinds, stack_thread_kinds
 from collectors.profile.pyspy import py_spy_available, record_client_profile
 from collectors.profile.record import (DWARF_STACK_BYTES, ProfileRecording, Scope, per_process_note, probe_perf,
                                        record_profile)
@@ -44,6 +46,7 @@ DWARF_FREQ_HZ = 249  # each DWARF sample carries DWARF_STACK_BYTES of stack: hal
 CHECK_S = 0.5  # frame-pointer check at the start of a target's first window
 CHECK_MIN_SAMPLES = 20  # fewer (an idle server): no verdict, this window unwinds with DWARF
 USABLE_MIN = 0.5  # share of the check's samples with a usable stack that keeps frame pointers
+OFFCPU_S = 1.0  # scheduler tracepoints fire per context switch (~1 per query): a short window bounds perf script
 
 StepKey = tuple[str, str, int]
 
@@ -162,6 +165,11 @@ class ServerProfileSource(_StepThreads):
         pids = [p.pid for p in process_tree(pid)]
         t0 = time.time()
         label, workload, clients = key
+        offcpu: dict[str, Any] = {}
+        side = None
+        if self.scope == "system":  # tracepoints need what system-wide recording needs
+            side = threading.Thread(target=self._offcpu, args=(key, pids, min(OFFCPU_S, window), offcpu), daemon=True)
+            side.start()
         try:
             # perf.data is scratch: only the folded stacks go into the bundle.
             with tempfile.TemporaryDirectory(prefix="dbdiag-perf-") as tmp:
@@ -181,26 +189,67 @@ class ServerProfileSource(_StepThreads):
                           "warnings": list(rec.warnings), "unwinder": rec.call_graph,
                           "unwinder_reason": unwinder.reason, "usable_share": usable_share(rec.folded),
                           "stack_bytes": DWARF_STACK_BYTES if rec.call_graph == "dwarf" else None}
+        if side is not None:
+            side.join(OFFCPU_S + JOIN_SLACK_S)
+            self._out[key]["offcpu"] = dict(offcpu) or {"error": "off-CPU recording did not finish"}
+        else:
+            self._out[key]["offcpu"] = {"error": "not recorded: per-process recording has no scheduler tracepoints"}
+
+    def _offcpu(self, key: StepKey, pids: list[int], seconds: float, out: dict[str, Any]) -> None:
+        """Off-CPU time of the server's threads for ``seconds``: folded µs to artifacts/, the summary to ``out``."""
+        label, workload, clients = key
+        t0 = time.time()
+        try:
+            kinds = process_kinds(pids)
+            tids = sorted(kinds)[:MAX_TIDS]
+            with tempfile.TemporaryDirectory(prefix="dbdiag-offcpu-") as tmp:
+                events = record_offcpu(tids, seconds, Path(tmp))
+            for tid, kind in stack_thread_kinds(samples_of(events)).items():
+                if kinds.get(tid, "thread") == "thread":
+                    kinds[tid] = kind
+            off = fold_offcpu(events, tids, kind_lookup(kinds))
+            rel = f"artifacts/offcpu--{safe_name(label)}--{safe_name(workload)}--c{clients}.folded"
+            save_folded(off.folded, self.bundle.path / rel)
+        except (DiagError, OSError) as e:
+            out["error"] = str(e)
+            return
+        out.update({"folded": rel, "unit": "us", "window": [t0, t0 + seconds], "seconds": off.seconds,
+                    "total_us": off.total_us, "runqueue_us": off.runqueue_us, "open_us": off.open_us,
+                    "switches": off.switches, "by_state": off.by_state, "by_syscall": off.by_syscall,
+                    "by_kind": off.by_kind, "by_kind_call": off.by_kind_call, "threads": len(tids),
+                    "unwinder": "fp"})
 
     def _record_window(self, label: str, pids: list[int], window: float,
                        tmp: Path) -> tuple[ProfileRecording, Unwinder]:
-        """One window with the target's unwinder; the first one starts with the frame-pointer check."""
+        """One window with the target's unwinder; the first one runs the frame-pointer check beside it.
+
+        The first window unwinds with DWARF (right on every binary) while a CHECK_S frame-pointer
+        recording runs at the same time: one after the other would not fit a short step, as each
+        ``perf record -a`` takes 0.3-2 s to start on a busy host (measured here at load 6 on 2 vCPUs).
+        """
         known = self._unwinders.get(label)
         if known is not None:
             return self._record_with(pids, window, tmp, known.call_graph), known
-        check = record_profile(pids, CHECK_S, tmp, FREQ_HZ, scope=self.scope, call_graph="fp")
-        rest = max(MIN_WINDOW_S, window - check.seconds_recorded)
-        unwinder = choose_unwinder(check)
+        found: dict[str, ProfileRecording] = {}
+        (tmp / "check").mkdir(exist_ok=True)
+        side = threading.Thread(target=self._check, args=(pids, tmp / "check", found), daemon=True)
+        side.start()
+        rec = self._record_with(pids, window, tmp, "dwarf")
+        side.join(CHECK_S + JOIN_SLACK_S)
+        check = found.get("check")
+        unwinder = choose_unwinder(check) if check is not None else None
         if unwinder is None:
-            return self._record_with(pids, rest, tmp, "dwarf"), Unwinder(
-                "dwarf", f"too few samples ({check.samples}) in the {CHECK_S:g} s frame-pointer check to judge: "
-                "DWARF for this window")
+            n = check.samples if check is not None else 0
+            return rec, Unwinder("dwarf", f"first window: too few samples ({n}) in the {CHECK_S:g} s frame-pointer "
+                                 "check beside it to judge; DWARF again next time")
         self._unwinders[label] = unwinder
-        rec = self._record_with(pids, rest, tmp, unwinder.call_graph)
-        if unwinder.call_graph == "fp":  # the check's samples are as good as the rest: keep them
-            rec = dataclasses.replace(rec, folded=dict(Counter(rec.folded) + Counter(check.folded)),
-                                      samples=rec.samples + check.samples)
-        return rec, unwinder
+        then = "DWARF from now on" if unwinder.call_graph == "dwarf" else "frame pointers from now on"
+        return rec, dataclasses.replace(unwinder, call_graph="dwarf",
+                                        reason=f"first window: DWARF while {unwinder.reason.split(':')[0]}; {then}")
+
+    def _check(self, pids: list[int], tmp: Path, found: dict[str, ProfileRecording]) -> None:
+        with contextlib.suppress(DiagError, OSError):  # no verdict: the window is DWARF either way
+            found["check"] = record_profile(pids, CHECK_S, tmp, FREQ_HZ, scope=self.scope, call_graph="fp")
 
     def _record_with(self, pids: list[int], seconds: float, tmp: Path, call_graph: str) -> ProfileRecording:
         freq = DWARF_FREQ_HZ if call_graph == "dwarf" else FREQ_HZ

@@ -81,12 +81,13 @@ def _label(name: str, width_px: float) -> str:
 
 
 def flamegraph_svg(folded: Mapping[str, int], title: str, width: int = 1200,
-                   min_fraction: float = MIN_FRACTION) -> str:
+                   min_fraction: float = MIN_FRACTION, unit: str = "samples") -> str:
     """An SVG flame graph (root at the bottom, leaves on top) ``width`` px wide.
 
     Frame width is proportional to samples including children; frames under
     ``min_fraction`` of all samples are left out with their children (the
     parent keeps its full width, so the gap shows). Same input, same string.
+    ``unit`` names what the counts are ("samples", "µs off CPU").
     """
     root = _build(folded)
     total = root.total
@@ -118,7 +119,7 @@ def flamegraph_svg(folded: Mapping[str, int], title: str, width: int = 1200,
         f'<rect x="0" y="0" width="{width}" height="{height}" fill="#f8f8f0"/>',
         f'<text x="{width / 2:.1f}" y="18" text-anchor="middle" font-size="16">{_xml(title)}</text>',
         f'<text x="{width / 2:.1f}" y="32" text-anchor="middle" fill="#555">'
-        f"{total} samples; width = share of samples incl. callees; hover a frame for details</text>",
+        f"{total} {_xml(unit)}; width = share incl. callees; hover a frame for details</text>",
     ]
     if not total:
         out.append(f'<text x="{width / 2:.1f}" y="{height - BOTTOM - 2}" text-anchor="middle">no samples</text>')
@@ -127,7 +128,7 @@ def flamegraph_svg(folded: Mapping[str, int], title: str, width: int = 1200,
         pct = 100.0 * node.total / total
         label = _label(node.name, w)
         out.append(
-            f"<g><title>{_xml(node.name)} ({node.total} samples, {pct:.2f}%)</title>"
+            f"<g><title>{_xml(node.name)} ({node.total} {_xml(unit)}, {pct:.2f}%)</title>"
             f'<rect x="{x:.2f}" y="{y}" width="{max(w - 0.5, 0.1):.2f}" height="{FRAME_H - 1}" '
             f'rx="2" fill="{_colour(node.name, depth)}"/>'
             + (f'<text x="{x + 3:.2f}" y="{y + FRAME_H - 4}">{_xml(label)}</text>' if label else "")

@@ -132,6 +132,11 @@ def _strip_args(sym: str) -> str:
     return sym
 
 
+def frame_name(ip: str, rest: str, addrs: bool = False) -> str:
+    """One perf script frame (``ip``, then ``sym (dso)``) as a folded-stack frame name."""
+    return _frame_name(ip, rest, addrs)
+
+
 def _frame_name(ip: str, rest: str, addrs: bool) -> str:
     sym, dso = split_dso(rest)
     sym = _SYMOFF.sub("", sym.strip())
