@@ -37,7 +37,7 @@ MDL_HINT = ("performance_schema=ON with performance-schema-instrument='wait/lock
             "MariaDB INSTALL SONAME 'metadata_lock_info'")
 HINTS = {"lock_waits": GRANT_PROCESS, "processlist": GRANT_PROCESS, "metadata_locks": GRANT_PS,
          "last_statements": GRANT_PS, "metadata_lock_info": MDL_HINT}
-NO_MDL_SOURCE = "metadata lock holders not visible: performance_schema does not record metadata locks here"
+NO_MDL_SOURCE = "metadata lock holders (LOCK TABLES, DDL) not visible"
 THR_LOCK = "table-level lock (THR_LOCK) holders are not shown by the server"
 _LOCK_WAIT = re.compile(r"^Waiting for (.*)lock$", re.IGNORECASE)
 _BACKGROUND_USERS = frozenset({"system user", "event_scheduler"})
@@ -89,6 +89,13 @@ def mdl_holders_from_info(waiter: dict[str, Any], info: list[dict[str, Any]]) ->
     return out
 
 
+def no_mdl_reason(parts: Parts) -> str:
+    """Why neither metadata lock source works: "... not visible: performance_schema is OFF, and the
+    metadata_lock_info plugin is not installed"."""
+    why = parts.off.get("metadata_locks", "").split(": ", 1)[-1].split(" (fix:")[0]
+    return f"{NO_MDL_SOURCE}: {why}, and the metadata_lock_info plugin is not installed"
+
+
 class MyBlockingCollector(MyCollector):
     """Who blocks whom (processlist, metadata locks, InnoDB lock waits) at the wait-sampling rate."""
 
@@ -111,6 +118,7 @@ class MyBlockingCollector(MyCollector):
     def __init__(self, ctx: CollectorContext) -> None:
         super().__init__(ctx)
         self.mdl_source = ""  # "metadata_locks", "metadata_lock_info" or "" (none)
+        self.mdl_why = ""  # why there is none, for the records
         self._window = WindowBuilder()
         self._ticks_total = 0
         self._last: dict[str, float] = {}
@@ -142,15 +150,19 @@ class MyBlockingCollector(MyCollector):
         source = self._plan(s, parts)
         if not parts.is_on("processlist"):
             return Probe(False, parts.off["processlist"], parts.hint())
-        missing = [m for k, m in parts.off.items() if k != "metadata_lock_info" or not source]
-        if source:  # one metadata lock source is enough: the other one being off is not news
-            missing = [m for m in missing if not m.startswith(("metadata_locks", "metadata_lock_info"))]
-        return Probe(True, missing=tuple(missing), hint=parts.hint() if missing else "")
+        mdl = ("metadata_locks", "metadata_lock_info")
+        missing = [m for k, m in parts.off.items() if k not in mdl]
+        hints = [h for h in parts.hint().split("; ") if h and h != MDL_HINT]
+        if not source:  # one line for both ways of seeing metadata lock holders
+            missing.insert(0, f"{no_mdl_reason(parts)} (fix: {MDL_HINT})")
+            hints.insert(0, MDL_HINT)
+        return Probe(True, missing=tuple(missing), hint="; ".join(dict.fromkeys(hints)))
 
     def start(self) -> None:
         super().start()
         assert self.session is not None
         self.mdl_source = self._plan(self.session, self.parts)
+        self.mdl_why = "" if self.mdl_source else no_mdl_reason(self.parts)
         self.parts.unsaid()  # the probe said these already
         self._window = WindowBuilder()
 
@@ -187,8 +199,7 @@ class MyBlockingCollector(MyCollector):
                 lock = f"metadata lock on {held[0][2]} (held: {held_text(held[0][1])}; from metadata_lock_info)"
                 out.append(Wait(pid, tuple(sorted({h[0] for h in held})), lock, period, wait_s))
                 continue
-            why = "" if self.mdl_source else NO_MDL_SOURCE
-            out.append(Wait(pid, (), "metadata lock", period, wait_s, why))
+            out.append(Wait(pid, (), "metadata lock", period, wait_s, self.mdl_why))
         return out
 
     def _row_waits(self, s: Session, period: float) -> tuple[list[Wait], dict[int, dict[str, Any]]]:

@@ -29,13 +29,18 @@ DEFAULT_HZ = 10.0
 WINDOW_S = 1.0
 TICK_TIMEOUT_MS = 500
 HIDDEN_NOTE = "state and statement of other roles' blocking sessions: needs pg_monitor or pg_read_all_stats"
+HIDDEN_QUERY = "<insufficient privilege>"  # pg_stat_activity.query of another role's session without the role
+NOT_VISIBLE = "not visible to this role (needs pg_read_all_stats or pg_monitor)"
 NO_BLOCKER = ("waiting for a lock no session holds by the time it was sampled (granted between the two "
               "catalog reads), or held by a prepared transaction")
 
 
 def blocker_state(r: dict[str, Any]) -> str:
     """What a blocking backend is doing, in pg_stat_activity's words ("idle in transaction", "active, waits
-    Lock:relation"); its backend type when it is not a client backend; "" when this role may not see it."""
+    Lock:relation"); its backend type when it is not a client backend; :data:`NOT_VISIBLE` when this role may
+    not see it."""
+    if r.get("b_state") is None and text(r.get("b_query")) == HIDDEN_QUERY:
+        return NOT_VISIBLE
     state = text(r.get("b_state"))
     btype = text(r.get("b_type"))
     if r.get("b_wait_type") and state == "active":
@@ -47,9 +52,12 @@ def blocker_state(r: dict[str, Any]) -> str:
 
 def seen_blocker(r: dict[str, Any]) -> Seen:
     """The blocker of one ``blocking`` row."""
-    app, addr = text(r.get("b_app")), text(r.get("b_addr")) or "local socket"
+    hidden = blocker_state(r) == NOT_VISIBLE
+    # client_addr NULL: a Unix-socket client, unless this role may not see the session at all
+    app, addr = text(r.get("b_app")), text(r.get("b_addr")) or ("" if hidden else "local socket")
     return Seen(pid=int(r["blocker"]), user=text(r.get("b_user")),
-                client=f"{app} ({addr})" if app else addr, state=blocker_state(r), statement=text(r.get("b_query")),
+                client=f"{app} ({addr})" if app and addr else app or addr, state=blocker_state(r),
+                statement="" if text(r.get("b_query")) == HIDDEN_QUERY else text(r.get("b_query")),
                 xact_s=seconds(plain(r.get("b_xact_s"))), state_s=seconds(plain(r.get("b_state_s"))))
 
 
