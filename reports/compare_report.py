@@ -15,6 +15,7 @@ from typing import Any
 from diag.bundle import Bundle
 from diag.errors import DiagError
 from reports.compare import run_name
+from reports.diff_view import with_diff_flames
 from reports.render import _env as report_env  # one jinja environment (filters, autoescape) for both pages
 from reports.sections import step_profile
 
@@ -52,7 +53,7 @@ def render_comparison(bundles: list[Bundle], items: list[dict[str, Any]]) -> str
     title = "dbdiag compare: " + " vs ".join(runs)
     return report_env().get_template("compare.html.j2").render(
         title=title, runs=[{"name": n, "path": str(b.path)} for n, b in zip(runs, bundles)],
-        comparisons=with_symbols(bundles, items))
+        comparisons=with_diff_flames(bundles, with_symbols(bundles, items)))
 
 
 def write_page(path: Path, html: str) -> Path:

@@ -136,3 +136,109 @@ def flamegraph_svg(folded: Mapping[str, int], title: str, width: int = 1200,
         )
     out.append("</svg>")
     return "\n".join(out) + "\n"
+
+
+@dataclass
+class _DiffNode:
+    name: str
+    a: float = 0.0
+    b: float = 0.0
+    children: dict[str, _DiffNode] = field(default_factory=dict)
+
+
+def _build_diff(a: Mapping[str, float], b: Mapping[str, float]) -> _DiffNode:
+    root = _DiffNode("all")
+    for side, folded in (("a", a), ("b", b)):
+        for stack, value in folded.items():
+            if value <= 0:
+                continue
+            node = root
+            setattr(node, side, getattr(node, side) + value)
+            for name in stack.split(";"):
+                node = node.children.setdefault(name, _DiffNode(name))
+                setattr(node, side, getattr(node, side) + value)
+    return root
+
+
+def _diff_colour(delta: float, max_delta: float) -> str:
+    """FlameGraph's differential colours: red where B spends more, blue where less, white for no change."""
+    if max_delta <= 0 or delta == 0:
+        return "rgb(250,250,250)"
+    v = int(210 * (1 - min(1.0, abs(delta) / max_delta)))
+    return f"rgb(255,{v},{v})" if delta > 0 else f"rgb({v},{v},255)"
+
+
+def diff_flamegraph_svg(a: Mapping[str, float], b: Mapping[str, float], title: str, names: tuple[str, str],
+                        unit: str = "µs/tx", width: int = 1200, min_fraction: float = MIN_FRACTION) -> str:
+    """A differential flame graph of B against A, as FlameGraph's difffolded.pl + flamegraph.pl draw it.
+
+    Widths are B's values (``b``: stack -> value, already normalised, e.g. CPU µs per transaction);
+    each frame is red where B's inclusive value exceeds A's, blue where it falls short, the deeper the
+    colour the larger the change against the largest one. Frames only A has are not drawn (B has no
+    width for them): their total is said in the subtitle. Same input, same string.
+    """
+    root = _build_diff(a, b)
+    inner = width - 2 * PAD_X
+    scale = inner / root.b if root.b else 0.0
+    min_value = root.b * min_fraction
+    boxes: list[tuple[int, float, float, _DiffNode]] = []
+    max_delta = 0.0
+
+    def place(node: _DiffNode, depth: int, x: float) -> None:
+        nonlocal max_delta
+        boxes.append((depth, x, node.b * scale, node))
+        if depth > 0:
+            max_delta = max(max_delta, abs(node.b - node.a))
+        cx = x
+        for name in sorted(node.children):
+            child = node.children[name]
+            if child.b >= min_value and child.b > 0 and child.b * scale >= 0.1:
+                place(child, depth + 1, cx)
+            cx += child.b * scale
+
+    if root.b:
+        place(root, 0, float(PAD_X))
+    gone = _only_in_a(root)
+    depth_max = max((d for d, *_ in boxes), default=0)
+    height = TOP + (depth_max + 1) * FRAME_H + BOTTOM
+    base_y = height - BOTTOM - FRAME_H
+    na, nb = names
+    sub = (f"{nb}: {root.b:.1f} {unit}, {na}: {root.a:.1f} {unit}; width = {nb}; red = more in {nb}, "
+           f"blue = less" + (f"; {gone:.1f} {unit} of {na} only, not drawn" if gone > 0 else ""))
+    out = [
+        f'<svg xmlns="http://www.w3.org/2000/svg" version="1.1" width="{width}" height="{height}" '
+        f'viewBox="0 0 {width} {height}" font-family="Verdana, sans-serif" font-size="{FONT_PX}">',
+        f"<title>{_xml(title)}</title>",
+        f'<rect x="0" y="0" width="{width}" height="{height}" fill="#f8f8f0"/>',
+        f'<text x="{width / 2:.1f}" y="18" text-anchor="middle" font-size="16">{_xml(title)}</text>',
+        f'<text x="{width / 2:.1f}" y="32" text-anchor="middle" fill="#555">{_xml(sub)}</text>',
+    ]
+    if not root.b:
+        out.append(f'<text x="{width / 2:.1f}" y="{height - BOTTOM - 2}" text-anchor="middle">no samples</text>')
+    for depth, x, w, node in boxes:
+        y = base_y - depth * FRAME_H
+        change = f"{100 * (node.b - node.a) / node.a:+.1f}%" if node.a else "new"
+        label = _label(node.name, w)
+        fill = _colour(node.name, depth) if depth == 0 else _diff_colour(node.b - node.a, max_delta)
+        out.append(
+            f"<g><title>{_xml(node.name)} ({_xml(nb)} {node.b:.2f}, {_xml(na)} {node.a:.2f} {_xml(unit)}, "
+            f"{change})</title>"
+            f'<rect x="{x:.2f}" y="{y}" width="{max(w - 0.5, 0.1):.2f}" height="{FRAME_H - 1}" rx="2" '
+            f'fill="{fill}" stroke="#ccc" stroke-width="0.3"/>'
+            + (f'<text x="{x + 3:.2f}" y="{y + FRAME_H - 4}">{_xml(label)}</text>' if label else "")
+            + "</g>"
+        )
+    out.append("</svg>")
+    return "\n".join(out) + "\n"
+
+
+def _only_in_a(node: _DiffNode) -> float:
+    """Total A value of the subtrees B does not have (tops only: their children are inside them)."""
+    total, todo = 0.0, [node]
+    while todo:
+        for c in todo.pop().children.values():
+            if c.b <= 0:
+                total += c.a
+            else:
+                todo.append(c)
+    return total

@@ -22,6 +22,7 @@ from reports.durability_view import durability_rows
 from reports.findings import derive_findings
 from reports.significance import interval_text
 from reports.resources import step_resources
+from reports.diff_view import with_diff_flames
 from reports.sections import profiles, settings_diff, step_profile, wait_profiles
 from reports.statements_view import compare_statements, statement_sections
 from reports.series import counter_series, group_series, host_cpu_pct
@@ -226,7 +227,7 @@ def _comparisons(b: Bundle) -> list[dict[str, Any]]:
             for k in (prof or {}).get("kinds", [])[:1]:  # the busiest process kind: the backends/connections
                 syms = [(s.symbol, s.percent) for s in k["rows"][:8]]
             e[f"{side}_symbols"] = syms
-    return items
+    return with_diff_flames([b], items)
 
 
 def render_bundle(path: Path) -> Path:

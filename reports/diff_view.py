@@ -1,0 +1,60 @@
+"""Differential CPU flame graphs of compared steps: B against A, per transaction (FlameGraph's difffolded).
+
+Each side's folded CPU profile is normalised to CPU µs per transaction of its own step
+(``samples / freq_hz`` CPU seconds over ``tps x window`` transactions), so two runs at different
+rates, sampling rates (frame pointers at 499 Hz, DWARF at 249 Hz) or window lengths compare.
+Used by the report's comparison section and by ``dbdiag compare``'s page.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from collectors.profile.parse import load_folded
+from diag.bundle import Bundle
+from reports.compare import run_name
+from reports.flamegraph import diff_flamegraph_svg
+
+DIFF_W = 1060  # px: the page's width
+
+
+def cpu_per_tx(b: Bundle, row: dict[str, Any]) -> dict[str, float] | None:
+    """Folded CPU profile of one step as CPU µs per transaction per stack; None when not profiled."""
+    prof = row.get("profile") or {}
+    rel, freq, window, tps = prof.get("folded"), prof.get("freq_hz"), prof.get("window"), row.get("tps")
+    if not rel or not freq or not window or len(window) != 2 or not tps or tps <= 0:
+        return None
+    seconds = float(window[1]) - float(window[0])
+    path = Path(b.path) / rel
+    if seconds <= 0 or not path.exists():
+        return None
+    k = 1e6 / float(freq) / (float(tps) * seconds)
+    return {stack: n * k for stack, n in load_folded(path).items()}
+
+
+def _step(bundles: list[Bundle], run: str | None, target: str, workload: str,
+          clients: int) -> tuple[Bundle, dict[str, Any]] | None:
+    for b in bundles:
+        if run is not None and len(bundles) > 1 and run_name(b) != run:
+            continue
+        for row in b.results:
+            if (row.get("target"), row.get("workload"), row.get("clients")) == (target, workload, clients):
+                return b, row
+    return None
+
+
+def with_diff_flames(bundles: list[Bundle], items: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Comparison items with ``diff_flame``: the slower side's CPU per transaction against the faster's ("" if
+    either was not profiled)."""
+    out = []
+    for e in items:
+        sides = [_step(bundles, e.get(f"{s}_run"), e[s], e["workload"], e["clients"]) for s in ("fast", "slow")]
+        per_tx = [cpu_per_tx(*s) if s else None for s in sides]
+        svg = ""
+        if per_tx[0] and per_tx[1]:
+            names = (str(e.get("fast_name")), str(e.get("slow_name")))
+            svg = diff_flamegraph_svg(per_tx[0], per_tx[1], f"CPU per transaction: {names[1]} against {names[0]}",
+                                      names, unit="CPU µs/tx", width=DIFF_W)
+        out.append({**e, "diff_flame": svg})
+    return out

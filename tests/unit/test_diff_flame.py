@@ -1,0 +1,60 @@
+"""Differential flame graphs (reports.flamegraph.diff_flamegraph_svg, reports.diff_view) on hand-made profiles
+and on the saved two-engine bundle tests/data/bundles/point_select (perf profiles of both targets)."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+from collectors.profile.parse import load_folded
+from diag.bundle import load_bundle
+from reports.diff_view import cpu_per_tx, with_diff_flames
+from reports.flamegraph import diff_flamegraph_svg
+from reports.render import _comparisons
+
+BUNDLE = Path(__file__).resolve().parents[1] / "data" / "bundles" / "point_select"
+FRAME = re.compile(r'<g><title>(?P<title>[^<]*)</title><rect [^>]*width="(?P<w>[\d.]+)"[^>]*fill="(?P<fill>[^"]+)"')
+
+
+def _frames(svg: str) -> dict[str, tuple[float, str]]:
+    return {m["title"].split(" (")[0]: (float(m["w"]), m["fill"]) for m in FRAME.finditer(svg)}
+
+
+def test_red_where_b_costs_more_blue_where_less_widths_from_b() -> None:
+    a = {"k;p;main;grow": 10.0, "k;p;main;shrink": 10.0, "k;p;main;gone": 5.0}
+    b = {"k;p;main;grow": 30.0, "k;p;main;shrink": 10.0 / 4}
+    svg = diff_flamegraph_svg(a, b, "t", ("A", "B"), unit="µs/tx", width=1020)
+    f = _frames(svg)
+    assert f["grow"][1] == "rgb(255,0,0)"  # the largest change: full red
+    r, g, bl = map(int, re.findall(r"\d+", f["shrink"][1]))
+    assert bl == 255 and r == g < 210  # blue, paler than the largest change
+    assert "gone" not in f and "5.0 µs/tx of A only, not drawn" in svg
+    assert abs((f["grow"][0] + 0.5) / (f["shrink"][0] + 0.5) - 30 / 2.5) < 0.01  # widths are B's values (less 0.5 px gap)
+    assert abs(f["all"][0] + 0.5 - 1000) < 0.01  # B fills the inner width
+    assert "grow (B 30.00, A 10.00 µs/tx, +200.0%)" in svg
+    assert diff_flamegraph_svg(a, b, "t", ("A", "B")) == diff_flamegraph_svg(a, b, "t", ("A", "B"))
+
+
+def test_per_transaction_normalisation_by_hand() -> None:
+    b = load_bundle(BUNDLE)
+    row = b.results[0]
+    prof = row["profile"]
+    per_tx = cpu_per_tx(b, row)
+    assert per_tx is not None
+    samples = sum(load_folded(BUNDLE / prof["folded"]).values())
+    seconds = prof["window"][1] - prof["window"][0]
+    # 185 samples at 499 Hz over 3934.67 tps x 2.4 s
+    assert abs(sum(per_tx.values()) - samples / prof["freq_hz"] * 1e6 / (row["tps"] * seconds)) < 1e-6
+    assert cpu_per_tx(b, {**row, "profile": {}}) is None and cpu_per_tx(b, {**row, "tps": 0}) is None
+
+
+def test_report_comparison_has_a_diff_flame_per_profiled_pair() -> None:
+    b = load_bundle(BUNDLE)
+    items = _comparisons(b)
+    assert len(items) == 2
+    for e in items:
+        svg = e["diff_flame"]
+        assert svg.startswith("<svg") and f"{e['slow_name']} against {e['fast_name']}" in svg
+        assert "rgb(255," in svg  # something costs more on the slower side
+    bare = [{**items[0], "fast": "nobody"}]
+    assert with_diff_flames([b], bare)[0]["diff_flame"] == ""  # a side without a profile: no graph
