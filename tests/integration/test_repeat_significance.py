@@ -6,11 +6,11 @@ Three short runs of single-row inserts at 1 client (module-scoped, read by sever
 * ``knob``: PostgreSQL with fsync=off ("off") against the session's default (durable) server ("on"),
   ``--repeat 3``, 1 s steps, 0.25 s intervals: the order of events.jsonl, the intervals in the report, and
   a significant difference with the right sign in the report and in ``dbdiag compare``;
-* ``same``: two labels on the one fsync=off server, ``--repeat 5`` of 0.4 s steps, interleaved: the same
+* ``same``: two labels on the one fsync=off server, ``--repeat 5`` of 0.3 s steps, interleaved: the same
   configuration twice, per-repeat Mann-Whitney U -> "within noise" (under the null the test says
   "significant" at most 2 x 2/252 = 3.2% of the time: only a complete or near-complete separation of
   five interleaved repeats reaches p < 0.05);
-* ``ckpt``: one 2 s step on the durable server with a CHECKPOINT issued 0.8 s into the measured window:
+* ``ckpt``: one 1.5 s step on the durable server with a CHECKPOINT issued 0.6 s into the measured window:
   the unsteady_window finding names it and says how much it moves the figure.
 """
 
@@ -69,7 +69,7 @@ def fsync_off() -> Iterator[servers.ThrowawayServer]:
 @pytest.fixture(scope="module")
 def knob(tmp_path_factory, fsync_off, pg_server) -> Path:
     out = tmp_path_factory.mktemp("knob") / "knob"
-    _run(out, f"off={fsync_off.dsn()}", f"on={pg_server.dsn()}", "--repeat", "3", "-T", "1", "--warmup", "0.3",
+    _run(out, f"off={fsync_off.dsn()}", f"on={pg_server.dsn()}", "--repeat", "3", "-T", "1", "--warmup", "0.2",
          "--report-interval", "0.25")
     return out
 
@@ -77,8 +77,8 @@ def knob(tmp_path_factory, fsync_off, pg_server) -> Path:
 @pytest.fixture(scope="module")
 def same(tmp_path_factory, fsync_off) -> Path:
     out = tmp_path_factory.mktemp("same") / "same"
-    _run(out, f"a={fsync_off.dsn()}", f"b={fsync_off.dsn()}", "--repeat", "5", "-T", "0.4", "--warmup", "0.2",
-         "--report-interval", "0.1")
+    _run(out, f"a={fsync_off.dsn()}", f"b={fsync_off.dsn()}", "--repeat", "5", "-T", "0.3", "--warmup", "0.1",
+         "--report-interval", "0.1", "--no-collect")
     return out
 
 
@@ -166,9 +166,9 @@ def _plant_checkpoint(bundle: Path, dsn: str, after_s: float, done: list[str]) -
 def test_steady_state_check_sees_a_planted_checkpoint(tmp_path: Path, pg_server) -> None:
     out = tmp_path / "ckpt"
     done: list[str] = []
-    th = threading.Thread(target=_plant_checkpoint, args=(out, pg_server.dsn(), 0.8, done), daemon=True)
+    th = threading.Thread(target=_plant_checkpoint, args=(out, pg_server.dsn(), 0.6, done), daemon=True)
     th.start()
-    _run(out, f"pg={pg_server.dsn()}", "-T", "2", "--warmup", "0.3", "--report-interval", "0.25")
+    _run(out, f"pg={pg_server.dsn()}", "-T", "1.5", "--warmup", "0.2", "--report-interval", "0.25")
     th.join(10)
     assert done, "the CHECKPOINT was not issued"
     found = json.loads((out / "findings.json").read_text())["findings"]
@@ -178,4 +178,4 @@ def test_steady_state_check_sees_a_planted_checkpoint(tmp_path: Path, pg_server)
     assert ckpt and ckpt[0]["intervals_touched"] >= 1, unsteady[0]["evidence"]
     # how much it moves the figure: the window's rate against the intervals it did not touch
     assert "moves_figure_pct" in ckpt[0] and ckpt[0]["against"] == "the intervals it did not touch"
-    assert -1.0 < ckpt[0]["between_s"][0] < 2.0  # from the stats sample before it, in the window
+    assert -1.0 < ckpt[0]["between_s"][0] < 1.5  # from the stats sample before it, in the window
