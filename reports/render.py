@@ -16,13 +16,13 @@ import jinja2
 
 from diag.bundle import Bundle, BundleWriter, load_bundle, safe_name
 from reports.accounting_view import accounting_view, step_limit_finding
+from reports.blocking_view import blocking_sections
 from reports.charts import fmt, line_chart
 from reports.compare import compare
 from reports.durability_view import durability_rows
 from reports.findings import derive_findings
 from reports.significance import interval_text
 from reports.resources import step_resources
-from reports.diff_view import with_diff_flames
 from reports.sections import profiles, settings_diff, step_profile, wait_profiles
 from reports.statements_view import compare_statements, statement_sections
 from reports.series import counter_series, group_series, host_cpu_pct
@@ -193,7 +193,8 @@ def build_view(b: Bundle, findings: list[dict[str, Any]]) -> dict[str, Any]:
     return {
         "run": run, "partial": b.partial, "targets": targets, "results": b.results, "findings": findings,
         "charts": build_charts(b), "collectors": collectors, "events": b.events[-200:], "resources": step_resources(b),
-        "waits": wait_profiles(b), "profiles": profiles(b), "settings_diff": settings_diff(b),
+        "waits": wait_profiles(b), "blocking": blocking_sections(b), "profiles": profiles(b),
+        "settings_diff": settings_diff(b),
         "durability": durability,
         "verdicts": _with_limits(target_verdicts(b, findings, durability, scaling_knees(b.results)), findings),
         "accounting": accounting_view(b),
@@ -227,7 +228,7 @@ def _comparisons(b: Bundle) -> list[dict[str, Any]]:
             for k in (prof or {}).get("kinds", [])[:1]:  # the busiest process kind: the backends/connections
                 syms = [(s.symbol, s.percent) for s in k["rows"][:8]]
             e[f"{side}_symbols"] = syms
-    return with_diff_flames([b], items)
+    return items
 
 
 def render_bundle(path: Path) -> Path:

@@ -208,3 +208,13 @@ def test_step_without_blocker_names_none(planted_run, target: str) -> None:
     got = step_blocking(b, planted)
     assert got is not None and got.blockers and got.blockers[0].pid == planted_run["planted"][(target, 2)]["pid"]
 
+
+
+def test_report_shows_the_chains(planted_run) -> None:
+    page = (planted_run["path"] / "report.html").read_text(encoding="utf-8")
+    section = page[page.index('<h2 id="blocking">'):]
+    section = section[:section.index("<h2", 10)]
+    for (target, clients), plant in planted_run["planted"].items():
+        assert f"{target} &middot; custom &middot; {clients} clients" in section
+        assert f"-&gt; {plant['pid']} (" in section  # a chain ends at the planted session (autoescaped)
+    assert "custom &middot; 1 clients" not in section  # nobody waited in the unplanted steps

@@ -21,6 +21,7 @@ from collectors.pg.blocking import lock_text, waits_of
 from diag.bundle import Bundle
 from diag.schema import BundleFormatError
 from diag.schema.blocking import BlockingWindow
+from reports.blocking_view import blocking_sections
 from reports.rules.base import steps
 from reports.rules.blocking import blocking_evidence, chains, step_blocking, title_part
 
@@ -149,3 +150,14 @@ def test_mysql_lock_states_and_holders() -> None:
             {"pid": 9, "mode": "MDL_SHARED_WRITE", "db": "d", "name": "blk"}]
     waiter = {"id": 9, "info": "UPDATE d.blk SET n = n + 1 WHERE id = 2"}
     assert mdl_holders_from_info(waiter, info) == [(3, "MDL_SHARED_NO_READ_WRITE", "d.blk")]
+
+
+def test_report_section_lists_planted_steps_only() -> None:
+    view = blocking_sections(saved_bundle())
+    assert view["sampled"] is True
+    assert [(s["target"], s["clients"]) for s in view["steps"]] == [("pg", 2), ("pg", 3), ("my", 2), ("my", 3)]
+    for s in view["steps"]:
+        top = s["rows"][0]
+        assert top["blocked"] == s["clients"] and len(s["chains"]) == s["clients"]
+        assert all(c.split(" -> ")[1].startswith(str(top["pid"])) for c in s["chains"])
+    assert blocking_sections(saved_bundle(series={})) == {"sampled": False, "steps": []}
