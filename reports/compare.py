@@ -218,6 +218,11 @@ def format_comparison(items: list[dict[str, Any]]) -> str:
         if sig:
             lines.append(f"  {e['fast_name']} against {e['slow_name']}: {sig['text']}")
         lines.extend(f"  {s}" for s in e["sentences"])
+        if e.get("fast_ci") and e.get("slow_ci"):
+            f, s = e["fast_ci"], e["slow_ci"]
+            lines.append(f"  throughput median [interval]: {f['median']:,.0f} [{f['low']:,.0f} .. {f['high']:,.0f}] vs "
+                         f"{s['median']:,.0f} [{s['low']:,.0f} .. {s['high']:,.0f}] tps ({f['method']}, "
+                         f"{100 * f['level']:.0f}% / {100 * s['level']:.0f}%)")
         if e["fast_p95_ms"] is not None and e["slow_p95_ms"] is not None:
             lines.append(f"  p95 latency: {e['fast_p95_ms']:.3f} ms vs {e['slow_p95_ms']:.3f} ms")
         for d in e["differences"]:
