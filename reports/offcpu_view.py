@@ -14,6 +14,7 @@ from collectors.profile.offcpu import per_transaction, top_paths
 from collectors.profile.parse import load_folded
 from diag.bundle import Bundle
 from reports.flamegraph import flamegraph_svg
+from reports.flamegraph_page import write_page
 
 TOP_CALLS = 8
 TOP_WAITS = 6
@@ -52,12 +53,13 @@ def step_offcpu(b: Bundle, row: dict[str, Any], waits: dict[str, Any] | None,
     tx = _transactions(row, seconds)
     total = int(off.get("total_us") or sum(folded.values()))
     rows = _call_rows(off, total, tx)
-    flame = ""
+    flame = interactive = ""
     if with_flame and folded:
-        flame = flamegraph_svg(folded, title=f"off-CPU {row.get('target')} {row.get('workload')} "
-                               f"{row.get('clients')} clients", width=FLAME_W, unit="µs off CPU")
+        title = f"off-CPU {row.get('target')} {row.get('workload')} {row.get('clients')} clients"
+        flame = flamegraph_svg(folded, title=title, width=FLAME_W, unit="µs off CPU")
+        interactive = write_page(Path(b.path), off["folded"], folded, title, unit="µs off CPU")
     return {"file": off["folded"], "seconds": seconds, "total_us": total, "threads": off.get("threads"),
             "runqueue_us": int(off.get("runqueue_us") or 0), "open_us": int(off.get("open_us") or 0),
             "switches": off.get("switches"), "by_state": off.get("by_state") or {}, "calls": rows,
-            "transactions": tx, "paths": top_paths(folded, 5), "flame": flame,
+            "transactions": tx, "paths": top_paths(folded, 5), "flame": flame, "interactive": interactive,
             "waits": (waits or {}).get("rows", [])[:TOP_WAITS]}

@@ -11,6 +11,7 @@ from collectors.profile.parse import load_folded
 from diag.bundle import Bundle, safe_name
 from diag.engines import ENGINES
 from reports.flamegraph import flamegraph_svg
+from reports.flamegraph_page import write_page
 from reports.offcpu_view import step_offcpu
 
 # Every engine's wait series: a target has only its own engine's, so reading all of them needs no engine lookup.
@@ -61,15 +62,16 @@ def step_profile(b: Bundle, row: dict[str, Any], with_flame: bool = True) -> dic
     kind_samples = Counter()
     for stack, n in folded.items():
         kind_samples[stack.split(";", 1)[0]] += n
-    flame = ""
+    flame = interactive = ""
     if with_flame and folded:
-        flame = flamegraph_svg(folded, title=f"{row.get('target')} {row.get('workload')} {row.get('clients')} clients",
-                               width=FLAME_W)
+        title = f"{row.get('target')} {row.get('workload')} {row.get('clients')} clients"
+        flame = flamegraph_svg(folded, title=title, width=FLAME_W)
+        interactive = write_page(Path(b.path), rel, folded, title)
     return {"target": row.get("target"), "workload": row.get("workload"), "clients": row.get("clients"),
             "samples": sum(folded.values()), "freq_hz": prof.get("freq_hz"), "window": prof.get("window"),
             "unresolved_share": unresolved_share(folded) if folded else 0.0, "hint": prof.get("symbol_hint", ""),
             "kinds": [{"kind": k, "samples": kind_samples[k], "rows": v} for k, v in kinds.items()],
-            "flame": flame, "file": rel, "unwinder": prof.get("unwinder") or "fp",
+            "flame": flame, "interactive": interactive, "file": rel, "unwinder": prof.get("unwinder") or "fp",
             "unwinder_reason": prof.get("unwinder_reason") or "", "scope": prof.get("scope") or "",
             "usable_share": usable_share(folded), "usable_frames": MIN_USABLE_FRAMES,
             "offcpu": step_offcpu(b, row, step_waits(b, row), with_flame) if with_flame else None}

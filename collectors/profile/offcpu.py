@@ -248,8 +248,8 @@ def record_offcpu(tids: Iterable[int], seconds: float, out_dir: Path, perf: str 
             line = next((ln.strip() for ln in stderr.splitlines() if ln.strip()), f"exit code {rec.returncode}")
             raise ToolUnavailable(f"off-CPU: perf record of the scheduler tracepoints failed: {line}")
         try:
-            res = subprocess.run([exe, "script", "-i", str(data), "-F", SCRIPT_FIELDS], capture_output=True,
-                                 timeout=_SCRIPT_TIMEOUT_S, preexec_fn=pdeathsig_preexec())
+            res = subprocess.run([exe, "script", "--no-inline", "-i", str(data), "-F", SCRIPT_FIELDS],
+                                 capture_output=True, timeout=_SCRIPT_TIMEOUT_S, preexec_fn=pdeathsig_preexec())
         except (OSError, subprocess.TimeoutExpired) as e:
             raise ToolUnavailable(f"off-CPU: perf script failed: {e}") from e
         if res.returncode != 0:

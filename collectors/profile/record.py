@@ -385,7 +385,9 @@ def _run_record(argv: list[str], live: dict[int, int], proc_root: Path, timeout_
 
 
 def _perf_script(exe: str, data: Path, pids: Iterable[int] = ()) -> str:
-    argv = [exe, "script", "-i", str(data), "-F", PERF_SCRIPT_FIELDS]
+    # --no-inline: perf would run addr2line for inlined frames of every DWARF-unwound address
+    # (3.9 s against 0.3 s on 2 s of a PostgreSQL 18 recording here, for 7 lines of 32,638 more).
+    argv = [exe, "script", "--no-inline", "-i", str(data), "-F", PERF_SCRIPT_FIELDS]
     if pids:  # a system-wide recording holds every process on the host: print only ours
         argv += ["--pid", ",".join(str(p) for p in pids)]
     try:

@@ -29,7 +29,7 @@ def test_red_where_b_costs_more_blue_where_less_widths_from_b() -> None:
     r, g, bl = map(int, re.findall(r"\d+", f["shrink"][1]))
     assert bl == 255 and r == g < 210  # blue, paler than the largest change
     assert "gone" not in f and "5.0 µs/tx of A only, not drawn" in svg
-    assert abs((f["grow"][0] + 0.5) / (f["shrink"][0] + 0.5) - 30 / 2.5) < 0.01  # widths are B's values (less 0.5 px gap)
+    assert abs((f["grow"][0] + 0.5) / (f["shrink"][0] + 0.5) - 30 / 2.5) < 0.01  # B's values set widths
     assert abs(f["all"][0] + 0.5 - 1000) < 0.01  # B fills the inner width
     assert "grow (B 30.00, A 10.00 µs/tx, +200.0%)" in svg
     assert diff_flamegraph_svg(a, b, "t", ("A", "B")) == diff_flamegraph_svg(a, b, "t", ("A", "B"))

@@ -61,7 +61,8 @@ def test_fold_intervals_by_hand() -> None:
     ]
     off = offcpu.fold_offcpu(events, [7, 3], lambda tid, comm: "backend")
     assert off.switches == 2
-    assert off.folded == {"backend;postgres;" + ";".join(path): 4000, "backend;postgres;main;[unknown];__schedule_[k]": 1000}
+    assert off.folded == {"backend;postgres;" + ";".join(path): 4000,
+                          "backend;postgres;main;[unknown];__schedule_[k]": 1000}
     assert off.runqueue_us == 1000 and off.open_us == 1000
     assert off.by_state == {"D": 4000, "R": 1000} and off.by_syscall == {"fdatasync": 4000, "preempted": 1000}
 
