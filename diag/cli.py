@@ -79,6 +79,8 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("--flush-capability", type=_positive, default=None,
                    help="flushes/s the storage can do (skip measuring), e.g. 120 for a 7200 rpm disk "
                         "(default: measured by an fsync test when a workload writes)")
+    r.add_argument("--fsync-seconds", type=_positive, default=0.3,
+                   help="seconds per method of that fsync test (12 methods per device)")
     r.add_argument("--set", action="append", metavar="KEY=VALUE", help="setting for embedded servers")
     r.add_argument("--host-metrics", action="append", metavar="LABEL=URL",
                    help="host evidence of target LABEL from its host's node_exporter, e.g. "
@@ -110,7 +112,8 @@ def cmd_run(a: argparse.Namespace, argv: list[str]) -> int:
                                                                           if w.strip()],
                       driver=drv, out=a.out, name=a.name, argv=["dbdiag", *argv], collect=not a.no_collect,
                       profile=not a.no_profile, profile_seconds=a.profile_seconds, profile_client=a.profile_client,
-                      flush_capability=a.flush_capability, server_settings=_kv(a.set),
+                      flush_capability=a.flush_capability, fsync_seconds=a.fsync_seconds,
+                      server_settings=_kv(a.set),
                       host_metrics=_kv(a.host_metrics, "--host-metrics", "LABEL=URL"))
     run = Run(opts)
     try:

@@ -69,6 +69,7 @@ class RunOptions:
     profile_seconds: float = 3.0
     profile_client: bool = False
     flush_capability: float | None = None
+    fsync_seconds: float = FSYNC_TEST_SECONDS  # per fsync test method, when F is measured (--fsync-seconds)
     server_settings: dict[str, str] = field(default_factory=dict)
     render: bool = True
     kind: str = "run"
@@ -104,7 +105,7 @@ def run_plan(opts: RunOptions) -> SourcePlan:
     writes = bool(set(opts.workloads) & WRITE_WORKLOADS)
     return SourcePlan(host=opts.collect, engine="all" if opts.collect else "none", flush=opts.collect and writes,
                       flush_off=FLUSH_READ_ONLY if opts.collect and not writes else "",
-                      fsync_test_s=FSYNC_TEST_SECONDS if writes and not opts.flush_capability else None,
+                      fsync_test_s=opts.fsync_seconds if writes and not opts.flush_capability else None,
                       profile=opts.profile, client_profile=opts.profile_client, profile_s=opts.profile_seconds)
 
 
