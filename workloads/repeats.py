@@ -3,11 +3,12 @@
 A step run N times (interleaved across targets by :func:`workloads.driver.run_interleaved`)
 gives N rows; the run keeps one row per (target, workload, clients), built here:
 
-* ``tps`` is the **median** of the repeats' throughput; the row's window
-  (``t_start``/``t_end``), latency, counts and profile are those of the
-  *representative* repeat (the one whose throughput is nearest the median; with
-  an odd N it is the median), so everything read over the window (accounting,
-  resources) still describes one real measured stretch;
+* ``tps`` is the **median** of the repeats' throughput (for an even N the lower
+  of the middle two, so that it is one repeat's own figure); the row's window
+  (``t_start``/``t_end``), latency, counts and profile are those of that
+  *representative* repeat, so everything read over the window (accounting,
+  per-transaction rates = counters / window / tps) describes one real measured
+  stretch at the rate it ran;
 * ``repeats`` keeps every repeat (its throughput, window, p95, per-interval
   throughput), so nothing is lost and the report can show the spread;
 * ``tps_ci`` is the interval of the median (:func:`tps_interval`).
@@ -25,7 +26,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from diag.stats import median, median_ci
+from diag.stats import median_ci
 
 MIN_REPEATS_FOR_CI = 6  # the fewest values whose order-statistic interval of the median reaches 95% (96.9%)
 LEVEL = 0.95
@@ -69,8 +70,8 @@ def combine(rows: list[dict[str, Any]]) -> dict[str, Any]:
         raise ValueError("no repeats to combine")
     full = [r for r in rows if r.get("complete", True)] or rows
     tps = [float(r.get("tps") or 0.0) for r in full]
-    mid = median(tps)
-    rep = min(full, key=lambda r: (abs(float(r.get("tps") or 0.0) - mid), rows.index(r)))
+    mid = sorted(tps)[(len(tps) - 1) // 2]  # the (lower) median: one repeat's own throughput
+    rep = next(r for r in full if float(r.get("tps") or 0.0) == mid)
     pooled = [float(x) for r in full for x in (r.get("interval_tps") or [])]
     out = {k: v for k, v in rep.items() if k != "repeat"}
     out.update(tps=round(mid, 2), repeat_count=len(rows), representative_repeat=rep.get("repeat"),

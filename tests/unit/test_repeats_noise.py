@@ -37,10 +37,10 @@ def test_combine_takes_the_median_and_keeps_every_repeat() -> None:
     assert r["interval_tps"] == [90, 110, 290, 310, 190, 210]
     ci = r["tps_ci"]  # 6 pooled intervals (< 6 repeats): [x(1), x(6)], coverage 1 - 2/64
     assert ci["basis"] == "intervals" and (ci["low"], ci["high"], ci["level"]) == (90, 310, 0.9688)
-    even = combine(rows[:2])  # the median of two, the window of the repeat nearest it (the first on a tie)
-    assert even["tps"] == 200.0 and even["representative_repeat"] == 1
+    even = combine(rows[:2])  # of two, the lower: one repeat's own figure, with its window
+    assert even["tps"] == 100.0 and even["representative_repeat"] == 1 and even["t_start"] == 10
     cut = combine([*rows[:2], _row(3, 5.0, 30, [5], complete=False, server_lost={"t": 31})])
-    assert cut["tps"] == 200.0 and cut["complete"] is False and cut["server_lost"] == {"t": 31}
+    assert cut["tps"] == 100.0 and cut["complete"] is False and cut["server_lost"] == {"t": 31}
     assert ResultRow.from_dict(r).extra == {}  # every key is declared in the schema
 
 
