@@ -16,6 +16,7 @@ from typing import Any
 from diag.bundle import Bundle
 from reports.accounting import Limit, StepAccounting, accounts, limit_of
 from reports.rules.base import Finding, Step, num
+from reports.rules.blocking import blocking_evidence, title_part
 
 StepKey = tuple[str, str, int]  # (target, workload, clients)
 
@@ -66,8 +67,13 @@ def step_limit(b: Bundle) -> list[Finding]:
             ev["accounting_note"] = acc.evidence.get("note", "")
         if lim.symptoms:
             ev["symptoms"] = "; ".join(lim.symptoms)
+        title = lim.title
+        if lim.kind == "lock":  # the holder, when the blocking sampler saw one (lock_contention has the rest)
+            title += title_part(b, step)
+            ev.update({k: v for k, v in blocking_evidence(b, step).items()
+                       if k in ("blocker", "blocked_for_s", "blocking_chain")})
         severity = "warning" if lim.kind in _WARNING_KINDS else "info"
-        out.append(step.finding("limit", severity, lim.title, ev, lim.advice, lim.impact,
+        out.append(step.finding("limit", severity, title, ev, lim.advice, lim.impact,
                                 kind=lim.kind, utilisation=lim.utilisation, symptoms=list(lim.symptoms),
                                 saturated=lim.saturated))
     return out

@@ -193,6 +193,10 @@ def test_planted_blocker_is_named_with_its_hold(planted_run, target: str, client
     assert ev["blocked_sessions"] == clients, ev
     assert 0.5 * clients * held <= ev["blocked_wait_s"] <= clients * (held + LONG_BY_S), (held, ev)
     assert str(plant["pid"]) in ev["blocking_chain"], ev
+    # the step's limit (a lock holder: the hold covers 60% of the measured window) names it too
+    (lim,) = [x for x in planted_run["found"] if x["category"] == "limit" and x["target"] == target
+              and x["clients"] == clients]
+    assert lim["extra"]["kind"] == "lock" and f"blocked by pid {plant['pid']}" in lim["title"], lim
 
 
 @pytest.mark.parametrize("target", ["pg", "my"])
