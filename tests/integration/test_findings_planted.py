@@ -45,7 +45,7 @@ def run(out: Path, targets: list[str], workloads: list[str], *, clients: tuple[i
                         scale=scale)
     log = io.StringIO()
     path = Run(RunOptions(targets=targets, workloads=workloads, driver=drv, out=out, argv=["dbdiag", "run"],
-                          profile=False, flush_capability=flush_capability), out=log).execute()
+                          profile=False, flush_capability=flush_capability, fsync_seconds=0.1), out=log).execute()
     found = json.loads((path / "findings.json").read_text())["findings"]
     results = json.loads((path / "results.json").read_text())["results"]
     assert len(results) == len(targets) * len(workloads) * len(clients), log.getvalue()[-3000:]

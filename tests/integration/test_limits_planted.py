@@ -43,6 +43,7 @@ from reports.limits import OWN_SHARE_OF_BUSY
 from reports.rules.cpu import HOST_BUSY, cpu_use
 from workloads.driver import DriverOptions
 
+FSYNC_S = 0.1  # per fsync test method (the run's default 0.3): 100+ flushes each even on the slow log device
 CHATTY = "BEGIN;\n" + "SELECT 1;\n" * 6 + "COMMIT;\n"
 HEAVY_SET = "".join(f"\\set v{i % 50} ({i} * 7 + 3) % 1000\n" for i in range(3000)) + "SELECT :v1;\n"
 
@@ -57,7 +58,7 @@ def run(out: Path, targets: list[str], workload: str, script: str | None = None)
                         scale=1)
     log = io.StringIO()
     path = Run(RunOptions(targets=targets, workloads=[workload], driver=drv, out=out, argv=["dbdiag", "run"],
-                          profile=False), out=log).execute()
+                          profile=False, fsync_seconds=FSYNC_S), out=log).execute()
     found = json.loads((path / "findings.json").read_text())["findings"]
     results = json.loads((path / "results.json").read_text())["results"]
     assert len(results) == len(targets), log.getvalue()[-3000:]
@@ -189,7 +190,7 @@ def sweep(pg_server, my_server, tmp_path_factory: pytest.TempPathFactory) -> dic
     log = io.StringIO()
     path = Run(RunOptions(targets=[f"pg={pg_server.dsn()}", f"my={my_server.dsn()}"],
                           workloads=["point-select", "insert"], driver=drv, out=out, argv=["dbdiag", "run"],
-                          profile=False), out=log).execute()
+                          profile=False, fsync_seconds=FSYNC_S), out=log).execute()
     found = json.loads((path / "findings.json").read_text())["findings"]
     b = load_bundle(path)
     return {"found": found, "n": n, "accounts": {(s.target, s.workload, s.clients): (s, a) for s, a in accounts(b)},

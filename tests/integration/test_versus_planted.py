@@ -34,7 +34,7 @@ def relaxed_pg() -> Iterator[servers.ThrowawayServer]:
 
 def _run(targets: list[str], out: Path) -> None:
     p = subprocess.run([sys.executable, "-m", "diag", "run", *targets, "-w", "insert", "-c", "1", "-T", "2",
-                        "--warmup", "0.5", "--no-profile", "--out", str(out)],
+                        "--warmup", "0.5", "--no-profile", "--fsync-seconds", "0.1", "--out", str(out)],
                        capture_output=True, text=True, timeout=300, cwd=str(REPO))
     assert p.returncode == 0, p.stderr[-2000:]
 
