@@ -23,6 +23,7 @@ from collectors.host import HostCollector
 from collectors.mysql import MYSQL_COLLECTORS
 from collectors.node_exporter import NodeExporterHost
 from collectors.pg import PG_COLLECTORS
+from collectors.ssh_host import SshProfileSource
 from collectors.step_profiles import ClientProfileSource, ServerProfileSource
 from diag.engines import MYSQL, POSTGRES, Engine
 
@@ -95,6 +96,13 @@ def _node_host(plan: SourcePlan, ctx: CollectorContext) -> list[Collector]:
     return [NodeExporterHost(ctx)] if plan.host and ctx.options.get("host_metrics") else []
 
 
+def _ssh_profile(plan: SourcePlan, ctx: CollectorContext) -> list[Collector]:
+    """Profiles of the target's server on its own host over ssh, when the run names one (``--ssh``)."""
+    if not (plan.profile and ctx.options.get("ssh")):
+        return []
+    return [SshProfileSource(_with(ctx, profile_seconds=plan.profile_s))]
+
+
 def _server_profile(plan: SourcePlan, ctx: CollectorContext) -> list[Collector]:
     return [ServerProfileSource(_with(ctx, profile_seconds=plan.profile_s))] if plan.profile else []
 
@@ -143,6 +151,7 @@ SOURCES: tuple[Registered, ...] = (
     Registered("client_profile", "run", _client_profile),
     Registered("engine", "target", _engine),
     Registered("node_host", "target", _node_host),
+    Registered("ssh_profile", "target", _ssh_profile),
     Registered("flush", "target", _flush),
 )
 

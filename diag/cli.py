@@ -85,6 +85,9 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("--host-metrics", action="append", metavar="LABEL=URL",
                    help="host evidence of target LABEL from its host's node_exporter, e.g. "
                         "db1=http://db1:9100/metrics (CPU, context switches, disk I/O, device flushes)")
+    r.add_argument("--ssh", action="append", metavar="LABEL=USER@HOST",
+                   help="profile target LABEL's server with perf on its own host over ssh (your ssh config "
+                        "and keys; no password prompt)")
 
     rep = sub.add_parser("report", help="re-render report.html from a run bundle")
     rep.add_argument("bundle", type=Path)
@@ -114,7 +117,8 @@ def cmd_run(a: argparse.Namespace, argv: list[str]) -> int:
                       profile=not a.no_profile, profile_seconds=a.profile_seconds, profile_client=a.profile_client,
                       flush_capability=a.flush_capability, fsync_seconds=a.fsync_seconds,
                       server_settings=_kv(a.set),
-                      host_metrics=_kv(a.host_metrics, "--host-metrics", "LABEL=URL"))
+                      host_metrics=_kv(a.host_metrics, "--host-metrics", "LABEL=URL"),
+                      ssh=_kv(a.ssh, "--ssh", "LABEL=USER@HOST"))
     run = Run(opts)
     try:
         path = run.execute()

@@ -76,6 +76,7 @@ class RunOptions:
     sources: SourcePlan | None = None
     progress: Literal["bar", "steps"] = "bar"
     host_metrics: dict[str, str] = field(default_factory=dict)  # label -> node_exporter URL (--host-metrics)
+    ssh: dict[str, str] = field(default_factory=dict)  # label -> user@host: profiles there over ssh (--ssh)
 
 
 @dataclass
@@ -89,9 +90,10 @@ class TargetRuntime:
     data_dir: str | None = None
 
     def facts(self) -> ServerFacts:
-        """What run-wide sources need to know about this target's server."""
-        return ServerFacts(self.target.label, self.target.is_local(), self.pid, self.data_dir,
-                           self.info.get("server_binary"))
+        """What run-wide sources need to know about this target's server (``--ssh``: its host is profiled over
+        ssh, so this machine's profiler leaves it alone even on loopback)."""
+        return ServerFacts(self.target.label, self.target.is_local() and not self.info.get("ssh"), self.pid,
+                           self.data_dir, self.info.get("server_binary"))
 
 
 def run_plan(opts: RunOptions) -> SourcePlan:
@@ -190,10 +192,11 @@ class Run:
         dup = {x for x in labels if labels.count(x) > 1}
         if dup:
             raise DiagError(f"two targets share the label {sorted(dup)[0]!r}: name them with LABEL=DSN")
-        unknown = sorted(set(opts.host_metrics) - set(labels))
-        if unknown:
-            raise UsageError(f"--host-metrics {unknown[0]}=...: no target is labelled {unknown[0]!r} "
-                             f"(targets: {', '.join(labels)})")
+        for option, given in (("--host-metrics", opts.host_metrics), ("--ssh", opts.ssh)):
+            unknown = sorted(set(given) - set(labels))
+            if unknown:
+                raise UsageError(f"{option} {unknown[0]}=...: no target is labelled {unknown[0]!r} "
+                                 f"(targets: {', '.join(labels)})")
         validate(opts.workloads, opts.driver)
         name = opts.name or "-".join(opts.workloads)
         self.path = Path(opts.out) if opts.out else default_out(name)
@@ -299,6 +302,8 @@ class Run:
                 rt.server = servers.start_server(t.engine, self.opts.server_settings, supervisor=self._supervise())
                 rt.target = rt.server.target(t)
             identify(rt, self.opts.host_metrics.get(t.label))
+            if t.label in self.opts.ssh:
+                rt.info["ssh"] = self.opts.ssh[t.label]
             via = client_driver_text(rt.target.dbms, self.opts.driver.protocol, self.opts.workloads,
                                      paced=bool(self.opts.driver.rate or self.opts.driver.think))
             self.say(f"dbdiag: {rt.target.label}: {rt.info['product']} {rt.info['version'].split(' on ')[0]} "
@@ -319,8 +324,7 @@ class Run:
         return CollectorContext(target=rt.target, artifacts=self.bundle.path / "artifacts", server_pid=rt.pid,
                                 data_dir=rt.data_dir, client_pids=self.sources.client_pids,
                                 servers=(rt.facts(),), bundle=self.bundle,
-                                options={"host_metrics": rt.info["host_metrics"]} if rt.info.get("host_metrics")
-                                else {})
+                                options={k: rt.info[k] for k in ("host_metrics", "ssh") if rt.info.get(k)})
 
     def _sweep_all(self) -> None:
         """The one loop over the registry: run-wide sources around everything, each target's around its sweep."""

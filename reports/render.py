@@ -20,6 +20,7 @@ from reports.blocking_view import blocking_sections
 from reports.charts import fmt, line_chart
 from reports.compare import compare
 from reports.durability_view import durability_rows
+from reports.evidence import evidence_rows
 from reports.findings import derive_findings
 from reports.significance import interval_text
 from reports.resources import step_resources
@@ -198,6 +199,7 @@ def build_view(b: Bundle, findings: list[dict[str, Any]]) -> dict[str, Any]:
         "durability": durability,
         "verdicts": _with_limits(target_verdicts(b, findings, durability, scaling_knees(b.results)), findings),
         "accounting": accounting_view(b),
+        "evidence": evidence_rows(b),
         "comparisons": _comparisons(b),
         "statements": statement_sections(b), "statement_compare": compare_statements(b),
         "title": f"dbdiag report: {', '.join(run.get('workloads', []))} on "

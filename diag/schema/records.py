@@ -46,6 +46,7 @@ class TargetInfo:
     server_binary: str | None = None
     data_directory: str | None = None
     host_metrics: str | None = None  # node_exporter URL of the target's host (--host-metrics), when given
+    ssh: str | None = None  # user@host whose perf profiles the server over ssh (--ssh), when given
     settings: Mapping[str, Any] = field(default_factory=dict)  # key settings as the server reports them
     storage: Mapping[str, Any] = field(default_factory=dict)  # the data directory's device facts
     extra: Mapping[str, Any] = field(default_factory=dict)
@@ -59,6 +60,8 @@ class TargetInfo:
         d = {k: getattr(self, k) for k in (*_TARGET_STR, *_TARGET_INT, *_TARGET_BOOL)}
         if self.host_metrics is not None:  # only where given: older bundles round-trip unchanged
             d["host_metrics"] = self.host_metrics
+        if self.ssh is not None:
+            d["ssh"] = self.ssh
         return {**dict(self.extra), **d, "settings": dict(self.settings), "storage": dict(self.storage)}
 
     @classmethod
@@ -69,10 +72,11 @@ class TargetInfo:
         kw.update({k: get_field(d, k, (int,), where) for k in _TARGET_INT})
         kw.update({k: get_field(d, k, (bool,), where, False) for k in _TARGET_BOOL})
         kw["host_metrics"] = get_field(d, "host_metrics", (str,), where)
+        kw["ssh"] = get_field(d, "ssh", (str,), where)
         kw["settings"] = get_field(d, "settings", (dict,), where, {})
         kw["storage"] = get_field(d, "storage", (dict,), where, {})
-        return cls(**kw, extra=unknown_keys(d, (*_TARGET_STR, *_TARGET_INT, *_TARGET_BOOL, "host_metrics", "settings",
-                                                "storage")))
+        return cls(**kw, extra=unknown_keys(d, (*_TARGET_STR, *_TARGET_INT, *_TARGET_BOOL, "host_metrics", "ssh",
+                                                "settings", "storage")))
 
 
 _RUN_KNOWN = ("format", "tool", "version", "command", "status", "error", "started", "ended", "host", "workloads",

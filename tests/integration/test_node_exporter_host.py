@@ -28,6 +28,7 @@ from diag import servers
 from diag.bundle import Bundle, Memo, load_bundle
 from diag.targets import parse_target
 from reports.durability_view import durability_rows, window_rate
+from reports.evidence import evidence_rows
 from reports.rules.base import steps
 from reports.rules.cpu import cpu_use
 
@@ -140,3 +141,12 @@ def test_a_node_exporter_that_is_not_there_is_a_reason_not_a_failure(pg_server: 
                         f"other={url}", "--out", str(tmp_path / "b")], capture_output=True, text=True, timeout=60,
                        cwd=str(REPO))
     assert q.returncode == 2 and "no target is labelled 'other'" in q.stderr and "Traceback" not in q.stderr
+
+
+def test_the_report_says_where_each_evidence_came_from(bundle: Bundle, node_exporter: str) -> None:
+    rows = {r["evidence"]: r for r in evidence_rows(bundle)["db"]}
+    assert rows["host CPU, context switches, disk I/O"]["source"] == f"node_exporter {node_exporter}"
+    assert rows["device flushes (D)"]["source"].startswith(f"node_exporter {node_exporter}: ")
+    assert rows["flush capability (F)"]["source"].startswith("given by the user")
+    html = (bundle.path / "report.html").read_text()
+    assert f"node_exporter {node_exporter}" in html and "missing, and why" in html

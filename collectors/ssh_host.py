@@ -1,0 +1,173 @@
+"""Server profiles on the database's own host over ssh (``--ssh LABEL=user@host``).
+
+The user's own ssh (their ~/.ssh/config and keys; ``DBDIAG_SSH_CONFIG`` names
+another config file, as the tests do) runs ``perf`` on that host: in the
+middle of each step, ``perf record -g`` of the server's processes there
+(found by name: ``pgrep -x`` of the engine's process names) for the
+profile window, then ``perf script`` there; its text comes back over the same
+connection and is folded here by the same parser as a local profile
+(:mod:`collectors.profile.parse`), into ``artifacts/profile--<target>--...folded``
+and the step's ``profile`` entry, marked ``source: ssh user@host``. Nothing is
+installed on that host: it needs sshd, perf (Debian: linux-perf) and a user
+allowed to profile the server (root, or perf_event_paranoid <= 1 and the
+server's user).
+
+ssh runs with ``BatchMode=yes`` (no password prompt can hang a run) and a
+connect timeout; the remote command is a fixed POSIX sh script whose only
+inputs (window, rate, process names) are quoted.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import shlex
+import subprocess
+import threading
+import time
+from typing import Any
+
+from collectors.base import Collector, CollectorContext, Probe
+from collectors.profile.analyse import unresolved_share
+from collectors.profile.parse import PERF_SCRIPT_FIELDS, fold_samples, parse_perf_script, save_folded
+from diag.bundle import safe_name
+from diag.errors import DiagError
+from diag.procs import pdeathsig_preexec
+
+CONNECT_TIMEOUT_S = 5
+PROBE_TIMEOUT_S = 20.0
+FREQ_HZ = 99  # the text of every sample crosses the network: a low rate keeps perf script's output small
+WINDOW_SHARE = 0.8
+MIN_WINDOW_S = 0.5
+SCRIPT_SLACK_S = 60.0
+# A server process listed by pgrep that exits before perf attaches (a backend closing) fails perf record:
+# list again, as the local flush tracing does.
+RECORD_TRIES = 4
+HINT = ("give dbdiag ssh access to the database host (BatchMode: a key, no password prompt) as a user that may "
+        "run perf there (root, or perf_event_paranoid <= 1), and install perf on it (Debian: linux-perf)")
+
+_PROBE_SH = """command -v perf >/dev/null 2>&1 || { echo "perf is not installed on $(hostname)" >&2; exit 5; }
+pgrep -x %(names)s >/dev/null 2>&1 || { echo "no %(names)s process runs on $(hostname)" >&2; exit 6; }
+perf record -q -F 10 -p "$(pgrep -d, -x %(names)s)" -o /dev/null -- true >/dev/null 2>&1 || \
+{ echo "perf may not profile %(names)s on $(hostname) as $(id -un) (perf_event_paranoid $(cat \
+/proc/sys/kernel/perf_event_paranoid 2>/dev/null))" >&2; exit 7; }
+hostname"""
+
+_RECORD_SH = """F=$(mktemp /tmp/dbdiag-perf.XXXXXX) || exit 4
+trap 'rm -f "$F" "$F.err"' EXIT
+i=0
+while :; do
+  P=$(pgrep -d, -x %(names)s) || { echo "no %(names)s process runs on $(hostname)" >&2; exit 6; }
+  perf record -F %(freq)d -g -p "$P" -o "$F" -- sleep %(seconds)s >/dev/null 2>"$F.err" && break
+  i=$((i + 1))
+  if [ "$i" -ge %(tries)d ]; then echo "perf record failed: $(grep -v '^\[' "$F.err" | tail -n 1)" >&2; exit 7; fi
+done
+perf script -i "$F" -F %(fields)s 2>/dev/null"""
+
+
+def ssh_argv(spec: str, command: str) -> list[str]:
+    """ssh of ``command`` on ``spec`` (user@host, or a Host of the user's ssh config), never prompting."""
+    cfg = os.environ.get("DBDIAG_SSH_CONFIG")
+    return ["ssh", *(["-F", cfg] if cfg else []), "-o", "BatchMode=yes", "-o", f"ConnectTimeout={CONNECT_TIMEOUT_S}",
+            spec, command]
+
+
+def run_ssh(spec: str, command: str, timeout_s: float) -> tuple[int, bytes, str]:
+    """(exit status, stdout, last stderr line) of ``command`` on ``spec``; DiagError when ssh cannot run."""
+    try:
+        p = subprocess.run(ssh_argv(spec, command), capture_output=True, timeout=timeout_s, stdin=subprocess.DEVNULL,
+                           preexec_fn=pdeathsig_preexec())
+    except FileNotFoundError:
+        raise DiagError("ssh is not installed here (Debian: openssh-client)") from None
+    except subprocess.TimeoutExpired:
+        raise DiagError(f"ssh {spec}: no answer within {timeout_s:g} s") from None
+    err = p.stderr.decode("utf-8", "replace").strip().splitlines()
+    return p.returncode, p.stdout, err[-1] if err else ""
+
+
+def _names(ctx: CollectorContext) -> str:
+    """The engine's server process names as one quoted ``pgrep -x`` pattern."""
+    return shlex.quote("|".join(ctx.target.dbms.process_names))
+
+
+def _window(info: Any, seconds: float) -> tuple[float, float]:
+    """(length, delay from now) of a window of at most ``seconds`` centred on the step's measured part."""
+    window = min(seconds, max(MIN_WINDOW_S, info.duration_s * WINDOW_SHARE))
+    return window, max(0.0, info.t_start + info.duration_s / 2 - window / 2 - time.time())
+
+
+class SshProfileSource(Collector):
+    """perf of the target's server on its own host, over ssh, in the middle of each step."""
+
+    name = "ssh_profile"
+    title = "server profiles over ssh"
+    sampled = False  # works from the step hooks, in the run's process
+
+    def __init__(self, ctx: CollectorContext) -> None:
+        super().__init__(ctx)
+        self.spec = str(ctx.options.get("ssh") or "")
+        self.seconds = float(ctx.options.get("profile_seconds", 3.0))
+        self.remote_host = ""
+        self._threads: dict[tuple[str, int], threading.Thread] = {}
+        self._out: dict[tuple[str, int], dict[str, Any]] = {}
+
+    def probe(self) -> Probe:
+        try:
+            rc, out, err = run_ssh(self.spec, _PROBE_SH % {"names": _names(self.ctx)}, PROBE_TIMEOUT_S)
+        except DiagError as e:
+            return Probe(False, str(e), HINT)
+        if rc != 0:
+            return Probe(False, f"ssh {self.spec}: {err or f'exit status {rc}'}", HINT)
+        self.remote_host = out.decode("utf-8", "replace").strip().splitlines()[-1] if out.strip() else ""
+        return Probe(True, f"source: ssh {self.spec} (host {self.remote_host or '?'})")
+
+    def sample(self) -> None:
+        return None
+
+    def step_started(self, info: Any) -> None:
+        if info.target != self.ctx.target.label:
+            return
+        th = threading.Thread(target=self._guarded, args=(info,), daemon=True)
+        self._threads[(info.workload, info.clients)] = th
+        th.start()
+
+    def _guarded(self, info: Any) -> None:
+        with contextlib.suppress(OSError, DiagError):  # the step's row says nothing; the run goes on
+            self._record(info)
+
+    def _record(self, info: Any) -> None:
+        window, delay = _window(info, self.seconds)
+        time.sleep(delay)
+        t0 = time.time()
+        cmd = _RECORD_SH % {"names": _names(self.ctx), "freq": FREQ_HZ, "seconds": f"{window:.2f}",
+                            "fields": PERF_SCRIPT_FIELDS, "tries": RECORD_TRIES}
+        key = (info.workload, info.clients)
+        try:
+            rc, out, err = run_ssh(self.spec, cmd, window + SCRIPT_SLACK_S)
+        except DiagError as e:
+            self._out[key] = {"error": str(e), "source": f"ssh {self.spec}"}
+            return
+        if rc != 0:
+            self._out[key] = {"error": f"ssh {self.spec}: {err or f'exit status {rc}'}", "source": f"ssh {self.spec}"}
+            return
+        samples = parse_perf_script(out.decode("utf-8", "replace"))
+        folded = fold_samples(samples, lambda tid, comm: "server")
+        label = self.ctx.target.label
+        rel = f"artifacts/profile--{safe_name(label)}--{safe_name(info.workload)}--c{info.clients}.folded"
+        if self.ctx.bundle is None:
+            raise DiagError("ssh profile: no run bundle to write into")
+        path = self.ctx.bundle.artifact(rel.split("/", 1)[1])
+        save_folded(folded, path)
+        self._out[key] = {"folded": rel, "samples": len(samples), "freq_hz": FREQ_HZ, "window": [t0, t0 + window],
+                          "unresolved_share": unresolved_share(folded) if samples else 0.0,
+                          "source": f"ssh {self.spec}", "host": self.remote_host}
+
+    def step_finished(self, info: Any, result: dict[str, Any]) -> dict[str, Any] | None:
+        if info.target != self.ctx.target.label:
+            return None
+        th = self._threads.pop((info.workload, info.clients), None)
+        if th is None:
+            return None
+        th.join(self.seconds + SCRIPT_SLACK_S + PROBE_TIMEOUT_S)
+        out = self._out.pop((info.workload, info.clients), None)
+        return {"profile": out} if out else None

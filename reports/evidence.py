@@ -1,0 +1,96 @@
+"""Per target: which evidence came from where, and what is missing and why (the report's Environment section).
+
+From the bundle alone: run.json's targets (``local``, ``host_metrics``, ``ssh``,
+``storage``), its collectors' probes (ok, reason) and which series and result
+fields exist. Each row is ``{"evidence", "source", "missing"}``: ``source`` says
+where the figures came from (this machine's /proc, node_exporter at a URL, perf
+over ssh ...), ``missing`` why there are none ("" when there are).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from diag.bundle import Bundle, safe_name
+from reports.durability_view import flush_capability
+
+_REMOTE = "the server is on another host"
+
+
+def _probe(b: Bundle, key: str) -> dict[str, Any]:
+    return dict((b.run.get("collectors") or {}).get(key) or {})
+
+
+def _why(probe: dict[str, Any], default: str) -> str:
+    return str(probe.get("reason") or default) if probe and not probe.get("ok") else default
+
+
+def _host_rows(b: Bundle, t: dict[str, Any]) -> list[dict[str, str]]:
+    label, local = str(t.get("label")), bool(t.get("local"))
+    own = b.series.get(safe_name(f"host--{label}"))
+    rows = []
+    if own:
+        src = str(own[-1].get("source") or f"node_exporter {t.get('host_metrics')}")
+        rows.append({"evidence": "host CPU, context switches, disk I/O", "source": src, "missing": ""})
+    elif t.get("host_metrics"):
+        rows.append({"evidence": "host CPU, context switches, disk I/O", "source": "",
+                     "missing": _why(_probe(b, f"host--{label}"), "node_exporter gave no records")})
+    elif local and b.series.get("host"):
+        rows.append({"evidence": "host CPU, context switches, disk I/O", "source": "this machine (/proc, psutil)",
+                     "missing": ""})
+    else:
+        rows.append({"evidence": "host CPU, context switches, disk I/O", "source": "",
+                     "missing": _why(_probe(b, "host"), f"{_REMOTE}: give --host-metrics {label}=http://HOST:9100/metrics")})
+    has_procs = any((r.get("procs.server") or {}).get(label) for r in b.series.get("host", [])[:50])
+    rows.append({"evidence": "server process CPU", "source": "this machine (/proc)" if has_procs else "",
+                 "missing": "" if has_procs else (f"{_REMOTE}: node_exporter has no per-process rows" if not local
+                                                  else "the server's process was not found")})
+    return rows
+
+
+def _flush_rows(b: Bundle, t: dict[str, Any]) -> list[dict[str, str]]:
+    label = str(t.get("label"))
+    storage = t.get("storage") or {}
+    flush = _probe(b, f"flush--{label}")
+    rows = []
+    if t.get("host_metrics"):
+        devs = ", ".join(str(d) for d in storage.get("stat_devices") or [])
+        rows.append({"evidence": "device flushes (D)",
+                     "source": f"node_exporter {t['host_metrics']}: {devs}" if devs else "",
+                     "missing": "" if devs else str(storage.get("reason") or storage.get("error") or "device unknown")})
+    elif flush.get("ok") and any(s.startswith("diskstats:") for s in
+                                 (b.series.get(safe_name(f"flush--{label}")) or [{}])[-1].get("sources", [])):
+        rows.append({"evidence": "device flushes (D)", "source": "this machine (/proc/diskstats)", "missing": ""})
+    else:
+        rows.append({"evidence": "device flushes (D)", "source": "", "missing": _why(flush, "not counted")})
+    rows.append({"evidence": "server flush calls (S)", "source": "perf on this machine" if flush.get("ok") else "",
+                 "missing": "" if flush.get("ok") else _why(flush, "not counted") +
+                 " (the engine's own flush counter stands in where it has one)"})
+    fc = flush_capability(b.run, label)
+    rows.append({"evidence": "flush capability (F)", "source": fc.source if fc.ops_per_s else "",
+                 "missing": "" if fc.ops_per_s else fc.source})
+    return rows
+
+
+def _profile_row(b: Bundle, t: dict[str, Any]) -> dict[str, str]:
+    label = str(t.get("label"))
+    profs = [r.get("profile") or {} for r in b.results if r.get("target") == label]
+    done = [p for p in profs if p.get("folded")]
+    if done:
+        return {"evidence": "server CPU profiles", "source": str(done[0].get("source") or "perf on this machine"),
+                "missing": ""}
+    errors = [str(p["error"]) for p in profs if p.get("error")]
+    probe = _probe(b, f"ssh_profile--{label}") if t.get("ssh") else _probe(b, "profile")
+    why = errors[0] if errors else _why(probe, "not recorded (--no-profile)" if not probe else
+                                        f"{_REMOTE}: give --ssh {label}=USER@HOST" if not t.get("local") else
+                                        "no step was profiled")
+    return {"evidence": "server CPU profiles", "source": "", "missing": why}
+
+
+def evidence_rows(b: Bundle) -> dict[str, list[dict[str, str]]]:
+    """Per target label, where each kind of host-level evidence came from (see the module docstring)."""
+    out: dict[str, list[dict[str, str]]] = {}
+    for t in b.run.get("targets") or []:
+        if isinstance(t, dict) and t.get("label"):
+            out[str(t["label"])] = [*_host_rows(b, t), *_flush_rows(b, t), _profile_row(b, t)]
+    return out

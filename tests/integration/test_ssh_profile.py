@@ -1,0 +1,124 @@
+"""``--ssh LABEL=user@host``: perf on the database's host over ssh, its profile back into the bundle.
+
+The test starts its own sshd (openssh-server) on a free loopback port with a throwaway host key and client
+key (nothing of the machine's ssh setup is used or changed; ``DBDIAG_SSH_CONFIG`` points dbdiag's ssh at a
+config file for it) and one module-wide ``dbdiag run`` against the session's throwaway PostgreSQL whose
+profile is recorded through it.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from collectors.base import CollectorContext
+from collectors.profile.parse import load_folded
+from collectors.ssh_host import SshProfileSource
+from diag import servers
+from diag.bundle import Bundle, load_bundle
+from diag.targets import parse_target
+from reports.evidence import evidence_rows
+
+REPO = Path(__file__).resolve().parents[2]
+SSHD = "/usr/sbin/sshd"
+
+
+def _keygen(path: Path) -> None:
+    subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(path)], check=True, timeout=30)
+
+
+@pytest.fixture(scope="module")
+def ssh_config(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
+    """An sshd on 127.0.0.1:<free port> taking only a throwaway key; the ssh_config that reaches it as dbdiag-test."""
+    if not os.path.exists(SSHD) or not shutil.which("ssh"):
+        pytest.fail("sshd / ssh are not installed (Debian: apt-get install openssh-server openssh-client)")
+    d = tmp_path_factory.mktemp("sshd")
+    _keygen(d / "host_key")
+    _keygen(d / "client_key")
+    shutil.copy(d / "client_key.pub", d / "authorized_keys")
+    port = servers.free_port()
+    (d / "sshd_config").write_text(
+        f"Port {port}\nListenAddress 127.0.0.1\nHostKey {d}/host_key\nAuthorizedKeysFile {d}/authorized_keys\n"
+        f"PidFile {d}/sshd.pid\nPermitRootLogin prohibit-password\nPasswordAuthentication no\n"
+        "KbdInteractiveAuthentication no\nUsePAM no\nStrictModes no\n")
+    Path("/run/sshd").mkdir(mode=0o755, exist_ok=True)  # sshd's privilege-separation directory
+    proc = subprocess.Popen([SSHD, "-D", "-e", "-f", str(d / "sshd_config")], stdout=subprocess.DEVNULL,
+                            stderr=subprocess.PIPE, text=True)
+    deadline = time.monotonic() + 15
+    while True:
+        with socket.socket() as s:
+            if s.connect_ex(("127.0.0.1", port)) == 0:
+                break
+        if proc.poll() is not None or time.monotonic() > deadline:
+            proc.kill()
+            pytest.fail(f"sshd did not start: {proc.stderr.read() if proc.stderr else ''}")
+        time.sleep(0.1)
+    cfg = d / "ssh_config"
+    cfg.write_text(f"Host dbdiag-test\n  HostName 127.0.0.1\n  Port {port}\n  User root\n  IdentityFile {d}/client_key\n"
+                   "  IdentitiesOnly yes\n  StrictHostKeyChecking no\n  UserKnownHostsFile /dev/null\n  LogLevel ERROR\n")
+    yield cfg
+    proc.terminate()
+    proc.wait(timeout=10)
+
+
+@pytest.fixture(scope="module")
+def bundle(pg_server: servers.ThrowawayServer, ssh_config: Path, tmp_path_factory: pytest.TempPathFactory) -> Bundle:
+    out = tmp_path_factory.mktemp("sshrun") / "bundle"
+    p = subprocess.run([sys.executable, "-m", "diag", "run", f"db={pg_server.dsn()}", "-w", "point-select", "-c", "2",
+                        "-T", "2", "--warmup", "0.5", "--profile-seconds", "1", "--ssh", "db=root@dbdiag-test",
+                        "--out", str(out)], capture_output=True, text=True, timeout=240, cwd=str(REPO),
+                       env={**os.environ, "DBDIAG_SSH_CONFIG": str(ssh_config)})
+    assert p.returncode == 0, p.stderr[-3000:]
+    assert "Traceback" not in p.stderr
+    return load_bundle(out)
+
+
+def test_the_profile_came_over_ssh_into_the_bundle(bundle: Bundle) -> None:
+    probe = bundle.run["collectors"]["ssh_profile--db"]
+    assert probe["ok"] and "ssh root@dbdiag-test" in probe["reason"], probe
+    assert next(t for t in bundle.run["targets"] if t["label"] == "db")["ssh"] == "root@dbdiag-test"
+    (row,) = bundle.results
+    prof = row["profile"]
+    assert prof["source"] == "ssh root@dbdiag-test" and prof["freq_hz"] > 0, prof
+    assert prof["samples"] > 0
+    folded = load_folded(bundle.path / prof["folded"])
+    assert sum(folded.values()) == prof["samples"]
+    # Only the server's processes (pgrep -x postgres on that host), none of the clients or of dbdiag.
+    assert all(stack.split(";")[:2] == ["server", "postgres"] for stack in folded), list(folded)[:5]
+    t0, t1 = prof["window"]
+    assert row["t_start"] - 0.5 <= t0 < t1 <= row["t_end"] + 1.0
+    # This machine's profiler left the target to the ssh source (one profile per step, no local one beside it).
+    assert "profile" not in bundle.run["collectors"] or bundle.run["collectors"]["profile"].get("ok") is not None
+
+
+def test_the_report_shows_the_remote_profile(bundle: Bundle) -> None:
+    html = (bundle.path / "report.html").read_text()
+    assert "profile--db--point-select--c2.folded" in html  # the profile section renders the remote profile
+
+
+def test_an_unreachable_host_is_a_reason(ssh_config: Path, pg_server: servers.ThrowawayServer, tmp_path: Path,
+                                         monkeypatch: pytest.MonkeyPatch) -> None:
+    closed = tmp_path / "ssh_config"  # the same key and options, a port nothing listens on
+    closed.write_text(ssh_config.read_text().replace("Host dbdiag-test", "Host dbdiag-closed").replace(
+        "Port ", f"Port {servers.free_port()}\n  #"))
+    monkeypatch.setenv("DBDIAG_SSH_CONFIG", str(closed))
+    ctx = CollectorContext(target=parse_target(f"db={pg_server.dsn()}"), artifacts=tmp_path,
+                           options={"ssh": "root@dbdiag-closed"})
+    p = SshProfileSource(ctx).probe()
+    assert not p.ok and p.reason.startswith("ssh root@dbdiag-closed: ") and "refused" in p.reason, p.reason
+    assert "BatchMode" in p.hint
+
+
+def test_the_report_says_the_profile_came_over_ssh(bundle: Bundle) -> None:
+    rows = {r["evidence"]: r for r in evidence_rows(bundle)["db"]}
+    assert rows["server CPU profiles"] == {"evidence": "server CPU profiles", "source": "ssh root@dbdiag-test",
+                                           "missing": ""}
+    assert "read-only" in rows["server flush calls (S)"]["missing"]  # flush tracing is planned off for point-select
