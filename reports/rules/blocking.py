@@ -59,7 +59,13 @@ class StepBlocking:
 
 
 def step_blocking(b: Bundle, step: Step) -> StepBlocking | None:
-    """The blocking seen during ``step``, or None when no blocking sampler ran for its target."""
+    """The blocking seen during ``step``, or None when no blocking sampler ran for its target (computed once
+    per bundle and step: lock_contention, the limit and the report section all ask)."""
+    return b.memo(("step_blocking", step.target, step.workload, step.clients, step.t0, step.t1),
+                  lambda: _step_blocking(b, step))
+
+
+def _step_blocking(b: Bundle, step: Step) -> StepBlocking | None:
     name = step.engine.blocking_series
     raw = in_window(series(b, name, step.target), step) if name else []
     if not raw:
