@@ -9,6 +9,7 @@ bundle twice gives the same bytes.
 from __future__ import annotations
 
 import datetime as _dt
+import functools
 from pathlib import Path
 from typing import Any
 
@@ -32,7 +33,9 @@ from reports.summary import scaling_knees, target_verdicts
 TEMPLATES = Path(__file__).parent / "templates"
 
 
+@functools.lru_cache(maxsize=1)
 def _env() -> jinja2.Environment:
+    """One environment per process: it keeps the compiled templates (compiling them took ~0.9 s a render)."""
     env = jinja2.Environment(loader=jinja2.FileSystemLoader(str(TEMPLATES)),
                              autoescape=jinja2.select_autoescape(default=True, default_for_string=True),
                              undefined=jinja2.StrictUndefined, trim_blocks=True, lstrip_blocks=True)

@@ -12,8 +12,9 @@ at least :data:`MIN_REPEATS` repeats (the repeats are the independent units),
 else over per-interval throughput (intervals of one run are not independent of
 each other: a drift between runs that is not noise to the reader counts as a
 difference; the text names the unit so a reader can weigh it). The change and its
-interval are the Hodges-Lehmann shift (the estimate that goes with the U test)
-as a share of the reference side's median. p < :data:`ALPHA` is *significant*;
+interval are the Hodges-Lehmann shift (the estimate that goes with the U test) of
+log throughput, as a ratio - 1: throughput changes by factors, and a ratio's interval
+cannot reach below -100% (the U test itself is the same on logs: ranks do not change). p < :data:`ALPHA` is *significant*;
 otherwise the difference is *within noise* and said with its interval.
 """
 
@@ -29,6 +30,7 @@ from diag.stats import hodges_lehmann, mann_whitney, median
 
 ALPHA = 0.05
 MIN_REPEATS = 5  # per side: 5 vs 5 is the smallest U test that can reach p < 0.05 with room (p = 0.008)
+MIN_TPS = 0.01  # transactions/s: the floor of a value before its log is taken
 FULL_INTERVAL = 0.9  # an interval this share of the step's usual interval length or more is a full one
 
 
@@ -87,9 +89,10 @@ class Verdict:
         return "significant" if self.significant else "within noise" if self.testable else "too few values"
 
     def change_text(self) -> str:
-        """The change with its interval and the interval's coverage: "+12.3% [+10.1% .. +14.0%, 95%]"."""
-        return (f"{100 * self.change:+.1f}% [{100 * self.low:+.1f}% .. {100 * self.high:+.1f}%, "
-                f"{100 * self.level:.0f}%]")
+        """The change with its interval and the interval's coverage: "+12.3% [+10.1% .. +14.0%, 95%]";
+        a change of +100% or more as a factor ("9.35x")."""
+        return f"{change_words(self.change)} [{change_words(self.low)} .. {change_words(self.high)}, " \
+               f"{100 * self.level:.0f}%]"
 
     def how(self) -> str:
         """The test in words: "p=0.002, Mann-Whitney U over per-interval throughput, n=12+12"."""
@@ -109,18 +112,23 @@ class Verdict:
                 "method": self.method, "text": self.text()}
 
 
+def change_words(change: float) -> str:
+    """A relative change for people: "+12.3%", "-40.0%", or from +100% on a factor, "3.2x"."""
+    return f"{1 + change:.3g}x" if change >= 1 else f"{100 * change:+.1f}%"
+
+
 def compare_samples(a: Sequence[float], b: Sequence[float], unit: str) -> Verdict | None:
     """B against A (None when either side has no values or A's median is not positive)."""
     if not a or not b:
         return None
-    ref = median(a)
-    if ref <= 0:
+    if median(a) <= 0:
         return None
     u = mann_whitney(list(b), list(a))
-    hl = hodges_lehmann(list(a), list(b))
+    # A stalled interval (0 tps) counts as a very slow one: 0.01 tps keeps its log finite and its rank.
+    hl = hodges_lehmann([math.log(max(x, MIN_TPS)) for x in a], [math.log(max(x, MIN_TPS)) for x in b])
     min_p = min(1.0, 2 / math.comb(len(a) + len(b), len(a)))
-    return Verdict(u.p < ALPHA, hl.estimate / ref, hl.low / ref, hl.high / ref, hl.level, u.p, unit, len(a), len(b),
-                   u.method.split(",")[0], min_p)
+    return Verdict(u.p < ALPHA, math.expm1(hl.estimate), math.expm1(hl.low), math.expm1(hl.high), hl.level, u.p,
+                   unit, len(a), len(b), u.method.split(",")[0], min_p)
 
 
 def compare_rows(a_rows: Sequence[tuple[Bundle | None, dict[str, Any]]],
