@@ -13,6 +13,8 @@ What it runs (every command is printed and saved with its numbers):
 2. MariaDB (throwaway), when sysbench is installed: ``sysbench oltp_point_select --rand-type=uniform``
    (100,000 rows) vs our point-select scale 1, same N; sysbench prepare (1M rows) vs our load at scale 10.
 3. Driver loops (``--drivers``): the same point-select loop through each installed driver API.
+4. ``--pairs`` (bench/pairs.py): read-only, read-write and insert on the native executor against
+   sysbench oltp_read_only / pgbench TPC-B / sysbench oltp_insert, instead of 1-3.
 
 The ratio reported per (N, tool) is the median of per-round ratios ours/theirs.
 """
@@ -352,10 +354,23 @@ def main() -> None:
     ap.add_argument("--duration", type=float, default=10.0)
     ap.add_argument("--only", choices=("pg", "mariadb"), default=None)
     ap.add_argument("--drivers", action="store_true", help="also time each driver API's bare loop")
+    ap.add_argument("--pairs", action="store_true",
+                    help="only the native executor's pairs (bench/pairs.py): read-only, read-write, insert")
+    ap.add_argument("--pair", default="", help="with --pairs: only the pairs whose name contains this text")
     ap.add_argument("--out", default="bench/results/last-run.json")
     args = ap.parse_args()
     report: dict[str, Any] = {"started": time.strftime("%Y-%m-%d %H:%M:%S"), "cpus": os.cpu_count(),
                               "duration_s": args.duration, "rounds": args.rounds}
+    if args.pairs:
+        from bench.pairs import run_pairs, summarize_pairs  # it imports this module's helpers
+
+        try:
+            run_pairs(args, report)
+        finally:
+            Path(args.out).parent.mkdir(parents=True, exist_ok=True)
+            Path(args.out).write_text(json.dumps(report, indent=1))
+        print(summarize_pairs(report))
+        return
     try:
         if args.only in (None, "pg"):
             pg_section(args, report)
