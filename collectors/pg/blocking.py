@@ -31,6 +31,7 @@ TICK_TIMEOUT_MS = 500
 HIDDEN_NOTE = "state and statement of other roles' blocking sessions: needs pg_monitor or pg_read_all_stats"
 HIDDEN_QUERY = "<insufficient privilege>"  # pg_stat_activity.query of another role's session without the role
 NOT_VISIBLE = "not visible to this role (needs pg_read_all_stats or pg_monitor)"
+PREPARED = "a prepared transaction (see pg_prepared_xacts: COMMIT PREPARED or ROLLBACK PREPARED ends it)"
 NO_BLOCKER = ("waiting for a lock no session holds by the time it was sampled (granted between the two "
               "catalog reads), or held by a prepared transaction")
 
@@ -51,7 +52,9 @@ def blocker_state(r: dict[str, Any]) -> str:
 
 
 def seen_blocker(r: dict[str, Any]) -> Seen:
-    """The blocker of one ``blocking`` row."""
+    """The blocker of one ``blocking`` row (PID 0: a prepared transaction, pg_blocking_pids' word for it)."""
+    if int(r["blocker"]) == 0:
+        return Seen(0, state=PREPARED)
     hidden = blocker_state(r) == NOT_VISIBLE
     # client_addr NULL: a Unix-socket client, unless this role may not see the session at all
     app, addr = text(r.get("b_app")), text(r.get("b_addr")) or ("" if hidden else "local socket")

@@ -183,3 +183,18 @@ def title_part(b: Bundle, step: Step) -> str:
     top = sb.blockers[0]
     state = f" ({top.last.state})" if top.last.state else ""
     return f", blocked by pid {top.pid}{state} for {top.span_s:.1f} s"
+
+
+def advice_part(b: Bundle, step: Step) -> str:
+    """A sentence for lock_contention's advice when the worst blocker sat idle holding the lock ("" otherwise)."""
+    sb = step_blocking(b, step)
+    if sb is None or not sb.blockers:
+        return ""
+    top = sb.blockers[0]
+    state = top.last.state.lower()
+    if "idle in transaction" not in state and state != "sleep":
+        return ""
+    return (f" The worst blocker, pid {top.pid}, was idle while it held the lock: the waits lasted as long as its "
+            "client kept its transaction (or LOCK TABLES) open, not as long as any statement ran. Find that "
+            "client by its user and address above and have it end the transaction sooner; a server-side "
+            "timeout for idle transactions bounds the damage.")

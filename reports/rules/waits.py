@@ -18,7 +18,7 @@ from diag.bundle import Bundle
 from diag.engines import MYSQL, POSTGRES, WAIT_CLASSES, Engine
 from reports.durability_view import durability_rows
 from reports.rules.base import Finding, Step, counter_in_step, gauge_mean, in_window, num, pct, series, steps
-from reports.rules.blocking import blocking_evidence, title_part
+from reports.rules.blocking import advice_part, blocking_evidence, title_part
 
 # Below this many samples in a step a single sample moves a share by more than
 # 6 points: too coarse to call a cause. One busy backend sampled at 10 Hz gives
@@ -176,11 +176,12 @@ def lock_contention(b: Bundle) -> list[Finding]:
         if isinstance(errors, dict) and errors:
             ev["errors"] = ", ".join(f"{k}: {v}" for k, v in sorted(errors.items()))
         out.append(_wait_finding(
-            step, "lock_contention", f"Lock waits take {pct(share)} of backend time ({top}){title_part(b, step)}", ev,
+            step, "lock_contention",
+            f"Lock waits take {pct(share)} of backend time ({top}){title_part(b, step)}", ev,
             "Transactions queue for the same rows. Keep the transactions that write them short: no client "
             "round trips, sleeps or slow statements between the write and COMMIT; take the hot row last; "
             "spread a hot counter over several rows; for work queues use SELECT ... FOR UPDATE SKIP LOCKED. "
-            "More clients will not raise throughput while this lock is the bottleneck.",
+            "More clients will not raise throughput while this lock is the bottleneck." + advice_part(b, step),
             share))
     return out
 

@@ -17,13 +17,13 @@ import pytest
 
 from collectors.blocking import Seen, Wait, WindowBuilder
 from collectors.mysql.blocking import held_text, lock_wait_state, mdl_holders_from_info
-from collectors.pg.blocking import lock_text, waits_of
+from collectors.pg.blocking import lock_text, seen_blocker, waits_of
 from diag.bundle import Bundle
 from diag.schema import BundleFormatError
 from diag.schema.blocking import BlockingWindow
 from reports.blocking_view import blocking_sections
 from reports.rules.base import steps
-from reports.rules.blocking import blocking_evidence, chains, step_blocking, title_part
+from reports.rules.blocking import advice_part, blocking_evidence, chains, step_blocking, title_part
 
 DATA = Path(__file__).resolve().parents[1] / "data" / "blocking" / "planted_run.json"
 SAVED = json.loads(DATA.read_text(encoding="utf-8"))
@@ -161,3 +161,10 @@ def test_report_section_lists_planted_steps_only() -> None:
         assert top["blocked"] == s["clients"] and len(s["chains"]) == s["clients"]
         assert all(c.split(" -> ")[1].startswith(str(top["pid"])) for c in s["chains"])
     assert blocking_sections(saved_bundle(series={})) == {"sampled": False, "steps": []}
+
+
+def test_prepared_transaction_blocker_and_idle_advice() -> None:
+    assert seen_blocker({"blocker": 0}).state.startswith("a prepared transaction")
+    b = saved_bundle()
+    assert "pid " in advice_part(b, step_of(b, "pg", 2)) and "was idle" in advice_part(b, step_of(b, "my", 2))
+    assert advice_part(b, step_of(b, "pg", 1)) == ""
