@@ -57,8 +57,10 @@ def interval_samples(b: Bundle | None, row: dict[str, Any]) -> list[float]:
 
 
 def repeat_samples(row: dict[str, Any]) -> list[float]:
-    """Throughput of each complete repeat of a step (empty for a step run once)."""
-    return [float(r["tps"]) for r in row.get("repeats") or [] if r.get("complete", True) and r.get("tps")]
+    """Throughput of each complete repeat of a step (empty for a step run once); a repeat that measured no
+    transaction at all (a stalled client on a saturated machine) is a value too: 0."""
+    return [float(r["tps"]) for r in row.get("repeats") or []
+            if r.get("complete", True) and isinstance(r.get("tps"), (int, float))]
 
 
 @dataclass(frozen=True)
@@ -102,7 +104,7 @@ class Verdict:
         """benchstat-like: "significant: +12.3% [...] (p=0.002, ...)", "within noise: ..." or why untested."""
         if not self.testable:
             return (f"too few values to test: {self.change_text()} (n={self.n_a}+{self.n_b} {self.unit} values: "
-                    f"the smallest p {self.method} can give is {self.min_p:.3g}; run longer or with --repeat)")
+                    f"the smallest p {self.method} can give is {self.min_p:.3g}; run longer steps, at a shorter --report-interval, or more --repeat)")
         return f"{self.verdict}: {self.change_text()} ({self.how()})"
 
     def to_dict(self) -> dict[str, Any]:

@@ -158,7 +158,8 @@ def noisy_measurement(b: Bundle) -> list[Finding]:
     """A step whose repeats (or intervals) spread by :data:`NOISY_SPREAD` of the median or more."""
     out: list[Finding] = []
     for step in steps(b):
-        reps = [float(r["tps"]) for r in step.row.get("repeats") or [] if r.get("tps") and r.get("complete", True)]
+        reps = [float(r["tps"]) for r in step.row.get("repeats") or []
+                if isinstance(r.get("tps"), (int, float)) and r.get("complete", True)]
         if len(reps) >= 2:
             spread, basis = relative_spread(reps), f"(max - min) / median of {len(reps)} repeats' throughput"
         else:
