@@ -313,7 +313,7 @@ def _record_segment(plan: _Plan, window: _Window, remaining: float) -> bool:
     t0 = time.monotonic()
     # per-CPU events do not spin when a target exits: stop early only once all are gone
     stderr, gone = _run_record(argv, window.live, plan.proc_root, remaining + _RECORD_GRACE_S,
-                               stop_when_all_gone=plan.scope == "system", stop_at=t0 + remaining)
+                               stop_when_all_gone=plan.scope == "system")
     window.recorded_s += time.monotonic() - t0
     window.segments += 1
     window.data_files.append(data)
@@ -323,9 +323,6 @@ def _record_segment(plan: _Plan, window: _Window, remaining: float) -> bool:
     if "Captured and wrote" not in stderr:
         if "couldn't create thread/cpu maps" in stderr.lower():
             return False
-        if time.monotonic() - t0 >= remaining:
-            raise ToolUnavailable(f"profile: perf record had not started when its {remaining:.1f} s window ended "
-                                  "(a busy host: perf took longer than the window to start)")
         raise ToolUnavailable(f"profile: perf record failed: {_perf_error(stderr)}")
     window.warnings += [line.strip() for line in stderr.splitlines()
                         if "lost" in line.lower() or line.strip().lower().startswith("warning")]
@@ -351,12 +348,10 @@ def _refined_kinds(auto_kinds: Mapping[int, str], samples: list[Sample]) -> dict
 
 
 def _run_record(argv: list[str], live: dict[int, int], proc_root: Path, timeout_s: float,
-                stop_when_all_gone: bool = False, stop_at: float | None = None) -> tuple[str, set[int]]:
-    """Run one perf record; stop it early when a target (or every target) exits, or at ``stop_at``.
+                stop_when_all_gone: bool = False) -> tuple[str, set[int]]:
+    """Run one perf record; stop it early when a target (or every target) exits.
 
-    ``stop_at`` (monotonic s): the window's end. perf's own ``sleep`` starts only once perf is set up,
-    0.3-2 s after launch on a busy host (system-wide: it reads every process's maps), so without it the
-    window would slide past a short step's end. Returns (perf's stderr, targets that exited).
+    Returns (perf's stderr, targets that exited).
     """
     gone: set[int] = set()
     with tempfile.TemporaryFile(mode="w+", encoding="utf-8", errors="replace") as err:
@@ -372,8 +367,7 @@ def _run_record(argv: list[str], live: dict[int, int], proc_root: Path, timeout_
             while proc.poll() is None:
                 if not interrupted:
                     gone = {p for p, st in live.items() if not same_process(p, st, proc_root)}
-                    late = stop_at is not None and time.monotonic() >= stop_at
-                    if late or (gone and (not stop_when_all_gone or len(gone) == len(live))):
+                    if gone and (not stop_when_all_gone or len(gone) == len(live)):
                         # SIGINT makes perf stop its workload and write a complete perf.data.
                         proc.send_signal(signal.SIGINT)
                         interrupted = True

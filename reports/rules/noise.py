@@ -124,6 +124,7 @@ def _what_it_saw(b: Bundle, step: Step) -> list[dict[str, Any]]:
         steal = _steal_pct(b, t0, t1)
         if steal is not None:
             w["steal_pct"] = num(steal, 2)
+        w.update(_host_rates(b, t0, t1))
         events = BACKGROUND[step.engine.name](b, step, t0, t1)
         if events:
             w["background"] = sorted({e[0] for e in events})
@@ -145,6 +146,25 @@ def _steal_pct(b: Bundle, t0: float, t1: float) -> float | None:
         steal += d[-1] or 0.0
         total += sum(x or 0.0 for x in d)
     return 100 * steal / total if total > 0 else None
+
+
+def _host_rates(b: Bundle, t0: float, t1: float) -> dict[str, float]:
+    """The machine's interrupts and context switches per second over [t0, t1] (host series): how often the
+    host itself interfered, whoever caused it."""
+    recs = [r for r in b.series.get("host", []) if isinstance(r.get("t"), (int, float))]
+    out = {}
+    for key, name in (("interrupts", "host_interrupts_per_s"), ("ctx_switches", "host_context_switches_per_s")):
+        total = span = 0.0
+        for a, z in zip(recs, recs[1:]):
+            overlap = min(z["t"], t1) - max(a["t"], t0)
+            d = counter_delta(a.get(key), z.get(key))
+            if overlap <= 0 or d is None or z["t"] <= a["t"]:
+                continue
+            total += d * overlap / (z["t"] - a["t"])
+            span += overlap
+        if span > 0:
+            out[name] = num(total / span)
+    return out
 
 
 def _iqr_spread(xs: list[float]) -> float:
