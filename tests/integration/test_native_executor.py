@@ -35,7 +35,8 @@ from workloads.driver import DriverOptions, run_sweep
 from workloads.insert import Insert, insert_dataset
 from workloads.native import NativeClient, open_native
 from workloads.pgbench import ReadWrite, pgbench_dataset
-from workloads.program import Draw, Param, Program, Unsupported, reference_txn, seed_state
+from workloads.program import (OP_EXEC, OP_SIMPLE, OP_STORE, Draw, Param, Program, Unsupported, reference_txn,
+                               seed_state)
 from workloads.sql import Stmt
 from workloads.sysbench import ReadOnly, sbtest_dataset
 
@@ -297,3 +298,102 @@ def test_bad_programs_are_refused_not_crashed(fuzz_client: NativeClient, words: 
             nc.txn()
         except DbError as e:
             assert e.code in ("script", "22003", "1690", "1264", "22012") or e.kind == "other", e
+
+
+class Recording:
+    """A real workload client whose prepared statements and text statements are recorded as the Python
+    loop's transaction sends them (the database is real; only the calls are written down)."""
+
+    def __init__(self, c: Any) -> None:
+        self.c, self.log = c, []
+
+    def prepare(self, sql: str | Stmt) -> Any:
+        q = self.c.prepare(sql)
+        run, log = q.run, self.log
+
+        def recorded(params: Any) -> int:
+            log.append((q.stmt, tuple(params)))
+            return run(params)
+        return type(q)(q.rows, q.stmt, recorded, q.name)
+
+    def execute(self, sql: str) -> Any:
+        self.log.append((sql, ()))
+        return self.c.execute(sql)
+
+    def begin(self) -> None:
+        self.execute("BEGIN")
+
+    def commit(self) -> None:
+        self.execute("COMMIT")
+
+
+def _program_log(prog: Program, n: int) -> list[tuple[Any, tuple[Any, ...]]]:
+    log: list[tuple[Any, tuple[Any, ...]]] = []
+
+    def runner(stmt: Stmt) -> Any:
+        def run(params: Any) -> int:
+            log.append((stmt, tuple(params)))
+            return 0
+        return run
+    txn = reference_txn(prog, [runner(s) for s in prog.stmts], lambda sql: log.append((sql, ())),
+                        Draw(seed_state(5)), [0] * len(prog.stmts))
+    for _ in range(n):
+        txn()
+    return log
+
+
+@pytest.mark.parametrize("cls", [ReadOnly, ReadWrite, Insert], ids=lambda c: c.name)
+def test_program_is_the_python_loops_transaction(target: Target, cls: type) -> None:
+    """program() says what client()'s txn() does: the same statements in the same order, a parameter
+    the program takes from one variable equal wherever the Python txn uses it, and values in the same
+    ranges (the generators differ: Python's random against splitmix64)."""
+    wl, n = cls(), 200
+    prog = wl.program(_ctx(2))
+    c = open_client(target, "prepared", "read-committed")
+    try:
+        rec = Recording(c)
+        txn = wl.client(rec, _ctx(2)).txn
+        assert sum(txn() for _ in range(n)) == n * prog.statements
+    finally:
+        c.close()
+    ref = _program_log(prog, n)
+    py = rec.log
+    assert [s for s, _ in py] == [s for s, _ in ref]  # statement for statement
+    # which parameters share a variable (between two stores into it), from the program's words
+    per_txn = len(py) // n
+    events: list[tuple[str, list[int]]] = []
+    for op, pc in prog.ops():
+        if op == OP_EXEC:
+            k = prog.words[pc + 2]
+            events.append(("stmt", prog.words[pc + 4: pc + 4 + 2 * k: 2]))
+        elif op == OP_SIMPLE:
+            events.append(("stmt", []))
+        elif op == OP_STORE:
+            events.append(("store", [prog.words[pc + 1]]))
+    shared = 0
+    for t in range(n):
+        sent = iter(py[t * per_txn:(t + 1) * per_txn])
+        seen: dict[int, Any] = {}
+        for kind, vars_ in events:
+            if kind == "store":
+                seen.pop(vars_[0], None)
+                continue
+            _, params = next(sent)
+            for v, val in zip(vars_, params):
+                shared += v in seen
+                assert seen.setdefault(v, val) == val, (t, v, val, seen[v])
+    assert shared or cls is not ReadWrite  # read-write reuses aid, delta, tid and bid
+    for i in range(per_txn):
+        for j in range(len(py[i][1])):
+            a = [p[j] for s, p in py[i::per_txn]]
+            b = [p[j] for s, p in ref[i::per_txn]]
+            if isinstance(a[0], int):
+                lo, hi = min(min(a), min(b)), max(max(a), max(b))
+                slack = (hi - lo) * 0.2 + 1
+                assert abs(min(a) - min(b)) <= slack and abs(max(a) - max(b)) <= slack, (i, j, min(a), min(b))
+            else:
+                assert set(a) <= set(wl_pool(prog)) and set(b) <= set(wl_pool(prog)), (i, j)
+
+
+def wl_pool(prog: Program) -> tuple[str, ...]:
+    return tuple(s for pool in prog.pools for s in pool)
