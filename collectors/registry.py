@@ -23,7 +23,7 @@ from collectors.host import HostCollector
 from collectors.mysql import MYSQL_COLLECTORS
 from collectors.node_exporter import NodeExporterHost
 from collectors.pg import PG_COLLECTORS
-from collectors.ssh_host import SshProfileSource
+from collectors.ssh_host import SshFlushCollector, SshProfileSource
 from collectors.step_profiles import ClientProfileSource, ServerProfileSource
 from diag.engines import MYSQL, POSTGRES, Engine
 
@@ -130,6 +130,8 @@ def _flush(plan: SourcePlan, ctx: CollectorContext) -> list[Collector]:
         return [FlushOff(_with(ctx, reason=plan.flush_off))]
     if not plan.flush:
         return []
+    if ctx.options.get("ssh"):  # the server's host is reached over ssh: count its flush calls there
+        return [SshFlushCollector(ctx)]
     return [FlushCollector(_with(ctx, flush_interval_s=plan.flush_interval_s) if plan.flush_interval_s else ctx)]
 
 

@@ -1,20 +1,25 @@
-"""Server profiles on the database's own host over ssh (``--ssh LABEL=user@host``).
+"""Evidence from the database's own host over ssh (``--ssh LABEL=user@host``): server profiles and flush calls.
 
 The user's own ssh (their ~/.ssh/config and keys; ``DBDIAG_SSH_CONFIG`` names
-another config file, as the tests do) runs ``perf`` on that host: in the
-middle of each step, ``perf record -g`` of the server's processes there
-(found by name: ``pgrep -x`` of the engine's process names) for the
-profile window, then ``perf script`` there; its text comes back over the same
-connection and is folded here by the same parser as a local profile
-(:mod:`collectors.profile.parse`), into ``artifacts/profile--<target>--...folded``
-and the step's ``profile`` entry, marked ``source: ssh user@host``. Nothing is
-installed on that host: it needs sshd, perf (Debian: linux-perf) and a user
-allowed to profile the server (root, or perf_event_paranoid <= 1 and the
-server's user).
+another config file, as the tests do) runs ``perf`` on that host:
 
-ssh runs with ``BatchMode=yes`` (no password prompt can hang a run) and a
-connect timeout; the remote command is a fixed POSIX sh script whose only
-inputs (window, rate, process names) are quoted.
+* profiles (:class:`SshProfileSource`): in the middle of each step, ``perf
+  record -g`` of the server's processes there (found by name: ``pgrep -x`` of the
+  engine's process names) for the profile window, then ``perf script`` there; its
+  text comes back over the same connection and is folded here by the same parser
+  as a local profile (:mod:`collectors.profile.parse`), into
+  ``artifacts/profile--<target>--...folded`` and the step's ``profile`` entry,
+  marked ``source: ssh user@host``;
+* flush calls (:class:`SshFlushCollector`): ``perf stat -I`` of the fsync,
+  fdatasync and sync_file_range tracepoints on those processes for the target's
+  whole sweep, its interval lines read back live into the ``flush--<label>``
+  series that local flush tracing writes.
+
+Nothing is installed on that host: it needs sshd, perf (Debian: linux-perf) and
+a user allowed to trace the server (root, or perf_event_paranoid <= 1 and the
+server's user). ssh runs with ``BatchMode=yes`` (no password prompt can hang a
+run) and a connect timeout; the remote commands are fixed POSIX sh scripts whose
+only inputs (window, rate, process names, events) are quoted or ours.
 """
 
 from __future__ import annotations
@@ -28,10 +33,12 @@ import time
 from typing import Any
 
 from collectors.base import Collector, CollectorContext, Probe
+from collectors.flush import METRICS as FLUSH_METRICS
+from collectors.flush_perf import IntervalAssembler
 from collectors.profile.analyse import unresolved_share
 from collectors.profile.parse import PERF_SCRIPT_FIELDS, fold_samples, parse_perf_script, save_folded
 from diag.bundle import safe_name
-from diag.errors import DiagError
+from diag.errors import DiagError, ParseError
 from diag.procs import pdeathsig_preexec
 
 CONNECT_TIMEOUT_S = 5
@@ -171,3 +178,118 @@ class SshProfileSource(Collector):
         th.join(self.seconds + SCRIPT_SLACK_S + PROBE_TIMEOUT_S)
         out = self._out.pop((info.workload, info.clients), None)
         return {"profile": out} if out else None
+
+
+# --------------------------------------------------------------------------- flush calls over ssh
+
+FLUSH_EVENTS = {  # record key -> perf tracepoint, as collectors.flush counts them locally
+    "syscalls.fsync": "syscalls:sys_enter_fsync",
+    "syscalls.fdatasync": "syscalls:sys_enter_fdatasync",
+    "syscalls.sync_file_range": "syscalls:sys_enter_sync_file_range",
+}
+STOP_TIMEOUT_S = 10.0
+
+# perf stat's interval lines (stderr) come back on ssh's stdout; when dbdiag closes ssh's stdin, `read`
+# returns and perf gets SIGINT, prints its last interval and exits, so nothing stays on that host.
+_FLUSH_SH = """P=$(pgrep -d, -x %(names)s) || { echo "dbdiag: no %(names)s process runs on $(hostname)"; exit 6; }
+perf stat -e %(events)s -x, -I %(ms)d -p "$P" 2>&1 >/dev/null &
+S=$!
+read _ || true
+kill -INT "$S" 2>/dev/null
+wait "$S\""""
+
+
+class SshFlushCollector(Collector):
+    """Flush system calls by the target's server processes on its own host, counted by perf there over ssh.
+
+    Writes the series of :class:`collectors.flush.FlushCollector` (``flush--<label>``, cumulative
+    ``syscalls.*`` counts, ``sources``), so the durability checks read S for this target as for a local
+    one. Not over ssh: the filesystem's file-sync tracepoint (O_SYNC/O_DSYNC writes) and the device
+    counters (D: ``--host-metrics`` gives them from node_exporter). The server's processes are those
+    ``pgrep -x`` lists at start; perf's counters are inherited, so backends forked later count too.
+    """
+
+    name = "flush"
+    title = "flush tracing over ssh"
+    metrics = tuple(m for m in FLUSH_METRICS if m.name.startswith("syscalls."))
+    interval_s = 1.0
+    ready_timeout_s = 20.0  # ssh and perf start within seconds; clients wait for the first record
+
+    def __init__(self, ctx: CollectorContext) -> None:
+        super().__init__(ctx)
+        self.spec = str(ctx.options.get("ssh") or "")
+        self._proc: subprocess.Popen[str] | None = None
+        self._reader: threading.Thread | None = None
+        self._lock = threading.Lock()
+        self._queue: list[dict[str, Any]] = []
+        self._totals = {k: 0 for k in FLUSH_EVENTS}
+        self.sources = [f"ssh {self.spec} perf:" + ",".join(FLUSH_EVENTS.values())]
+
+    def probe(self) -> Probe:
+        events = ",".join(FLUSH_EVENTS.values())
+        cmd = (f"P=$(pgrep -d, -x {_names(self.ctx)}) || {{ echo \"no server process on $(hostname)\" >&2; exit 6; }}; "
+               f"perf stat -e {events} -x, -p \"$P\" -- sleep 0.1 >/dev/null 2>/tmp/dbdiag-probe.$$ || "
+               f"{{ grep -v '^#' /tmp/dbdiag-probe.$$ | tail -n 1 >&2; rm -f /tmp/dbdiag-probe.$$; exit 7; }}; "
+               "rm -f /tmp/dbdiag-probe.$$")
+        try:
+            rc, _, err = run_ssh(self.spec, cmd, PROBE_TIMEOUT_S)
+        except DiagError as e:
+            return Probe(False, str(e), HINT)
+        if rc != 0:
+            return Probe(False, f"ssh {self.spec}: perf cannot count flush calls: {err or f'exit status {rc}'}", HINT)
+        return Probe(True, "sources: " + ", ".join(self.sources),
+                     missing=("O_SYNC/O_DSYNC writes are not counted over ssh (no file-sync tracepoint)",
+                              "device flushes: not read over ssh (--host-metrics gives them from node_exporter)"))
+
+    def start(self) -> None:
+        cmd = _FLUSH_SH % {"names": _names(self.ctx), "events": ",".join(FLUSH_EVENTS.values()), "ms": 1000}
+        self._proc = subprocess.Popen(ssh_argv(self.spec, cmd), stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                      stderr=subprocess.DEVNULL, text=True, bufsize=1,
+                                      preexec_fn=pdeathsig_preexec(), start_new_session=True)
+        self._queue.append({"t": time.time(), **self._totals, "sources": self.sources})
+        self._reader = threading.Thread(target=self._read, name="dbdiag-ssh-flush", daemon=True)
+        self._reader.start()
+
+    def _read(self) -> None:
+        assert self._proc is not None and self._proc.stdout is not None
+        asm = IntervalAssembler(FLUSH_EVENTS.values())
+        for line in self._proc.stdout:
+            try:
+                done = asm.feed(line)
+            except ParseError:
+                continue
+            if done is not None:
+                self._add(done[1], done[0])
+        last = asm.flush()
+        if last is not None:
+            self._add(last[1], last[0])
+
+    def _add(self, counts: dict[str, int | None], t_rel: float) -> None:
+        with self._lock:
+            for key, ev in FLUSH_EVENTS.items():
+                self._totals[key] += counts.get(ev) or 0
+            self._queue.append({"t": time.time(), **self._totals, "perf_t": round(t_rel, 3), "sources": self.sources})
+
+    def sample(self) -> list[dict[str, Any]] | None:
+        with self._lock:
+            out, self._queue = self._queue, []
+        if not out and self._proc is not None and self._proc.poll() is not None:
+            raise DiagError(f"flush over ssh {self.spec}: ssh or perf stopped (exit status {self._proc.returncode})")
+        return out or None
+
+    def stop(self) -> list[dict[str, Any]] | None:
+        proc = self._proc
+        if proc is not None and proc.poll() is None:
+            with contextlib.suppress(OSError):
+                assert proc.stdin is not None
+                proc.stdin.close()  # the remote `read` returns: perf gets SIGINT there and prints its last interval
+            try:
+                proc.wait(timeout=STOP_TIMEOUT_S)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait(timeout=STOP_TIMEOUT_S)
+        if self._reader is not None:
+            self._reader.join(STOP_TIMEOUT_S)
+        with self._lock:
+            out, self._queue = self._queue, []
+        return out or None

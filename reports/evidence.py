@@ -63,7 +63,8 @@ def _flush_rows(b: Bundle, t: dict[str, Any]) -> list[dict[str, str]]:
         rows.append({"evidence": "device flushes (D)", "source": "this machine (/proc/diskstats)", "missing": ""})
     else:
         rows.append({"evidence": "device flushes (D)", "source": "", "missing": _why(flush, "not counted")})
-    rows.append({"evidence": "server flush calls (S)", "source": "perf on this machine" if flush.get("ok") else "",
+    counted_by = f"perf over ssh {t['ssh']}" if t.get("ssh") else "perf on this machine"
+    rows.append({"evidence": "server flush calls (S)", "source": counted_by if flush.get("ok") else "",
                  "missing": "" if flush.get("ok") else _why(flush, "not counted") +
                  " (the engine's own flush counter stands in where it has one)"})
     fc = flush_capability(b.run, label)

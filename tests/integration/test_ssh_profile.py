@@ -1,4 +1,4 @@
-"""``--ssh LABEL=user@host``: perf on the database's host over ssh, its profile back into the bundle.
+"""``--ssh LABEL=user@host``: perf on the database's host over ssh, its profile and flush counts back into the bundle.
 
 The test starts its own sshd (openssh-server) on a free loopback port with a throwaway host key and client
 key (nothing of the machine's ssh setup is used or changed; ``DBDIAG_SSH_CONFIG`` points dbdiag's ssh at a
@@ -25,6 +25,7 @@ from collectors.ssh_host import SshProfileSource
 from diag import servers
 from diag.bundle import Bundle, load_bundle
 from diag.targets import parse_target
+from reports.durability_view import durability_rows
 from reports.evidence import evidence_rows
 
 REPO = Path(__file__).resolve().parents[2]
@@ -72,9 +73,9 @@ def ssh_config(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
 @pytest.fixture(scope="module")
 def bundle(pg_server: servers.ThrowawayServer, ssh_config: Path, tmp_path_factory: pytest.TempPathFactory) -> Bundle:
     out = tmp_path_factory.mktemp("sshrun") / "bundle"
-    p = subprocess.run([sys.executable, "-m", "diag", "run", f"db={pg_server.dsn()}", "-w", "point-select", "-c", "2",
+    p = subprocess.run([sys.executable, "-m", "diag", "run", f"db={pg_server.dsn()}", "-w", "insert", "-c", "1",
                         "-T", "2", "--warmup", "0.5", "--profile-seconds", "1", "--ssh", "db=root@dbdiag-test",
-                        "--out", str(out)], capture_output=True, text=True, timeout=240, cwd=str(REPO),
+                        "--flush-capability", "100000", "--out", str(out)], capture_output=True, text=True, timeout=240, cwd=str(REPO),
                        env={**os.environ, "DBDIAG_SSH_CONFIG": str(ssh_config)})
     assert p.returncode == 0, p.stderr[-3000:]
     assert "Traceback" not in p.stderr
@@ -101,7 +102,7 @@ def test_the_profile_came_over_ssh_into_the_bundle(bundle: Bundle) -> None:
 
 def test_the_report_shows_the_remote_profile(bundle: Bundle) -> None:
     html = (bundle.path / "report.html").read_text()
-    assert "profile--db--point-select--c2.folded" in html  # the profile section renders the remote profile
+    assert "profile--db--insert--c1.folded" in html  # the profile section renders the remote profile
 
 
 def test_an_unreachable_host_is_a_reason(ssh_config: Path, pg_server: servers.ThrowawayServer, tmp_path: Path,
@@ -121,4 +122,15 @@ def test_the_report_says_the_profile_came_over_ssh(bundle: Bundle) -> None:
     rows = {r["evidence"]: r for r in evidence_rows(bundle)["db"]}
     assert rows["server CPU profiles"] == {"evidence": "server CPU profiles", "source": "ssh root@dbdiag-test",
                                            "missing": ""}
-    assert "read-only" in rows["server flush calls (S)"]["missing"]  # flush tracing is planned off for point-select
+    assert rows["server flush calls (S)"]["source"] == "perf over ssh root@dbdiag-test"
+
+
+def test_flush_calls_counted_over_ssh_give_s_of_the_durability_checks(bundle: Bundle) -> None:
+    probe = bundle.run["collectors"]["flush--db"]
+    assert probe["ok"] and "ssh root@dbdiag-test" in probe["reason"], probe
+    recs = bundle.series["flush--db"]
+    assert len(recs) >= 3 and all(r["sources"][0].startswith("ssh root@dbdiag-test perf:") for r in recs)
+    (s,) = durability_rows(bundle)
+    assert s.S_source.startswith("perf: fsync + fdatasync"), s.S_source
+    # One client: each commit flushes the WAL once (the facts of test_durability_probe, same bounds).
+    assert s.C > 50 and s.S is not None and 0.7 <= s.S / s.C <= 1.5, (s.C, s.S)
