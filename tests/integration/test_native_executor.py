@@ -29,7 +29,7 @@ from workloads import load as wload
 from workloads import nativelib
 from workloads.nativelib import _native as c_module
 from workloads.base import ClientCtx
-from workloads.client import fastest_driver, open_client
+from workloads.client import client_driver_text, fastest_driver, open_client
 from workloads.custom import Custom
 from workloads.driver import DriverOptions, run_sweep
 from workloads.insert import Insert, insert_dataset
@@ -397,3 +397,24 @@ def test_program_is_the_python_loops_transaction(target: Target, cls: type) -> N
 
 def wl_pool(prog: Program) -> tuple[str, ...]:
     return tuple(s for pool in prog.pools for s in pool)
+
+
+def test_result_row_and_start_up_line_name_the_loop_that_ran(target: Target, tmp_path: Path,
+                                                              monkeypatch: pytest.MonkeyPatch) -> None:
+    """Closed loop: "+ native executor" in the row and on the start-up line; a paced run (--rate) and
+    DBDIAG_PY_LOOP=1 run the Python loop, and neither names a C loop."""
+    def step(**kw: Any) -> dict:
+        opts = DriverOptions(clients=(2,), duration_s=0.6, warmup_s=0.1, scale=SCALE, **kw)
+        return run_sweep(target, ["insert"], opts, BundleWriter(tmp_path / f"r{len(kw)}{len(str(kw))}"),
+                         progress=None)[0]
+    from_line = client_driver_text(target.dbms, "prepared", ["insert"])
+    closed = step()
+    assert closed["driver"].endswith(" + native executor") and from_line == closed["driver"] + " for insert"
+    assert closed["qps"] == closed["tps"] > 0 and closed["errors"] == {}
+    paced = step(rate=100.0)
+    assert " + " not in paced["driver"] and paced["transactions"] > 0, paced["driver"]
+    assert client_driver_text(target.dbms, "prepared", ["insert"], paced=True) == paced["driver"]
+    monkeypatch.setenv("DBDIAG_PY_LOOP", "1")
+    python = step(max_tries=3)
+    assert python["driver"] == paced["driver"] and python["transactions"] > 0
+    assert client_driver_text(target.dbms, "prepared", ["insert"]) == python["driver"]
