@@ -5,6 +5,7 @@ repeats of 1 s inserts on two throwaway PostgreSQL servers, 3,968 vs 433 tps on 
 from __future__ import annotations
 
 import json
+import shutil
 from pathlib import Path
 
 import pytest
@@ -124,3 +125,15 @@ def test_repeat_fields_are_validated(tmp_path: Path) -> None:
     with pytest.raises(DiagError, match=r"repeats\[0\]: repeat should be an integer"):
         load_bundle(tmp_path / "r")
     json.dumps(ResultRow.from_dict(json.loads((NOISY / "results.json").read_text())["results"][0]).to_dict())
+
+
+def test_sides_with_equal_labels_are_named_by_run(tmp_path: Path) -> None:
+    """Two runs of the same targets: the sides are named by --name (run.json name), else the bundle folder."""
+    a, b = tmp_path / "first", tmp_path / "second"
+    shutil.copytree(NOISY, a)
+    shutil.copytree(NOISY, b)
+    run = json.loads((a / "run.json").read_text())
+    (a / "run.json").write_text(json.dumps({**run, "name": "before"}))
+    items = [e for e in compare(load_bundle(a), load_bundle(b)) if e["fast"] == e["slow"]]
+    assert items and all({e["fast_name"], e["slow_name"]} == {"before", "second"} for e in items)
+    assert all(e["significance"]["verdict"] == "within noise" and e["significance"]["change"] == 0 for e in items)
