@@ -232,7 +232,7 @@ class ServerProfileSource(_StepThreads):
             return self._record_with(pids, window, tmp, known.call_graph), known
         found: dict[str, ProfileRecording] = {}
         (tmp / "check").mkdir(exist_ok=True)
-        side = threading.Thread(target=self._check, args=(pids, tmp / "check", found), daemon=True)
+        side = threading.Thread(target=self._check, args=(pids, tmp / "check", window, found), daemon=True)
         side.start()
         rec = self._record_with(pids, window, tmp, "dwarf")
         side.join(CHECK_S + JOIN_SLACK_S)
@@ -247,9 +247,11 @@ class ServerProfileSource(_StepThreads):
         return rec, dataclasses.replace(unwinder, call_graph="dwarf",
                                         reason=f"first window: DWARF while {unwinder.reason.split(':')[0]}; {then}")
 
-    def _check(self, pids: list[int], tmp: Path, found: dict[str, ProfileRecording]) -> None:
+    def _check(self, pids: list[int], tmp: Path, window: float, found: dict[str, ProfileRecording]) -> None:
+        """CHECK_S of frame-pointer samples, however late perf starts within the ``window`` beside it."""
         with contextlib.suppress(DiagError, OSError):  # no verdict: the window is DWARF either way
-            found["check"] = record_profile(pids, CHECK_S, tmp, FREQ_HZ, scope=self.scope, call_graph="fp")
+            found["check"] = record_profile(pids, CHECK_S, tmp, FREQ_HZ, scope=self.scope, call_graph="fp",
+                                            stop_after_s=window)
 
     def _record_with(self, pids: list[int], seconds: float, tmp: Path, call_graph: str) -> ProfileRecording:
         freq = DWARF_FREQ_HZ if call_graph == "dwarf" else FREQ_HZ

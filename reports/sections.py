@@ -6,7 +6,7 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
-from collectors.profile.analyse import MIN_USABLE_FRAMES, top_symbols, unresolved_share, usable_share
+from collectors.profile.analyse import MIN_USABLE_FRAMES, top_symbols, unresolved_share, usable_share, usable_stack
 from collectors.profile.parse import load_folded
 from diag.bundle import Bundle, safe_name
 from diag.engines import ENGINES
@@ -74,6 +74,7 @@ def step_profile(b: Bundle, row: dict[str, Any], with_flame: bool = True) -> dic
             "flame": flame, "interactive": interactive, "file": rel, "unwinder": prof.get("unwinder") or "fp",
             "unwinder_reason": prof.get("unwinder_reason") or "", "scope": prof.get("scope") or "",
             "usable_share": usable_share(folded), "usable_frames": MIN_USABLE_FRAMES,
+            "usable_samples": sum(n for s, n in folded.items() if usable_stack(s)),
             "offcpu": step_offcpu(b, row, step_waits(b, row), with_flame) if with_flame else None}
 
 

@@ -19,12 +19,14 @@ from __future__ import annotations
 
 import re
 import shutil
+import signal
 import subprocess
 import tempfile
 from collections import Counter, defaultdict
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import IO
 
 from collectors.profile.parse import KERNEL_SUFFIX, KindOf, Sample, clean, frame_name, tidy_frames
 from diag.errors import ToolUnavailable, UsageError
@@ -237,14 +239,10 @@ def record_offcpu(tids: Iterable[int], seconds: float, out_dir: Path, perf: str 
     argv = offcpu_argv(exe, tids, seconds, data, shutil.which("sleep") or "sleep")
     try:
         with tempfile.TemporaryFile(mode="w+", encoding="utf-8", errors="replace") as err:
-            try:
-                rec = subprocess.run(argv, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=err,
-                                     timeout=seconds + _TIMEOUT_GRACE_S, preexec_fn=pdeathsig_preexec())
-            except (OSError, subprocess.TimeoutExpired) as e:
-                raise ToolUnavailable(f"off-CPU: perf record failed: {e}") from e
+            rec = _run_until(argv, err, seconds)
             err.seek(0)
             stderr = err.read()
-        if rec.returncode != 0 or "Captured and wrote" not in stderr:
+        if "Captured and wrote" not in stderr:  # on SIGINT perf's exit status is the workload's
             line = next((ln.strip() for ln in stderr.splitlines() if ln.strip()), f"exit code {rec.returncode}")
             raise ToolUnavailable(f"off-CPU: perf record of the scheduler tracepoints failed: {line}")
         try:
@@ -258,6 +256,28 @@ def record_offcpu(tids: Iterable[int], seconds: float, out_dir: Path, perf: str 
     finally:
         data.unlink(missing_ok=True)
         data.with_name(data.name + ".old").unlink(missing_ok=True)
+
+
+def _run_until(argv: list[str], err: IO[str], seconds: float) -> subprocess.CompletedProcess[None]:
+    """Run perf record, stopped with SIGINT ``seconds`` after launch (its start-up inside the window, not after)."""
+    try:
+        proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=err,
+                                preexec_fn=pdeathsig_preexec())
+    except OSError as e:
+        raise ToolUnavailable(f"off-CPU: cannot run perf: {e}") from e
+    try:
+        try:
+            proc.wait(timeout=seconds)
+        except subprocess.TimeoutExpired:
+            proc.send_signal(signal.SIGINT)  # perf writes a complete perf.data on SIGINT
+            proc.wait(timeout=_TIMEOUT_GRACE_S)
+    except subprocess.TimeoutExpired as e:
+        raise ToolUnavailable(f"off-CPU: perf record did not stop within {_TIMEOUT_GRACE_S:.0f} s") from e
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait(timeout=10)
+    return subprocess.CompletedProcess(argv, proc.returncode)
 
 
 def per_transaction(by: Mapping[str, int], transactions: float) -> dict[str, float]:

@@ -169,6 +169,7 @@ class _Plan:
     targets: tuple[int, ...]  # those alive at the start: the only samples kept
     proc_root: Path
     call_graph: CallGraph = "fp"
+    stop_at: float | None = None  # monotonic s: perf is stopped then even if it started late
 
 
 @dataclass
@@ -197,6 +198,7 @@ def record_profile(
     perf: str = "perf",
     proc_root: Path = PROC,
     call_graph: CallGraph = "fp",
+    stop_after_s: float | None = None,
 ) -> ProfileRecording:
     """Sample ``pids`` (all their threads) on CPU for ``seconds`` and fold the stacks.
 
@@ -221,13 +223,15 @@ def record_profile(
     CPU count (idle CPUs are sampled too; needs ``perf_event_paranoid`` <= 0 or
     root): prefer it on small hosts and for short-transaction workloads.
 
-    ``call_graph="dwarf"`` walks stacks of binaries without frame pointers (cost: BENCHMARKS.md, Profiles).
+    ``call_graph="dwarf"`` walks stacks without frame pointers (cost: BENCHMARKS.md, Profiles); perf stops
+    ``stop_after_s`` (default ``seconds``) wall seconds after the call, however late it started.
 
     ``kind_of`` defaults to :func:`~collectors.profile.procs.process_kinds` of
     the targets, refined by :func:`~collectors.profile.procs.stack_thread_kinds`
     for threads whose names say nothing. Raises :class:`ToolUnavailable` (perf
     missing, not permitted, failing) and :class:`UsageError` (bad arguments);
     perf.data files are removed unless ``keep`` (they reach tens of MB per minute).
+    Long because the docstring records what each scope and unwinder costs; the body is short.
     """
     exe = _perf_exe(pids, seconds, freq_hz, scope, perf, call_graph)
     sleep_exe = shutil.which("sleep") or "sleep"
@@ -235,7 +239,9 @@ def record_profile(
     live = start_times(pids, proc_root)
     if not live:
         raise DiagError(f"profile: none of the processes {sorted(set(pids))} is running")
-    plan = _Plan(exe, sleep_exe, out_dir, freq_hz, scope, tuple(pids), tuple(sorted(live)), proc_root, call_graph)
+    stop_at = time.monotonic() + max(seconds, stop_after_s or 0.0)
+    plan = _Plan(exe, sleep_exe, out_dir, freq_hz, scope, tuple(pids), tuple(sorted(live)), proc_root, call_graph,
+                 stop_at)
     auto_kinds = process_kinds(plan.targets, proc_root) if kind_of is None else {}
     window = _Window(live, set(pids) - set(live))
     try:
@@ -313,7 +319,7 @@ def _record_segment(plan: _Plan, window: _Window, remaining: float) -> bool:
     t0 = time.monotonic()
     # per-CPU events do not spin when a target exits: stop early only once all are gone
     stderr, gone = _run_record(argv, window.live, plan.proc_root, remaining + _RECORD_GRACE_S,
-                               stop_when_all_gone=plan.scope == "system")
+                               stop_when_all_gone=plan.scope == "system", stop_at=plan.stop_at)
     window.recorded_s += time.monotonic() - t0
     window.segments += 1
     window.data_files.append(data)
@@ -323,6 +329,9 @@ def _record_segment(plan: _Plan, window: _Window, remaining: float) -> bool:
     if "Captured and wrote" not in stderr:
         if "couldn't create thread/cpu maps" in stderr.lower():
             return False
+        if plan.stop_at is not None and time.monotonic() >= plan.stop_at:
+            raise ToolUnavailable(f"profile: perf record had not started when its {remaining:.1f} s window ended "
+                                  "(a busy host: perf took longer than the window to start)")
         raise ToolUnavailable(f"profile: perf record failed: {_perf_error(stderr)}")
     window.warnings += [line.strip() for line in stderr.splitlines()
                         if "lost" in line.lower() or line.strip().lower().startswith("warning")]
@@ -348,10 +357,12 @@ def _refined_kinds(auto_kinds: Mapping[int, str], samples: list[Sample]) -> dict
 
 
 def _run_record(argv: list[str], live: dict[int, int], proc_root: Path, timeout_s: float,
-                stop_when_all_gone: bool = False) -> tuple[str, set[int]]:
-    """Run one perf record; stop it early when a target (or every target) exits.
+                stop_when_all_gone: bool = False, stop_at: float | None = None) -> tuple[str, set[int]]:
+    """Run one perf record; stop it early when a target (or every target) exits, or at ``stop_at``.
 
-    Returns (perf's stderr, targets that exited).
+    ``stop_at`` (monotonic s): the window's end. perf's own ``sleep`` starts only once perf is set up,
+    0.3-2 s after launch on a busy host (system-wide: it reads every process's maps), so without it the
+    window would slide past a short step's end. Returns (perf's stderr, targets that exited).
     """
     gone: set[int] = set()
     with tempfile.TemporaryFile(mode="w+", encoding="utf-8", errors="replace") as err:
@@ -367,7 +378,8 @@ def _run_record(argv: list[str], live: dict[int, int], proc_root: Path, timeout_
             while proc.poll() is None:
                 if not interrupted:
                     gone = {p for p, st in live.items() if not same_process(p, st, proc_root)}
-                    if gone and (not stop_when_all_gone or len(gone) == len(live)):
+                    late = stop_at is not None and time.monotonic() >= stop_at
+                    if late or (gone and (not stop_when_all_gone or len(gone) == len(live))):
                         # SIGINT makes perf stop its workload and write a complete perf.data.
                         proc.send_signal(signal.SIGINT)
                         interrupted = True

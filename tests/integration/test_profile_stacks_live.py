@@ -90,7 +90,9 @@ def test_pg18_stacks_are_deep_through_postgres_main(pg_run: tuple[Path, dict[str
     prof = row["profile"]
     assert "error" not in prof, prof
     assert prof["unwinder"] == "dwarf" and prof["stack_bytes"] == 8192, prof
-    assert "frame pointers gave" in prof["unwinder_reason"] and "DWARF from now on" in prof["unwinder_reason"]
+    # The check beside the first window decides for later ones; on a very busy host it may see too few samples.
+    reason = prof["unwinder_reason"]
+    assert ("frame pointers gave" in reason and "DWARF from now on" in reason) or "too few samples" in reason, reason
     folded = load_folded(out / prof["folded"])
     backend = {s: n for s, n in folded.items() if s.startswith("backend;")}
     total = sum(backend.values())
@@ -104,8 +106,8 @@ def test_pg18_stacks_are_deep_through_postgres_main(pg_run: tuple[Path, dict[str
 def test_report_says_which_unwinder_ran(pg_run: tuple[Path, dict[str, Any], str]) -> None:
     out, row, _ = pg_run
     html = (out / "report.html").read_text()
-    assert "Stacks: DWARF (first window: DWARF while frame pointers gave" in html
-    assert f"{100 * row['profile']['usable_share']:.0f}% of samples have a usable stack" in html
+    assert "Stacks: DWARF (first window: " in html
+    assert f"{100 * row['profile']['usable_share']:.0f}% of samples (" in html and ") have a usable stack" in html
 
 
 @pytest.fixture(scope="module")
@@ -163,3 +165,89 @@ def test_nonroot_profiles_the_servers_it_owns(nonroot_run: tuple[Path, dict[str,
     assert probe["ok"] and any("CAP_PERFMON" in m for m in probe["missing"])
     html = (out / "report.html").read_text()
     assert "per process, user space only" in html and "system-wide recording refused" in html
+
+
+# ------------------------------------------------------------------------------------------- in a browser
+
+CHROMIUM_FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
+                  "--disable-component-update", "--disable-sync", "--no-first-run", "--enable-logging=stderr",
+                  "--v=0", "--allow-file-access-from-files", "--virtual-time-budget=5000"]
+# A test-only wrapper: the report ships no script, so a page beside it loads it in a frame and writes the
+# laid-out sizes of its flame graphs into its own DOM, which --dump-dom prints.
+MEASURE = """<!DOCTYPE html><html><body><iframe id="f" src="%s" style="width:1150px;height:900px"></iframe>
+<pre id="out"></pre><script>
+document.getElementById('f').addEventListener('load', function () {
+  var d = this.contentDocument, rows = [];
+  d.querySelectorAll('div.flame').forEach(function (div) {
+    var r = div.getBoundingClientRect(), g = div.querySelector('svg');
+    var s = g ? g.getBoundingClientRect() : {width: 0, height: 0};
+    rows.push([div.className, Math.round(r.width), Math.round(r.height),
+               Math.round(s.width), Math.round(s.height)].join(' '));
+  });
+  document.getElementById('out').textContent = rows.join('\\n');
+});
+</script></body></html>"""
+
+
+def _chromium() -> str:
+    exe = shutil.which("chromium") or shutil.which("chromium-browser")
+    if not exe:
+        pytest.fail("chromium is not installed: apt-get install -y chromium")
+    return exe
+
+
+def _dump(url: str, tmp: Path) -> tuple[str, list[str]]:
+    """The DOM after load and the page's console lines (errors and logs)."""
+    p = subprocess.run([_chromium(), *CHROMIUM_FLAGS, f"--user-data-dir={tmp / 'chromium'}", "--dump-dom", url],
+                       capture_output=True, text=True, timeout=120)
+    assert p.returncode == 0, p.stderr[-2000:]
+    return p.stdout, [ln for ln in p.stderr.splitlines() if ":CONSOLE" in ln]
+
+
+def _flame_sizes(page: Path, tmp: Path) -> list[tuple[str, int, int, int, int]]:
+    wrapper = tmp / f"measure-{page.stem}.html"
+    wrapper.write_text(MEASURE % page.as_uri())
+    dom, console = _dump(wrapper.as_uri(), tmp)
+    assert console == [], console
+    out = dom.split('<pre id="out">', 1)[1].split("</pre>", 1)[0].strip()
+    rows = []
+    for line in out.splitlines():
+        *cls, w, h, sw, sh = line.split()
+        rows.append((" ".join(cls), int(w), int(h), int(sw), int(sh)))
+    return rows
+
+
+def test_report_and_compare_page_in_chromium(pg_run: tuple[Path, dict[str, Any], str],
+                                              nonroot_run: tuple[Path, dict[str, Any], str],
+                                              tmp_path: Path) -> None:
+    out, _, _ = pg_run
+    _, console = _dump((out / "report.html").as_uri(), tmp_path)
+    assert console == [], console
+    sizes = _flame_sizes(out / "report.html", tmp_path)
+    # Two steps: a CPU and an off-CPU graph each, beside their tables, height capped at 640 px (scrolls inside).
+    assert len(sizes) == 4, sizes
+    for cls, w, h, sw, sh in sizes:
+        assert 300 <= w <= 800 and 100 <= h <= 640 and sw == 760 and sh > 100, (cls, w, h, sw, sh)
+    # dbdiag compare of the two runs (same workload and clients): a differential flame graph on its page.
+    page = tmp_path / "compare.html"
+    p = subprocess.run([sys.executable, "-m", "diag", "compare", str(out), str(nonroot_run[0]),
+                        "--html", str(page)], capture_output=True, text=True, timeout=120, cwd=str(REPO))
+    assert p.returncode == 0, p.stderr[-2000:]
+    html = page.read_text()
+    assert 'class="flame diff-flame"' in html and "CPU per transaction:" in html
+    diff = [s for s in _flame_sizes(page, tmp_path) if "diff-flame" in s[0]]
+    assert len(diff) == 1 and diff[0][3] == 1060 and diff[0][4] > 100, diff
+
+
+def test_interactive_flame_graph_zooms_and_searches(pg_run: tuple[Path, dict[str, Any], str],
+                                                    tmp_path: Path) -> None:
+    out, row, _ = pg_run
+    page = out / row["profile"]["folded"].replace(".folded", ".flame.html")
+    assert page.exists() and f'href="{page.relative_to(out)}"' in (out / "report.html").read_text()
+    dom, console = _dump(page.as_uri() + "#zoom=PostgresMain", tmp_path)
+    assert console == [], console
+    zoomed = dom.split('data-zoomed="yes"', 1)[1].split("</g>", 1)[0]
+    assert "<title>PostgresMain (" in zoomed and 'width="1179.50"' in zoomed  # the clicked frame fills the width
+    assert 'style="display: none;' in dom or 'style="cursor: pointer; display: none;' in dom  # others hidden
+    dom, console = _dump(page.as_uri() + "#search=PostgresMain", tmp_path)
+    assert console == [] and 'data-match="yes"' in dom and "frames match" in dom

@@ -10,7 +10,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from collectors.profile import analyse, parse, record
-from collectors.step_profiles import CHECK_MIN_SAMPLES, choose_unwinder
+from collectors.step_profiles import CHECK_MIN_SAMPLES, USABLE_MIN, choose_unwinder
 
 DATA = Path(__file__).resolve().parents[1] / "data" / "perf"
 FP_TEXT = (DATA / "pg18_embedded_select_fp.perf-script.txt").read_text(encoding="utf-8")
@@ -89,3 +89,11 @@ def test_per_process_note_names_the_sysctl_and_capability(tmp_path: Path) -> Non
 def test_call_graph_arguments() -> None:
     assert record.call_graph_args("fp") == ["-g"]
     assert record.call_graph_args("dwarf") == ["--call-graph", f"dwarf,{record.DWARF_STACK_BYTES}"]
+
+
+def test_frame_pointer_stacks_of_debian_mariadbd_are_kept() -> None:
+    """Debian's mariadbd keeps frame pointers: its saved -g recording passes the check (fp stays)."""
+    folded = _fold((DATA / "mariadb1011_slap_mixed.perf-script.txt").read_text(encoding="utf-8"))
+    assert analyse.usable_share(folded) >= USABLE_MIN
+    choice = choose_unwinder(_recording(folded))
+    assert choice is not None and choice.call_graph == "fp"
