@@ -190,10 +190,11 @@ def noisy_measurement(b: Bundle) -> list[Finding]:
         if spread < NOISY_SPREAD:
             continue
         ci = step.row.get("tps_ci") or {}
+        saw = _what_it_saw(b, step)
         ev: dict[str, Any] = {"spread_pct": num(100 * spread), "spread_is": basis,
                               "repeats_tps": reps or None, "median_tps": step.row.get("tps"),
                               "interval": f"{ci['low']:,.1f} .. {ci['high']:,.1f} ({100 * ci['level']:.0f}%)"
-                              if ci else None, "what_each_window_saw": _what_it_saw(b, step)}
+                              if ci else None, "what_each_window_saw": "; ".join(_saw_words(w) for w in saw)}
         out.append(step.finding(
             "noisy_measurement", "warning",
             f"Throughput spread {num(100 * spread)}% between {'repeats' if reps else 'intervals'}: the figure "
@@ -202,8 +203,24 @@ def noisy_measurement(b: Bundle) -> list[Finding]:
             "steal time point at the machine (run on an idle host, or more repeats with --repeat so the median "
             "holds), a checkpoint at the server's own background work. Differences smaller than this spread are "
             "not results.",
-            CONDITION_WEIGHT * min(1.0, spread), spread=spread))
+            CONDITION_WEIGHT * min(1.0, spread), spread=spread, windows=saw))
     return out
+
+
+def _saw_words(w: dict[str, Any]) -> str:
+    """One window's evidence in words (the report shows evidence as text; the numbers are in ``extra``)."""
+    parts = [f"{w['window']}: {w['tps']:,.0f} tps" if isinstance(w.get("tps"), (int, float)) else w["window"]]
+    if "other_processes_cpus" in w:
+        parts.append(f"other processes {w['other_processes_cpus']:g} CPUs, host busy {w['host_busy_pct']:g}%")
+    if "steal_pct" in w:
+        parts.append(f"steal {w['steal_pct']:g}%")
+    if "host_interrupts_per_s" in w:
+        parts.append(f"{w['host_interrupts_per_s']:,.0f} interrupts/s")
+    if "host_context_switches_per_s" in w:
+        parts.append(f"{w['host_context_switches_per_s']:,.0f} context switches/s")
+    if w.get("background"):
+        parts.append("inside it: " + ", ".join(w["background"]))
+    return ", ".join(parts)
 
 
 # --------------------------------------------------------------------------- unsteady_window
@@ -262,11 +279,24 @@ def unsteady_window(b: Bundle) -> list[Finding]:
                  else f"Measured window not steady ({kinds} throughout): no interval was free of it")
         out.append(step.finding(
             "unsteady_window", "warning" if worst >= MOVE_WARN or not moves else "info", title,
-            {"causes": causes, "source": f"per-interval throughput (series/workload--{safe_name(step.target)}) "
-                                         "and the server's background counters"},
+            {"causes": "; ".join(_cause_words(c) for c in causes),
+             "source": f"per-interval throughput (series/workload--{safe_name(step.target)}) and the server's "
+                       "background counters"},
             "The figure mixes more than one state of the server. Warm up longer (--warmup) for a cold start, "
             "measure longer for a trend, and read a checkpoint or vacuum inside the window as part of the cost of "
             "the workload only if it would recur at that rate; --repeat spreads the windows so one event counts "
             "once.",
-            CONDITION_WEIGHT * min(1.0, worst), worst=worst))
+            CONDITION_WEIGHT * min(1.0, worst), worst=worst, causes=causes))
     return out
+
+
+def _cause_words(c: dict[str, Any]) -> str:
+    """One cause of an unsteady window in words (the numbers are in the finding's ``extra``)."""
+    what = {"trend": f"a trend of {c.get('change_over_window_pct')}% over the window (Mann-Kendall p={c.get('p')})",
+            "cold start": f"a cold start (first interval {c.get('first_interval_tps')} tps against "
+                          f"{c.get('rest_median_tps')} for the rest)"}.get(
+        c["cause"], f"{c['cause']} between {c['between_s'][0]} and {c['between_s'][1]} s of the window "
+                    f"({c.get('intervals_touched')} interval(s) touched)" if "between_s" in c else c["cause"])
+    move = (f": {c['figure_tps']:g} tps against {c['against_tps']:g} for {c['against']} "
+            f"({c['moves_figure_pct']:+g}%)" if "moves_figure_pct" in c else "")
+    return f"{c['window']}: {what}{move}"

@@ -174,8 +174,9 @@ def test_steady_state_check_sees_a_planted_checkpoint(tmp_path: Path, pg_server)
     found = json.loads((out / "findings.json").read_text())["findings"]
     unsteady = [f for f in found if f["category"] == "unsteady_window"]
     assert unsteady, [f["category"] for f in found]
-    ckpt = [c for c in unsteady[0]["evidence"]["causes"] if c["cause"] == "checkpoint"]
+    ckpt = [c for c in unsteady[0]["extra"]["causes"] if c["cause"] == "checkpoint"]
     assert ckpt and ckpt[0]["intervals_touched"] >= 1, unsteady[0]["evidence"]
+    assert "checkpoint between " in unsteady[0]["evidence"]["causes"]  # the report's words
     # how much it moves the figure: the window's rate against the intervals it did not touch
     assert "moves_figure_pct" in ckpt[0] and ckpt[0]["against"] == "the intervals it did not touch"
     assert -1.0 < ckpt[0]["between_s"][0] < 1.5  # from the stats sample before it, in the window

@@ -91,15 +91,17 @@ def test_noisy_measurement_on_a_noisy_run_and_not_on_the_others() -> None:
     reps = [x["tps"] for x in load_bundle(NOISY).results[0]["repeats"]]
     assert ev["spread_pct"] == pytest.approx(100 * (max(reps) - min(reps)) / median(reps), abs=0.5)
     assert ev["repeats_tps"] == reps and ev["median_tps"] == min(reps)  # the lower of two is the median
-    saw = ev["what_each_window_saw"]
+    saw = by["a"].extra["windows"]
     assert [w["window"] for w in saw] == ["repeat 1", "repeat 2"] and all("other_processes_cpus" in w for w in saw)
+    assert ev["what_each_window_saw"].startswith(f"repeat 1: {reps[0]:,.0f} tps, other processes ")
     for name in SINGLE:  # single-run bundles whose intervals are steady enough: no noise finding
         assert noise.noisy_measurement(load_bundle(DATA / name)) == [], name
 
 
 def test_unsteady_window_says_how_much_it_moves_the_figure() -> None:
     (f,) = noise.unsteady_window(load_bundle(DATA / "insert_flush_cap_120"))[:1]
-    (c,) = f.evidence["causes"]
+    (c,) = f.extra["causes"]
+    assert f.evidence["causes"].startswith("window: a cold start (first interval ")
     assert c["cause"] == "cold start" and c["first_interval_tps"] < 0.8 * c["rest_median_tps"]
     assert c["moves_figure_pct"] == pytest.approx(100 * (c["figure_tps"] / c["against_tps"] - 1), abs=0.2)
     assert noise.unsteady_window(load_bundle(DATA / "insert_pg_fsync_off")) == []
