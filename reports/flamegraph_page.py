@@ -3,8 +3,8 @@
 The report itself ships no script; each profile's graph is also written beside it as a standalone page
 (``artifacts/*.flame.html``) holding the same SVG (:func:`reports.flamegraph.flamegraph_svg`) and a small
 script. The script reads frame names with ``textContent`` and writes them back only as text, so untrusted
-symbol names stay inert; it loads nothing. ``#search=NAME`` and ``#zoom=NAME`` in the address apply a
-search or a zoom on load (also how the browser test drives it headless).
+symbol names stay inert; it loads nothing. ``#search=NAME&zoom=NAME`` in the address applies a search
+and a zoom on load (also how the browser test drives it headless).
 """
 
 from __future__ import annotations
@@ -66,11 +66,15 @@ _SCRIPT = """
   });
   document.getElementById('reset').addEventListener('click', function () { zoom(root); });
   document.getElementById('search').addEventListener('input', function (e) { search(e.target.value); });
-  var h = decodeURIComponent(location.hash.slice(1)), m;
-  if ((m = /^search=(.*)$/.exec(h))) { document.getElementById('search').value = m[1]; search(m[1]); }
-  if ((m = /^zoom=(.*)$/.exec(h))) {
-    var f = frames.filter(function (f) { return f.name === m[1]; })[0];
-    if (f) { zoom(f); }
+  var args = {};
+  location.hash.slice(1).split('&').forEach(function (kv) {
+    var i = kv.indexOf('=');
+    if (i > 0) { args[kv.slice(0, i)] = decodeURIComponent(kv.slice(i + 1)); }
+  });
+  if (args.search) { document.getElementById('search').value = args.search; search(args.search); }
+  if (args.zoom) {
+    var z = frames.filter(function (f) { return f.name === args.zoom; })[0];
+    if (z) { zoom(z); }
   }
 })();
 """

