@@ -49,6 +49,9 @@ def dispatch(a: argparse.Namespace) -> int | None:
     if a.command != "compare":
         return None
     if a.vs:
+        if a.html:
+            raise UsageError("--html writes the page of a pair comparison; with --vs the sets' comparison is "
+                             "printed (text, or --json)")
         return _sets(a)
     if len(a.runs) > 2:
         raise UsageError("dbdiag compare takes one or two runs; for more, name the contender set after --vs: "

@@ -256,10 +256,7 @@ class MyBlockingCollector(MyCollector):
         trx: dict[int, dict[str, Any]] = {}
         if self._ticks_total % TRX_EVERY_TICKS == 0 and self.parts.is_on("lock_waits"):
             row_waits, trx = self._row_waits(s, self._period("row", now, self.interval_s * TRX_EVERY_TICKS))
-            # InnoDB's lock tables are a cache up to 100 ms old (the module docstring): a wait whose waiter or
-            # blocker has left the processlist read just before has ended; with PROCESS (which those tables
-            # need) every live thread is in it.
-            waits += [w for w in row_waits if w.pid in threads and all(b in threads for b in w.blockers)]
+            waits += row_waits
         self._ticks_total += 1
         self._window.add(time.time(), waits, self._seen(s, threads, waits, trx) if waits else {})
 
