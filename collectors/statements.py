@@ -138,8 +138,9 @@ class StatementSource(Collector, abc.ABC):
         """Whether a statement is dbdiag's own (marked; see :data:`collectors.sql.MARKER`)."""
 
     @abc.abstractmethod
-    def explain(self, s: Session, text: str) -> tuple[StatementPlan, Any]:
-        """The plan of ``text`` and the raw plan (JSON) to keep; a plan with ``error`` when it fails."""
+    def explain(self, s: Session, text: str, key: str = "") -> tuple[StatementPlan, Any]:
+        """The plan of ``text`` (statement ``key``) and the raw plan (JSON) to keep; a plan with ``error`` when
+        it fails."""
 
     def step_tables(self, tables: list[TableStat]) -> None:
         """The step's per-table increases, before :meth:`examined` is asked about its statements."""
@@ -164,12 +165,21 @@ class StatementSource(Collector, abc.ABC):
         return Probe(True, missing=tuple(notes), hint=hint if notes else "")
 
     def start(self) -> None:
-        self.session = self.open()
-        why, _hint, self.notes = self.check(self.session)
+        """Open the session; a source that cannot start after a good probe stays off (an event says why), it
+        does not stop the run."""
+        why = ""
+        try:
+            self.session = self.open()
+            why, _hint, self.notes = self.check(self.session)
+        except DiagError as e:
+            why = str(e)
         if why:
-            self.session.close()
-            self.session = None
-            raise DiagError(why)
+            if self.session is not None:
+                self.session.close()
+                self.session = None
+            if self.ctx.bundle is not None:
+                self.ctx.bundle.event("collector_off", f"{self.title} ({self.ctx.target.label}): {why}",
+                                      collector=f"{self.name}--{self.ctx.target.label}")
 
     def stop(self) -> None:
         for th, ev in list(self._threads.values()):
@@ -193,7 +203,7 @@ class StatementSource(Collector, abc.ABC):
         try:
             with self._lock:
                 self._starts[key] = (time.time(), self.snapshot(self.session, False), self.table_snapshot(self.session))
-        except DbError as e:
+        except DiagError as e:  # the step goes on without its digests (the run's hooks do not guard us)
             self.notes.append(f"start snapshot of {info.workload} c={info.clients}: {e}")
             return
         if self.mid_step_texts or self.end_early_s is not None:
@@ -231,7 +241,7 @@ class StatementSource(Collector, abc.ABC):
         texts = self._texts.pop(key, {})
         try:
             rec = self._record(key, begun, texts)
-        except DbError as e:
+        except DiagError as e:
             rec = StepStatements(source=self.view, notes=(f"not collected for this step: {e}",))
         return {"statements": rec.to_dict()}
 
@@ -267,7 +277,7 @@ class StatementSource(Collector, abc.ABC):
               tables: Snapshot) -> StatementStat:
         plan = None
         if rank < PLAN_N:
-            plan = self._plan(step, rank, sample or text)
+            plan = self._plan(step, rank, sample or text, key)
         examined, source = self.examined(d, plan, tables)
         ints = ("rows", "shared_blks_hit", "shared_blks_read", "shared_blks_dirtied", "shared_blks_written",
                 "temp_blks_read", "temp_blks_written", "no_index_used")
@@ -278,14 +288,14 @@ class StatementSource(Collector, abc.ABC):
                              tables=tuple(dict.fromkeys(n.table for n in plan.nodes if n.table)) if plan else (),
                              plan=plan, **{c: _int(d.get(c)) for c in ints})
 
-    def _plan(self, step: StepKey, rank: int, text: str) -> StatementPlan | None:
+    def _plan(self, step: StepKey, rank: int, text: str, key: str) -> StatementPlan | None:
         if not text or not explainable(text):
             return None
         assert self.session is not None
         try:
             with self._lock:
-                plan, raw = self.explain(self.session, text)
-        except DbError as e:
+                plan, raw = self.explain(self.session, text, key)
+        except DiagError as e:  # the server's error, or a plan of a shape the parser does not know
             return StatementPlan(error=str(e))
         if raw is not None and self.ctx.bundle is not None:
             label, workload, clients = step

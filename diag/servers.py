@@ -318,11 +318,11 @@ def _instrumented(dbms: Engine, version_num: int, settings: dict[str, str], inst
 
 
 def _instrument_sql(srv: ThrowawayServer, instrument: bool) -> None:
-    """Run the engine's instrumentation statements (CREATE EXTENSION pg_stat_statements) on a fresh server.
-
-    A caller's own settings may have switched the library off: then the statement fails and the server
-    stays as asked (the statement sources say why they are off)."""
-    if not instrument or not srv.dbms.instrumentation_sql:
+    """Run the engine's instrumentation statements (CREATE EXTENSION pg_stat_statements) on a fresh server;
+    not when the caller's settings replace part of the instrumentation (``--set shared_preload_libraries=``:
+    the server stays as asked, and the statement sources say why they are off)."""
+    keys = {k for k, _v, _o in srv.dbms.instrumentation}
+    if not instrument or not srv.dbms.instrumentation_sql or keys & set(srv.settings):
         return
     with contextlib.suppress(DiagError), Session(srv.target(), application_name="dbdiag-server") as s:
         for sql in srv.dbms.instrumentation_sql:

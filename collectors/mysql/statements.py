@@ -113,10 +113,13 @@ class MyStatementSource(StatementSource):
     def is_own(self, key: str, text: str) -> bool:
         return text.lstrip().startswith(MARKER) or bool(_OWN.search(text))
 
-    def explain(self, s: Session, text: str) -> tuple[StatementPlan, Any]:
+    def explain(self, s: Session, text: str, key: str = "") -> tuple[StatementPlan, Any]:
         if text.rstrip().endswith("..."):
             return StatementPlan(error="the statement text is cut short (max_digest_length)"), None
         sql, changed = substitute(text)
+        schema = key.rsplit("|", 1)[-1] if "|" in key and not key.startswith("prepared|") else ""
+        if schema:  # the statement's default database, for names it does not qualify
+            s.execute(f"{MARKER} USE `{schema.replace('`', '``')}`")
         rows = s.query(f"{MARKER} EXPLAIN FORMAT=JSON {sql}")
         raw = decode(_text(next(iter(rows[0].values()))))
         method = "parameters_substituted" if changed else "explain"

@@ -93,7 +93,7 @@ class PgStatementSource(StatementSource):
     def is_own(self, key: str, text: str) -> bool:
         return MARKER in text
 
-    def explain(self, s: Session, text: str) -> tuple[StatementPlan, Any]:
+    def explain(self, s: Session, text: str, key: str = "") -> tuple[StatementPlan, Any]:
         params = max((int(n) for n in _PARAM.findall(text)), default=0)
         if s.version_num >= GENERIC_PLAN_SINCE:
             method = "generic_plan"

@@ -73,16 +73,17 @@ class MysqlEngine(Engine):
                         ("block_reads_per_txn", ("status.Innodb_buffer_pool_read_requests",)),
                         ("disk_reads_per_txn", ("status.Innodb_buffer_pool_reads",)))
     server_stop_signal = signal.SIGTERM  # mysqld's normal shutdown
-    # Per-statement evidence on throwaway servers: performance_schema with statement digests (MariaDB leaves
-    # events_statements_current off, and stages and the InnoDB/metadata-lock waits uninstrumented, by
-    # default). Source: https://mariadb.com/kb/en/performance-schema-system-variables/ and -options/
+    # Per-statement evidence on throwaway servers: performance_schema with statement digests and samples, the
+    # current waits of the default wait instruments (file and table I/O, table locks) and metadata-lock waits
+    # (MariaDB leaves events_statements_current off and MDL uninstrumented by default). Stages and the InnoDB
+    # mutex/rwlock instruments stay off: measured on point selects at saturation they cost ~30% and ~50% of the
+    # throughput here (BENCHMARKS.md, statement instrumentation); --set performance-schema-instrument=... adds
+    # one. Source: https://mariadb.com/kb/en/performance-schema-system-variables/ and -options/
     instrumentation = (("performance_schema", "ON", 0),
                        *((f"performance-schema-consumer-{c}", "ON", 0)
-                         for c in ("events-statements-current", "events-statements-history", "events-stages-current",
-                                   "events-waits-current", "statements-digest")),
-                       *(("performance-schema-instrument", f"{i}=ON", 0)
-                         for i in ("stage/%", "wait/lock/metadata/sql/mdl", "wait/synch/mutex/innodb/%",
-                                   "wait/synch/rwlock/innodb/%", "wait/synch/sxlock/innodb/%")))
+                         for c in ("events-statements-current", "events-statements-history", "events-waits-current",
+                                   "statements-digest")),
+                       ("performance-schema-instrument", "wait/lock/metadata/sql/mdl=ON", 0))
     # Sources: https://dev.mysql.com/doc/refman/8.0/en/innodb-parameters.html,
     # https://mariadb.com/kb/en/innodb-system-variables/
     commit_path_settings = ("innodb_flush_log_at_trx_commit", "innodb_flush_method")

@@ -11,6 +11,7 @@ statement explains (capped at 1).
 
 from __future__ import annotations
 
+from collectors.statements import explainable
 from diag.bundle import Bundle
 from diag.schema import BundleFormatError, ResultRow, StatementStat, StepStatements
 from reports.rules.base import Finding, Step, num, pct, steps
@@ -89,13 +90,17 @@ def full_scan(b: Bundle) -> list[Finding]:
 
 
 def statement_hotspot(b: Bundle) -> list[Finding]:
-    """One statement holding most of the statement server time of a step that runs several."""
+    """One statement (not transaction control) holding most of the statement server time of a step that runs
+    several."""
     out: list[Finding] = []
     for step in steps(b):
         st = _statements(step)
-        if st is None or not st.statements or st.statements_seen < MIN_STATEMENTS or st.total_ms <= 0:
+        if st is None or st.statements_seen < MIN_STATEMENTS or st.total_ms <= 0:
             continue
-        top = st.statements[0]
+        # BEGIN / COMMIT are not statements to tune (a commit's time is its log flush: commit_flush_bound).
+        top = next((s for s in st.statements if explainable(s.text)), None)
+        if top is None:
+            continue
         share = st.share(top)
         if share < HOTSPOT_SHARE:
             continue
@@ -104,8 +109,8 @@ def statement_hotspot(b: Bundle) -> list[Finding]:
             f"One statement holds {pct(share)} of the server's statement time: {_short(top.text)!r}",
             {"statement": _short(top.text), "share_of_statement_time": pct(share), "calls": top.calls,
              "total_ms": num(top.total_ms), "mean_ms": num(top.mean_ms, 3),
-             "statements_in_step": st.statements_seen, "next": _short(st.statements[1].text)
-             if len(st.statements) > 1 else None, "share_of_client_time": pct(client_share(top, st, step)),
+             "statements_in_step": st.statements_seen,
+             "next": next((_short(s.text) for s in st.statements if s is not top), None), "share_of_client_time": pct(client_share(top, st, step)),
              "source": st.source},
             "Tune this statement first (its plan is in the statements section): the others together hold "
             f"{pct(1 - share)}.", client_share(top, st, step), statement=top.key))
