@@ -113,6 +113,8 @@ class MyBlockingCollector(MyCollector):
         Metric("blockers", "threads", "gauge", "each blocking thread: pid (thread id), user, client (host), "
                "state, statement, xact_s, state_s (s), first_t/last_t (Unix s), ticks, blocked_s (s), blocked "
                "thread ids, lock, waits_for, longest_wait_s (s)"),
+        Metric("chains", "s", "gauge", "each blocking chain seen in one sample (waiter first, the holder last) -> "
+               "seconds its waiter spent in it this window"),
     )
 
     def __init__(self, ctx: CollectorContext) -> None:
@@ -256,7 +258,10 @@ class MyBlockingCollector(MyCollector):
         trx: dict[int, dict[str, Any]] = {}
         if self._ticks_total % TRX_EVERY_TICKS == 0 and self.parts.is_on("lock_waits"):
             row_waits, trx = self._row_waits(s, self._period("row", now, self.interval_s * TRX_EVERY_TICKS))
-            waits += row_waits
+            # InnoDB's lock tables are a cache up to 100 ms old (the module docstring): a wait whose waiter or
+            # blocker has left the processlist read just before has ended; with PROCESS (which those tables
+            # need) every live thread is in it.
+            waits += [w for w in row_waits if w.pid in threads and all(b in threads for b in w.blockers)]
         self._ticks_total += 1
         self._window.add(time.time(), waits, self._seen(s, threads, waits, trx) if waits else {})
 

@@ -115,6 +115,8 @@ class PgBlockingCollector(Collector):
         Metric("blockers", "sessions", "gauge", "each blocking session: pid, user, client, state, statement, "
                "xact_s, state_s (s), first_t/last_t (Unix s), ticks, blocked_s (s), blocked pids, lock, "
                "waits_for pids, longest_wait_s (s)"),
+        Metric("chains", "s", "gauge", "each blocking chain seen in one sample (waiter first, the holder last) -> "
+               "seconds its waiter spent in it this window"),
     )
 
     def __init__(self, ctx: Any) -> None:

@@ -30,11 +30,13 @@ from typing import Any
 
 import pytest
 
+from collectors.registry import SourcePlan
 from diag import servers
 from diag.bundle import load_bundle, read_jsonl
 from diag.db import Session
 from diag.errors import DbError
 from diag.run import Run, RunOptions
+from reports.blocking_view import MIN_UNATTRIBUTED_S
 from reports.rules.base import steps
 from reports.rules.blocking import step_blocking
 from workloads.driver import DriverOptions
@@ -73,7 +75,9 @@ def make_table(srv: servers.ThrowawayServer) -> None:
         s.execute("INSERT INTO dbdiag.blk SELECT g, 0 FROM " + (
             "generate_series(1, 1000) g" if srv.engine == "postgres" else
             "(SELECT seq AS g FROM dbdiag.seq_1_to_1000) AS s"))
-        if srv.engine != "postgres":
+        if srv.engine == "postgres":  # autovacuum's truncation would lock the table in the unplanted step
+            s.execute("ALTER TABLE dbdiag.blk SET (autovacuum_enabled = off)")
+        else:
             s.execute("COMMIT")
 
 
@@ -148,8 +152,10 @@ def planted_run(pg_server, my_server, tmp_path_factory) -> Iterator[dict[str, An
     t0 = time.monotonic()
     try:
         drv = DriverOptions(clients=(1, 2, 3), duration_s=STEP_S, warmup_s=0.5, script=str(script))
+        # flush tracing (perf) is not what this module is about: its start-up before each sweep is left out
         path = Run(RunOptions(targets=[f"{k}={v.dsn()}" for k, v in targets.items()], workloads=["custom"],
-                              driver=drv, out=out, argv=["dbdiag", "run"], profile=False), out=log).execute()
+                              driver=drv, out=out, argv=["dbdiag", "run"], profile=False,
+                              sources=SourcePlan(flush=False)), out=log).execute()
     finally:
         planter.done.set()
         planter.join(5)
@@ -206,7 +212,9 @@ def test_step_without_blocker_names_none(planted_run, target: str) -> None:
     (step,) = [s for s in steps(b) if s.target == target and s.clients == 1]
     sb = step_blocking(b, step)
     assert sb is not None  # the sampler ran through the step ...
-    assert sb.blockers == () and sb.waiting_s == 0.0, sb  # ... and saw no one wait and no one block
+    # ... and named no one. A transient wait may be seen (measured once: 0.1 s, one sample of a lock granted
+    # between the sampler's two reads), never one that lasts
+    assert sb.blockers == () and sb.waiting_s < MIN_UNATTRIBUTED_S, sb
     # the planted steps of the same run did see theirs: the sampler is not blind
     (planted,) = [s for s in steps(b) if s.target == target and s.clients == 2]
     got = step_blocking(b, planted)
@@ -221,4 +229,4 @@ def test_report_shows_the_chains(planted_run) -> None:
     for (target, clients), plant in planted_run["planted"].items():
         assert f"{target} &middot; custom &middot; {clients} clients" in section
         assert f"-&gt; {plant['pid']} (" in section  # a chain ends at the planted session (autoescaped)
-    assert "custom &middot; 1 clients" not in section  # nobody waited in the unplanted steps
+    assert "custom &middot; 1 clients" not in section  # nobody blocked (or waited long) in the unplanted steps
