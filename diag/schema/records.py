@@ -11,6 +11,7 @@ from diag.schema.base import FORMAT, NUM, as_object, get_field, str_list, unknow
 from diag.schema.flush import FlushCapabilityInfo
 from diag.schema.metrics import MetricDeclarations
 from diag.schema.repeats import RepeatSummary, TpsInterval, check_repeat_fields, num_list
+from diag.schema.profile import StepProfile
 from diag.schema.statements import StepStatements
 
 
@@ -216,6 +217,11 @@ class ResultRow:
         return tuple(RepeatSummary.from_dict(r, f"repeats[{i}]") for i, r in enumerate(self.repeats))
 
     @property
+    def step_profile(self) -> StepProfile | None:
+        """:attr:`profile` as a typed record (None when the step was not profiled)."""
+        return StepProfile.from_dict(self.profile, "profile") if self.profile is not None else None
+
+    @property
     def step_statements(self) -> StepStatements | None:
         """:attr:`statements` as a typed record (None when the step has none)."""
         return StepStatements.from_dict(self.statements, "statements") if self.statements is not None else None
@@ -254,6 +260,8 @@ class ResultRow:
         kw["complete"] = get_field(d, "complete", (bool,), where)
         kw.update({k: get_field(d, k, (dict,), where) for k in _ROW_CUT})
         kw["profile"] = get_field(d, "profile", (dict,), where)
+        if kw["profile"] is not None:  # shape: diag.schema.profile.StepProfile
+            StepProfile.from_dict(kw["profile"], f"{where}: profile")
         kw["statements"] = get_field(d, "statements", (dict,), where)
         if kw["statements"] is not None:  # validated here, so a bad record names its row when the bundle loads
             StepStatements.from_dict(kw["statements"], f"{where}: statements")
