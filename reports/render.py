@@ -20,6 +20,7 @@ from reports.accounting_view import accounting_view, step_limit_finding
 from reports.blocking_view import blocking_sections
 from reports.charts import fmt, line_chart
 from reports.compare import compare
+from reports.diff_view import with_diff_flames
 from reports.durability_view import durability_rows
 from reports.evidence import evidence_rows
 from reports.findings import derive_findings
@@ -233,7 +234,7 @@ def _comparisons(b: Bundle) -> list[dict[str, Any]]:
             for k in (prof or {}).get("kinds", [])[:1]:  # the busiest process kind: the backends/connections
                 syms = [(s.symbol, s.percent) for s in k["rows"][:8]]
             e[f"{side}_symbols"] = syms
-    return items
+    return with_diff_flames([b], items)
 
 
 def render_bundle(path: Path) -> Path:
