@@ -23,7 +23,7 @@ from collectors.host import HostCollector
 from collectors.mysql import MYSQL_COLLECTORS
 from collectors.node_exporter import NodeExporterHost
 from collectors.pg import PG_COLLECTORS
-from collectors.ssh_host import SshFlushCollector, SshProfileSource
+from collectors.ssh_host import SshFlushCollector, SshFsyncTest, SshProfileSource
 from collectors.step_profiles import ClientProfileSource, ServerProfileSource
 from diag.engines import MYSQL, POSTGRES, Engine
 
@@ -103,6 +103,11 @@ def _ssh_profile(plan: SourcePlan, ctx: CollectorContext) -> list[Collector]:
     return [SshProfileSource(_with(ctx, profile_seconds=plan.profile_s))]
 
 
+def _ssh_fsync(plan: SourcePlan, ctx: CollectorContext) -> list[Collector]:
+    """F measured on the target's own host over ssh, when F is measured at all (``fsync_test_s``)."""
+    return [SshFsyncTest(ctx)] if plan.fsync_test_s is not None and ctx.options.get("ssh") else []
+
+
 def _server_profile(plan: SourcePlan, ctx: CollectorContext) -> list[Collector]:
     return [ServerProfileSource(_with(ctx, profile_seconds=plan.profile_s))] if plan.profile else []
 
@@ -151,6 +156,7 @@ SOURCES: tuple[Registered, ...] = (
     Registered("host", "run", _host),
     Registered("profile", "run", _server_profile),
     Registered("client_profile", "run", _client_profile),
+    Registered("ssh_fsync", "target", _ssh_fsync),  # first: before the target's sampled sources start
     Registered("engine", "target", _engine),
     Registered("node_host", "target", _node_host),
     Registered("ssh_profile", "target", _ssh_profile),

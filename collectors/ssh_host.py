@@ -1,11 +1,12 @@
-"""Evidence from the database's own host over ssh (``--ssh LABEL=user@host``): server profiles and flush calls.
+"""Evidence from the database's own host over ssh (``--ssh LABEL=user@host``): profiles, flush calls, F.
 
 The user's own ssh (their ~/.ssh/config and keys; ``DBDIAG_SSH_CONFIG`` names
 another config file, as the tests do) runs ``perf`` on that host:
 
 * profiles (:class:`SshProfileSource`): in the middle of each step, ``perf
-  record -g`` of the server's processes there (found by name: ``pgrep -x`` of the
-  engine's process names) for the profile window, then ``perf script`` there; its
+  record -g`` of the server's processes there (the process listening on the
+  target's port, and its children: :func:`_pids`) for the profile window, then
+  ``perf script`` there; its
   text comes back over the same connection and is folded here by the same parser
   as a local profile (:mod:`collectors.profile.parse`), into
   ``artifacts/profile--<target>--...folded`` and the step's ``profile`` entry,
@@ -13,11 +14,14 @@ another config file, as the tests do) runs ``perf`` on that host:
 * flush calls (:class:`SshFlushCollector`): ``perf stat -I`` of the fsync,
   fdatasync and sync_file_range tracepoints on those processes for the target's
   whole sweep, its interval lines read back live into the ``flush--<label>``
-  series that local flush tracing writes.
+  series that local flush tracing writes;
+* the fsync test (:class:`SshFsyncTest`): 8 kB pwrite + fdatasync of a temporary
+  file in the data directory there, by python3 there, before the sweep: F, stored
+  where the local fsync test stores its own.
 
-Nothing is installed on that host: it needs sshd, perf (Debian: linux-perf) and
-a user allowed to trace the server (root, or perf_event_paranoid <= 1 and the
-server's user). ssh runs with ``BatchMode=yes`` (no password prompt can hang a
+Nothing is installed on that host: it needs sshd, perf (Debian: linux-perf),
+python3 and a user allowed to trace the server and write in its data directory
+(root, or perf_event_paranoid <= 1 and the server's user). ssh runs with ``BatchMode=yes`` (no password prompt can hang a
 run) and a connect timeout; the remote commands are fixed POSIX sh scripts whose
 only inputs (window, rate, process names, events) are quoted or ours.
 """
@@ -25,6 +29,7 @@ only inputs (window, rate, process names, events) are quoted or ours.
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import shlex
 import subprocess
@@ -34,16 +39,19 @@ from typing import Any
 
 from collectors.base import Collector, CollectorContext, Probe
 from collectors.flush import METRICS as FLUSH_METRICS
+from collectors.diskstats import DeviceInfo
 from collectors.flush_perf import IntervalAssembler
+from collectors.fsync_test import GROUP_ONE, FsyncMethodResult, FsyncTestResult
 from collectors.profile.analyse import unresolved_share
 from collectors.profile.parse import PERF_SCRIPT_FIELDS, fold_samples, parse_perf_script, save_folded
 from diag.bundle import safe_name
 from diag.errors import DiagError, ParseError
 from diag.procs import pdeathsig_preexec
+from diag.schema import FlushDevice, FlushTarget
 
 CONNECT_TIMEOUT_S = 5
 PROBE_TIMEOUT_S = 20.0
-FREQ_HZ = 99  # the text of every sample crosses the network: a low rate keeps perf script's output small
+FREQ_HZ = 249  # half the local rate: the text of every sample crosses the network
 WINDOW_SHARE = 0.8
 MIN_WINDOW_S = 0.5
 SCRIPT_SLACK_S = 60.0
@@ -54,9 +62,9 @@ HINT = ("give dbdiag ssh access to the database host (BatchMode: a key, no passw
         "run perf there (root, or perf_event_paranoid <= 1), and install perf on it (Debian: linux-perf)")
 
 _PROBE_SH = """command -v perf >/dev/null 2>&1 || { echo "perf is not installed on $(hostname)" >&2; exit 5; }
-pgrep -x %(names)s >/dev/null 2>&1 || { echo "no %(names)s process runs on $(hostname)" >&2; exit 6; }
-perf record -q -F 10 -p "$(pgrep -d, -x %(names)s)" -o /dev/null -- true >/dev/null 2>&1 || \
-{ echo "perf may not profile %(names)s on $(hostname) as $(id -un) (perf_event_paranoid $(cat \
+%(pids)s
+perf record -q -F 10 -p "$P" -o /dev/null -- true >/dev/null 2>&1 || \
+{ echo "perf may not profile the server on $(hostname) as $(id -un) (perf_event_paranoid $(cat \
 /proc/sys/kernel/perf_event_paranoid 2>/dev/null))" >&2; exit 7; }
 hostname"""
 
@@ -64,7 +72,7 @@ _RECORD_SH = """F=$(mktemp /tmp/dbdiag-perf.XXXXXX) || exit 4
 trap 'rm -f "$F" "$F.err"' EXIT
 i=0
 while :; do
-  P=$(pgrep -d, -x %(names)s) || { echo "no %(names)s process runs on $(hostname)" >&2; exit 6; }
+  %(pids)s
   perf record -F %(freq)d -g -p "$P" -o "$F" -- sleep %(seconds)s >/dev/null 2>"$F.err" && break
   i=$((i + 1))
   if [ "$i" -ge %(tries)d ]; then echo "perf record failed: $(grep -v '^\[' "$F.err" | tail -n 1)" >&2; exit 7; fi
@@ -92,9 +100,22 @@ def run_ssh(spec: str, command: str, timeout_s: float) -> tuple[int, bytes, str]
     return p.returncode, p.stdout, err[-1] if err else ""
 
 
-def _names(ctx: CollectorContext) -> str:
-    """The engine's server process names as one quoted ``pgrep -x`` pattern."""
-    return shlex.quote("|".join(ctx.target.dbms.process_names))
+# The server's processes on that host: the one listening on the target's port (ss, iproute2; another server
+# of the same engine on that host must not count) and its children (PostgreSQL's backends; MySQL's threads are
+# its own); by process name only for a unix-socket target. Sets $P to a comma list, or exits 6 saying why.
+_PIDS_PORT_SH = r"""PM=$(ss -Hltnp "sport = :%(port)d" 2>/dev/null | sed -n 's/.*pid=\([0-9][0-9]*\).*/\1/p' | head -n 1)
+[ -n "$PM" ] || { echo "no process listens on port %(port)d on $(hostname) (or ss may not say which: needs root \
+or the server's user)" >&2; exit 6; }
+C=$(pgrep -d, -P "$PM"); P="$PM${C:+,$C}"
+"""
+_PIDS_NAME_SH = """P=$(pgrep -d, -x %(names)s) || { echo "no %(names)s process runs on $(hostname)" >&2; exit 6; }"""
+
+
+def _pids(ctx: CollectorContext) -> str:
+    """The shell lines that set $P to the server's process ids on its host (see above)."""
+    if ctx.target.port and not ctx.target.socket:
+        return _PIDS_PORT_SH % {"port": int(ctx.target.port)}
+    return _PIDS_NAME_SH % {"names": shlex.quote("|".join(ctx.target.dbms.process_names))}
 
 
 def _window(info: Any, seconds: float) -> tuple[float, float]:
@@ -120,7 +141,7 @@ class SshProfileSource(Collector):
 
     def probe(self) -> Probe:
         try:
-            rc, out, err = run_ssh(self.spec, _PROBE_SH % {"names": _names(self.ctx)}, PROBE_TIMEOUT_S)
+            rc, out, err = run_ssh(self.spec, _PROBE_SH % {"pids": _pids(self.ctx)}, PROBE_TIMEOUT_S)
         except DiagError as e:
             return Probe(False, str(e), HINT)
         if rc != 0:
@@ -146,7 +167,7 @@ class SshProfileSource(Collector):
         window, delay = _window(info, self.seconds)
         time.sleep(delay)
         t0 = time.time()
-        cmd = _RECORD_SH % {"names": _names(self.ctx), "freq": FREQ_HZ, "seconds": f"{window:.2f}",
+        cmd = _RECORD_SH % {"pids": _pids(self.ctx), "freq": FREQ_HZ, "seconds": f"{window:.2f}",
                             "fields": PERF_SCRIPT_FIELDS, "tries": RECORD_TRIES}
         key = (info.workload, info.clients)
         try:
@@ -191,7 +212,8 @@ STOP_TIMEOUT_S = 10.0
 
 # perf stat's interval lines (stderr) come back on ssh's stdout; when dbdiag closes ssh's stdin, `read`
 # returns and perf gets SIGINT, prints its last interval and exits, so nothing stays on that host.
-_FLUSH_SH = """P=$(pgrep -d, -x %(names)s) || { echo "dbdiag: no %(names)s process runs on $(hostname)"; exit 6; }
+_FLUSH_SH = """%(pids)s
+echo "T0 $(date +%%s.%%N)"
 perf stat -e %(events)s -x, -I %(ms)d -p "$P" 2>&1 >/dev/null &
 S=$!
 read _ || true
@@ -206,7 +228,7 @@ class SshFlushCollector(Collector):
     ``syscalls.*`` counts, ``sources``), so the durability checks read S for this target as for a local
     one. Not over ssh: the filesystem's file-sync tracepoint (O_SYNC/O_DSYNC writes) and the device
     counters (D: ``--host-metrics`` gives them from node_exporter). The server's processes are those
-    ``pgrep -x`` lists at start; perf's counters are inherited, so backends forked later count too.
+    listed at start (:func:`_pids`); perf's counters are inherited, so backends forked later count too.
     """
 
     name = "flush"
@@ -223,12 +245,12 @@ class SshFlushCollector(Collector):
         self._lock = threading.Lock()
         self._queue: list[dict[str, Any]] = []
         self._totals = {k: 0 for k in FLUSH_EVENTS}
+        self._t0: float | None = None  # unix time on that host when perf started
         self.sources = [f"ssh {self.spec} perf:" + ",".join(FLUSH_EVENTS.values())]
 
     def probe(self) -> Probe:
         events = ",".join(FLUSH_EVENTS.values())
-        cmd = (f"P=$(pgrep -d, -x {_names(self.ctx)}) || {{ echo \"no server process on $(hostname)\" >&2; exit 6; }}; "
-               f"perf stat -e {events} -x, -p \"$P\" -- sleep 0.1 >/dev/null 2>/tmp/dbdiag-probe.$$ || "
+        cmd = (_pids(self.ctx) + f"\nperf stat -e {events} -x, -p \"$P\" -- sleep 0.1 >/dev/null 2>/tmp/dbdiag-probe.$$ || "
                f"{{ grep -v '^#' /tmp/dbdiag-probe.$$ | tail -n 1 >&2; rm -f /tmp/dbdiag-probe.$$; exit 7; }}; "
                "rm -f /tmp/dbdiag-probe.$$")
         try:
@@ -242,11 +264,10 @@ class SshFlushCollector(Collector):
                               "device flushes: not read over ssh (--host-metrics gives them from node_exporter)"))
 
     def start(self) -> None:
-        cmd = _FLUSH_SH % {"names": _names(self.ctx), "events": ",".join(FLUSH_EVENTS.values()), "ms": 1000}
+        cmd = _FLUSH_SH % {"pids": _pids(self.ctx), "events": ",".join(FLUSH_EVENTS.values()), "ms": 1000}
         self._proc = subprocess.Popen(ssh_argv(self.spec, cmd), stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                                       stderr=subprocess.DEVNULL, text=True, bufsize=1,
                                       preexec_fn=pdeathsig_preexec(), start_new_session=True)
-        self._queue.append({"t": time.time(), **self._totals, "sources": self.sources})
         self._reader = threading.Thread(target=self._read, name="dbdiag-ssh-flush", daemon=True)
         self._reader.start()
 
@@ -254,6 +275,12 @@ class SshFlushCollector(Collector):
         assert self._proc is not None and self._proc.stdout is not None
         asm = IntervalAssembler(FLUSH_EVENTS.values())
         for line in self._proc.stdout:
+            if line.startswith("T0 "):  # that host's clock as perf starts: intervals are stamped from it
+                with contextlib.suppress(ValueError):
+                    self._t0 = float(line.split()[1])
+                with self._lock:  # the baseline: counting starts now (the run waits for it before clients connect)
+                    self._queue.append({"t": self._t0 or time.time(), **self._totals, "sources": self.sources})
+                continue
             try:
                 done = asm.feed(line)
             except ParseError:
@@ -268,7 +295,9 @@ class SshFlushCollector(Collector):
         with self._lock:
             for key, ev in FLUSH_EVENTS.items():
                 self._totals[key] += counts.get(ev) or 0
-            self._queue.append({"t": time.time(), **self._totals, "perf_t": round(t_rel, 3), "sources": self.sources})
+            # perf's own interval end (its host's clock), not when the line got here: ssh may deliver in bursts.
+            t = self._t0 + t_rel if self._t0 is not None else time.time()
+            self._queue.append({"t": t, **self._totals, "perf_t": round(t_rel, 3), "sources": self.sources})
 
     def sample(self) -> list[dict[str, Any]] | None:
         with self._lock:
@@ -293,3 +322,101 @@ class SshFlushCollector(Collector):
         with self._lock:
             out, self._queue = self._queue, []
         return out or None
+
+
+# --------------------------------------------------------------------------- the fsync test over ssh
+
+FSYNC_SECONDS = 2.0
+# Run by python3 on that host (stdin, argv: data directory, seconds): 8 kB pwrite + fdatasync of one file
+# under the data directory, as fast as the device completes them: the flush capability test's fdatasync
+# method (collectors.fsync_test), plus the block device holding the directory. Prints one JSON line.
+_FSYNC_PY = r'''
+import json, os, socket, sys, tempfile, time
+d, secs = sys.argv[1], float(sys.argv[2])
+fd, path = tempfile.mkstemp(prefix=".dbdiag-fsync-", dir=d)
+try:
+    buf = os.urandom(8192)
+    os.pwrite(fd, buf, 0)
+    os.fdatasync(fd)
+    n, t0 = 0, time.perf_counter()
+    while time.perf_counter() - t0 < secs:
+        os.pwrite(fd, buf, 0)
+        os.fdatasync(fd)
+        n += 1
+    el = time.perf_counter() - t0
+    st = os.fstat(fd)
+finally:
+    os.close(fd)
+    os.unlink(path)
+dev = "%d:%d" % (os.major(st.st_dev), os.minor(st.st_dev))
+try:
+    name = os.path.basename(os.path.realpath("/sys/dev/block/" + dev))
+except OSError:
+    name = dev
+print(json.dumps({"ops_per_s": n / el, "n": n, "seconds": el, "device": name, "host": socket.gethostname()}))
+'''
+
+
+class SshFsyncTest(Collector):
+    """F of a target measured on its own host over ssh: fdatasync of 8 kB writes under its data directory.
+
+    Runs once before the target's sweep (``start``) and stores the result where the local fsync test
+    stores its own (run.json ``flush_capability``: a device entry ``ssh <spec>:<device>`` and the
+    target's entry), so the durability checks read F for this target as for a local one. Needs python3
+    on that host and write access to the data directory (root, or the server's user).
+    """
+
+    name = "flush_capability"
+    title = "fsync test over ssh"
+    sampled = False
+
+    def __init__(self, ctx: CollectorContext) -> None:
+        super().__init__(ctx)
+        self.spec = str(ctx.options.get("ssh") or "")
+        self.seconds = float(ctx.options.get("fsync_seconds") or FSYNC_SECONDS)
+        self.result: dict[str, Any] = {}
+
+    def probe(self) -> Probe:
+        if not self.ctx.data_dir:
+            return Probe(False, "the server did not say where its data directory is (needs the privilege to read "
+                         "data_directory / datadir)")
+        return Probe(True, f"fdatasync test in {self.ctx.data_dir} on ssh {self.spec}")
+
+    def start(self) -> None:
+        d = str(self.ctx.data_dir)
+        cmd = f"python3 - {shlex.quote(d)} {self.seconds:g}"
+        try:
+            p = subprocess.run(ssh_argv(self.spec, cmd), input=_FSYNC_PY.encode(), capture_output=True,
+                               timeout=self.seconds + PROBE_TIMEOUT_S, preexec_fn=pdeathsig_preexec())
+        except (OSError, subprocess.TimeoutExpired) as e:
+            raise DiagError(f"fsync test over ssh {self.spec}: {e}") from None
+        if p.returncode != 0:
+            err = p.stderr.decode("utf-8", "replace").strip().splitlines()
+            raise DiagError(f"fsync test over ssh {self.spec}: {err[-1] if err else f'exit status {p.returncode}'}")
+        self.result = json.loads(p.stdout.decode().strip().splitlines()[-1])
+
+    def sample(self) -> None:
+        return None
+
+    def facts(self) -> dict[str, Any]:
+        """run.json ``flush_capability`` with this target's test added to what the run stored before."""
+        if not self.result or self.ctx.bundle is None:
+            return {}
+        try:
+            current = json.loads((self.ctx.bundle.path / "run.json").read_text()).get("flush_capability") or {}
+        except (OSError, ValueError):
+            current = {}
+        dev = f"ssh {self.spec}:{self.result['device']}"
+        r = self.result
+        test = FsyncTestResult(
+            directory=str(self.ctx.data_dir), seconds_per_test=round(float(r["seconds"]), 3),
+            device=DeviceInfo(path=str(self.ctx.data_dir), name=dev),
+            tests=(FsyncMethodResult(GROUP_ONE, "fdatasync", "fdatasync", True, ops=int(r["n"]),
+                                     seconds=round(float(r["seconds"]), 3), ops_per_s=round(float(r["ops_per_s"]), 1),
+                                     us_per_op=round(1e6 / float(r["ops_per_s"]), 1) if r["ops_per_s"] else None),),
+            flush_counters=False, notes=(f"run on {r.get('host') or '?'} over ssh {self.spec}: the fdatasync "
+                                         "test only (one 8 kB write + fdatasync), no device flush counter",))
+        devices = {**(current.get("devices") or {}), dev: FlushDevice.from_fsync_test(test.to_dict()).to_dict()}
+        targets = {**(current.get("targets") or {}),
+                   self.ctx.target.label: FlushTarget(dev, str(self.ctx.data_dir)).to_dict()}
+        return {"flush_capability": {**current, "devices": devices, "targets": targets}}

@@ -25,7 +25,7 @@ from collectors.ssh_host import SshProfileSource
 from diag import servers
 from diag.bundle import Bundle, load_bundle
 from diag.targets import parse_target
-from reports.durability_view import durability_rows
+from reports.durability_view import durability_rows, flush_capability
 from reports.evidence import evidence_rows
 
 REPO = Path(__file__).resolve().parents[2]
@@ -74,8 +74,8 @@ def ssh_config(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
 def bundle(pg_server: servers.ThrowawayServer, ssh_config: Path, tmp_path_factory: pytest.TempPathFactory) -> Bundle:
     out = tmp_path_factory.mktemp("sshrun") / "bundle"
     p = subprocess.run([sys.executable, "-m", "diag", "run", f"db={pg_server.dsn()}", "-w", "insert", "-c", "1",
-                        "-T", "2", "--warmup", "0.5", "--profile-seconds", "1", "--ssh", "db=root@dbdiag-test",
-                        "--flush-capability", "100000", "--out", str(out)], capture_output=True, text=True, timeout=240, cwd=str(REPO),
+                        "-T", "2", "--warmup", "0.5", "--profile-seconds", "1.5", "--ssh", "db=root@dbdiag-test",
+                        "--out", str(out)], capture_output=True, text=True, timeout=240, cwd=str(REPO),
                        env={**os.environ, "DBDIAG_SSH_CONFIG": str(ssh_config)})
     assert p.returncode == 0, p.stderr[-3000:]
     assert "Traceback" not in p.stderr
@@ -134,3 +134,20 @@ def test_flush_calls_counted_over_ssh_give_s_of_the_durability_checks(bundle: Bu
     assert s.S_source.startswith("perf: fsync + fdatasync"), s.S_source
     # One client: each commit flushes the WAL once (the facts of test_durability_probe, same bounds).
     assert s.C > 50 and s.S is not None and 0.7 <= s.S / s.C <= 1.5, (s.C, s.S)
+
+
+def test_the_fsync_test_ran_over_ssh_and_gives_f(bundle: Bundle) -> None:
+    probe = bundle.run["collectors"]["flush_capability--db"]
+    assert probe["ok"], probe
+    fc = flush_capability(bundle.run, "db")
+    assert fc.ops_per_s is not None and fc.ops_per_s > 50, fc
+    assert fc.source.startswith("fsync test on ssh root@dbdiag-test:"), fc.source
+    assert fc.fsync_test is not None and "over ssh" in fc.fsync_test.notes[0]
+    (s,) = durability_rows(bundle)
+    # F: the test's rate, or the 1-client S when that is higher (a short test on a busy machine can land in
+    # a slow moment: reports.durability_view), as for a local fsync test.
+    assert s.F is not None and s.F == pytest.approx(max(fc.ops_per_s, s.S or 0.0)), (s.F, fc.ops_per_s, s.S)
+    check = next(c for c in s.plausibility.checks if c.name == "flush_capacity")  # type: ignore[union-attr]
+    assert check.status == "passed", check
+    rows = {r["evidence"]: r for r in evidence_rows(bundle)["db"]}
+    assert rows["flush capability (F)"]["source"].startswith("fsync test on ssh root@dbdiag-test:")
