@@ -1,7 +1,8 @@
 """Statement digests on real servers: a planted full scan, the statement section, A vs B, degraded sources.
 
-One module-wide run (the session's throwaway PostgreSQL 18 and MariaDB, instrumented by default like every
-throwaway server): the default workload (point-select), then a custom script whose second statement reads
+One module-wide run with the default run's targets (``embedded:postgres``, ``embedded:mysql``: PostgreSQL 18
+and MariaDB started by the run, instrumented by default): the default workload (point-select), then a custom
+script whose second statement reads
 the whole 100,000-row sbtest1 per transaction (a filter on ``pad``, which has no index), 1 client, 2 s
 steps. Both directions on each engine: the custom step's count(*) gets ``full_scan`` naming sbtest1 and the
 statement, and ``statement_hotspot``; the point-select step (one primary-key lookup) gets neither.
@@ -37,13 +38,14 @@ SELECT count(*) FROM dbdiag.sbtest1 WHERE pad = 'none';
 
 
 @pytest.fixture(scope="module")
-def planted(pg_server, my_server, tmp_path_factory) -> dict[str, Any]:
+def planted(tmp_path_factory) -> dict[str, Any]:
     d = tmp_path_factory.mktemp("statements")
     script = d / "full_scan.sql"
     script.write_text(FULL_SCAN)
     drv = DriverOptions(clients=(1,), duration_s=2.0, warmup_s=0.5, script=str(script), scale=1)
     log = io.StringIO()
-    path = Run(RunOptions(targets=[f"pg={pg_server.dsn()}", f"my={my_server.dsn()}"],
+    # embedded: targets, as a default `dbdiag run` has: servers started (instrumented) by the run itself.
+    path = Run(RunOptions(targets=["pg=embedded:postgres", "my=embedded:mysql"],
                           workloads=["point-select", "custom"], driver=drv, out=d / "bundle", argv=["dbdiag", "run"],
                           profile=False), out=log).execute()
     results = json.loads((path / "results.json").read_text())["results"]
