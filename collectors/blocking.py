@@ -22,6 +22,8 @@ from diag.schema.blocking import Blocker, BlockingWindow
 
 STATEMENT_CHARS = 200  # the SQL files cut statements to this many characters too
 MAX_BLOCKERS = 20  # per record: a pile-up of hundreds of sessions keeps its 20 worst blockers
+MAX_CHAINS = 10  # per record, the longest-lasting
+MAX_DEPTH = 8  # sessions in one chain
 
 
 @dataclass(frozen=True)
@@ -76,6 +78,7 @@ class WindowBuilder:
         self.unattributed_s = 0.0
         self.why: Counter[str] = Counter()
         self.acc: dict[int, _Acc] = {}
+        self.chains: Counter[str] = Counter()  # "12 -> 11 -> 10" -> seconds the waiter spent in that chain
 
     def add(self, t: float, waits: Iterable[Wait], seen: Mapping[int, Seen]) -> None:
         """One sample at Unix time ``t``: its waits, and the sessions it saw (by pid)."""
@@ -104,6 +107,8 @@ class WindowBuilder:
         for w in waits:  # a blocker that waits itself: the next link of a chain
             if w.pid in self.acc:
                 self.acc[w.pid].waits_for.update(w.blockers)
+        for chain, period in tick_chains(waits):
+            self.chains[chain] += period
 
     def record(self, t: float, parts_off: Mapping[str, str] | None = None) -> dict[str, Any]:
         """The window's record (``t``: Unix s), worst blockers first."""
@@ -119,7 +124,31 @@ class WindowBuilder:
         return BlockingWindow(t=t, ticks=self.ticks, window_s=round(time.monotonic() - self.t0, 3),
                               waiting_s=round(self.waiting_s, 3), unattributed_s=round(self.unattributed_s, 3),
                               unattributed=self.why.most_common(1)[0][0] if self.why else "",
-                              blockers=tuple(blockers), parts_off=dict(parts_off or {})).to_dict()
+                              blockers=tuple(blockers), parts_off=dict(parts_off or {}),
+                              chains={c: round(v, 3) for c, v in self.chains.most_common(MAX_CHAINS)}).to_dict()
+
+
+def tick_chains(waits: list[Wait]) -> list[tuple[str, float]]:
+    """The blocking chains of one sample, each with its waiter's period: from every waiter that blocks nobody
+    in this sample, along each session blocking it, to one that waits for nobody (or back into a cycle, a
+    deadlock the server will break). Chains of one sample only: links seen at different moments of a
+    window are never joined."""
+    blocked_by = {w.pid: w.blockers for w in waits if w.blockers}
+    blockers = {b for bs in blocked_by.values() for b in bs}
+    out: list[tuple[str, float]] = []
+    for w in waits:
+        if not w.blockers or w.pid in blockers:
+            continue
+        stack: list[list[int]] = [[w.pid, b] for b in w.blockers]
+        while stack and len(out) < 4 * MAX_CHAINS:
+            path = stack.pop()
+            last = path[-1]
+            nxt = blocked_by.get(last, ())
+            if not nxt or last in path[:-1] or len(path) >= MAX_DEPTH:
+                out.append((" -> ".join(str(p) for p in path), w.period_s))
+                continue
+            stack.extend([*path, b] for b in nxt)
+    return out
 
 
 def text(v: Any) -> str:

@@ -16,7 +16,8 @@ blocking); durations in seconds. ``waiting_s`` estimates the waiters' time in lo
 blocker (a waiter behind two blockers counts for both); ``unattributed_s`` the part with no blocker seen,
 ``unattributed`` why, when known. ``waits_for``: the sessions that block this blocker itself (a chain).
 ``longest_wait_s``: the longest wait of its waiters as the server dates it (lock wait start, statement
-time), None when the server does not say.
+time), None when the server does not say. ``chains`` (``"4713 -> 4712 -> 4711": 0.8``, waiter first, the
+holder last): each chain seen within one sample, with the seconds its waiter spent in it this window.
 """
 
 from __future__ import annotations
@@ -35,6 +36,13 @@ def _int_list(d: Any, key: str, where: str) -> tuple[int, ...]:
     if not all(isinstance(x, int) and not isinstance(x, bool) for x in items):
         raise BundleFormatError(f"{where}: {key} should be a list of integers")
     return tuple(items)
+
+
+def _chains(d: Any, where: str) -> dict[str, float]:
+    got = get_field(d, "chains", (dict,), where, {})
+    if not all(isinstance(v, NUM) and not isinstance(v, bool) for v in got.values()):
+        raise BundleFormatError(f"{where}: chains should map each chain to seconds")
+    return dict(got)
 
 
 @dataclass(frozen=True)
@@ -87,11 +95,14 @@ class BlockingWindow:
     unattributed: str = ""
     blockers: tuple[Blocker, ...] = ()
     parts_off: Mapping[str, str] = field(default_factory=dict)  # part -> why, switched off since the last record
+    chains: Mapping[str, float] = field(default_factory=dict)  # "12 -> 11 -> 10" (waiter first) -> seconds
 
     def to_dict(self) -> dict[str, Any]:
         d: dict[str, Any] = {"t": self.t, "ticks": self.ticks, "window_s": self.window_s,
                              "waiting_s": self.waiting_s, "unattributed_s": self.unattributed_s,
                              "unattributed": self.unattributed, "blockers": [b.to_dict() for b in self.blockers]}
+        if self.chains:
+            d["chains"] = dict(self.chains)
         if self.parts_off:
             d["parts_off"] = dict(self.parts_off)
         return d
@@ -106,4 +117,4 @@ class BlockingWindow:
                    unattributed_s=get_field(d, "unattributed_s", NUM, where, 0.0),
                    unattributed=get_field(d, "unattributed", (str,), where, ""),
                    blockers=tuple(Blocker.from_dict(b, f"{where}: blockers[{i}]") for i, b in enumerate(blockers)),
-                   parts_off=get_field(d, "parts_off", (dict,), where, {}))
+                   parts_off=get_field(d, "parts_off", (dict,), where, {}), chains=_chains(d, where))

@@ -62,6 +62,8 @@ def test_saved_table_lock_names_the_outside_session(target: str, statement: str)
     assert top.last.statement == statement
     assert HOLD_S - 0.7 <= top.span_s <= HOLD_S + 0.25
     assert 0.5 * 2 * HOLD_S <= top.blocked_s <= 2 * (HOLD_S + 0.25)  # both clients waited behind it
+    behind = {c: v for c, v in sb.chain_s.items() if c.endswith(f" -> {top.pid}")}
+    assert len(behind) == 2 and all(HOLD_S - 0.7 <= v <= HOLD_S + 0.3 for v in behind.values()), sb.chain_s
     ev = blocking_evidence(b, step_of(b, target, 2))
     assert ev["blocker"].startswith(f"pid {top.pid} ") and statement in ev["blocker"]
     assert ev["blocked_sessions"] == 2
@@ -111,7 +113,7 @@ def test_window_builder_chain_and_periods() -> None:
     moved = {**rec.to_dict(), "t": s.t0 + 1,
              "blockers": [{**x.to_dict(), "first_t": s.t0 + 0.5, "last_t": s.t0 + 0.7} for x in rec.blockers]}
     sb = step_blocking(saved_bundle({"pg_blocking--pg": [moved]}), s)
-    assert chains(sb) == "12 -> 11 -> 10 (idle in transaction)"
+    assert chains(sb) == "12 -> 11 -> 10 (idle in transaction) 0.3 s"  # 3 samples of 0.1 s
 
 
 def test_cycle_is_shown_once() -> None:
@@ -122,7 +124,14 @@ def test_cycle_is_shown_once() -> None:
     s = step_of(b, "pg", 2)
     moved = {**rec, "t": s.t0 + 1, "blockers": [{**x, "first_t": s.t0 + 0.5, "last_t": s.t0 + 0.5}
                                                  for x in rec["blockers"]]}
-    assert chains(step_blocking(saved_bundle({"pg_blocking--pg": [moved]}), s)) == "3 -> 1 -> 2 -> 1"
+    assert chains(step_blocking(saved_bundle({"pg_blocking--pg": [moved]}), s)) == "3 -> 1 -> 2 -> 1 0.1 s"
+
+
+def test_links_seen_at_different_moments_are_not_joined() -> None:
+    w = WindowBuilder()
+    w.add(1.0, [Wait(11, (10,), "x", 0.1)], {})  # 11 waits for 10, then gets its lock
+    w.add(1.1, [Wait(12, (11,), "y", 0.1), Wait(13, (11,), "y", 0.1)], {})  # later 11 blocks 12 and 13
+    assert w.record(1.2)["chains"] == {"11 -> 10": 0.1, "12 -> 11": 0.1, "13 -> 11": 0.1}
 
 
 def test_pg_rows_to_waits() -> None:
@@ -168,3 +177,15 @@ def test_prepared_transaction_blocker_and_idle_advice() -> None:
     b = saved_bundle()
     assert "pid " in advice_part(b, step_of(b, "pg", 2)) and "was idle" in advice_part(b, step_of(b, "my", 2))
     assert advice_part(b, step_of(b, "pg", 1)) == ""
+
+
+def test_report_lists_a_step_of_unattributed_waits_only_when_they_last() -> None:
+    b = saved_bundle()
+    s = step_of(b, "my", 1)
+    for waited, listed in ((0.2, False), (0.8, True)):
+        rec = BlockingWindow(t=s.t0 + 1, ticks=10, window_s=1.0, waiting_s=waited, unattributed_s=waited,
+                             unattributed="metadata lock holders not visible").to_dict()
+        got = blocking_sections(saved_bundle({"my_blocking--my": [rec]}))["steps"]
+        assert bool(got) is listed
+        if listed:
+            assert got[0]["rows"] == [] and got[0]["unattributed"] == "metadata lock holders not visible"
