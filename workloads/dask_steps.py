@@ -17,12 +17,16 @@ the limit.
 A worker that leaves the cluster, fails its task or has not answered
 :data:`END_GRACE_S` after the step's planned end is handled like a lost client:
 its clients are counted in ``lost_clients``, the worker is named in
-``workers_lost`` with the reason, the step's row says ``complete: false``, and
-the step's totals are those of the workers that answered.
+``workers_lost`` with the reason, and the step's row says ``complete: false``.
 
-The results come back when each worker's share ends (one message per worker
-per step), not interval by interval: the step's series is written when the step
-ends.
+Each worker streams its intervals as its clients report them (a Dask worker event
+per interval on the step's topic); interval k of the step is written to
+``series/workload--<target>.jsonl`` once every worker has sent its interval k or
+ended, so the series grows while the step runs. The histograms and the result
+rows come with each worker's answer at the end of its share. A lost worker's
+streamed intervals stay in the series (what it measured before it was lost, as a
+lost client's do); its transactions are ``lost_transactions`` in the row, outside
+the row's totals and histogram, which are those of the workers that answered.
 """
 
 from __future__ import annotations
@@ -31,6 +35,7 @@ import importlib
 import pickle
 import time
 import uuid
+from collections import deque
 from collections.abc import Sequence
 from typing import Any
 
@@ -70,21 +75,48 @@ def split_clients(n: int, workers: int) -> list[int]:
     return [base + (1 if i < extra else 0) for i in range(workers) if base + (1 if i < extra else 0) > 0]
 
 
-def merge_intervals(shares: Sequence[Sequence[dict[str, Any]]]) -> list[dict[str, Any]]:
-    """Interval k of the step = the sum of every share's interval k (counts add; ``t`` and length: the
-    latest of them); latency percentiles of an interval are not additive, so they are left to the step's
-    histogram and each interval keeps only counts."""
-    out: list[dict[str, Any]] = []
-    for k in range(max((len(s) for s in shares), default=0)):
-        parts = [s[k] for s in shares if k < len(s)]
-        rec: dict[str, Any] = {key: sum(int(p.get(key) or 0) for p in parts) for key in _ADD}
-        rec["errors"] = sum(int(p.get("errors") or 0) for p in parts)
-        rec["t"] = max(float(p["t"]) for p in parts)
-        rec["interval_s"] = max(float(p.get("interval_s") or 0) for p in parts)
-        rec["workload"], rec["clients"] = parts[0].get("workload"), sum(int(p.get("clients") or 0) for p in parts)
-        rec["workers"] = len(parts)
-        out.append(rec)
-    return out
+def merge_interval(parts: Sequence[dict[str, Any]]) -> dict[str, Any]:
+    """One interval of the step from the shares' same interval: counts add (``t`` and length: the latest of
+    them); latency percentiles are not additive, so an interval keeps only counts (the step's latency is its
+    merged histogram's)."""
+    rec: dict[str, Any] = {key: sum(int(p.get(key) or 0) for p in parts) for key in _ADD}
+    rec["errors"] = sum(int(p.get("errors") or 0) for p in parts)
+    rec["t"] = max(float(p["t"]) for p in parts)
+    rec["interval_s"] = max(float(p.get("interval_s") or 0) for p in parts)
+    rec["workload"], rec["clients"] = parts[0].get("workload"), sum(int(p.get("clients") or 0) for p in parts)
+    rec["workers"] = len(parts)
+    return rec
+
+
+class IntervalStream:
+    """The step's intervals as the shares stream them: interval k is ready once every share has sent its
+    interval k or has ended (answered, with its final list, or lost, with what it sent before)."""
+
+    def __init__(self, shares: int) -> None:
+        self.recs: list[list[dict[str, Any]]] = [[] for _ in range(shares)]
+        self.ended: set[int] = set()
+        self.next_k = 0
+
+    def add(self, share: int, rec: dict[str, Any]) -> None:
+        self.recs[share].append(rec)
+
+    def end(self, share: int, final: Sequence[dict[str, Any]] | None = None) -> None:
+        """Share ``share`` is over: its ``final`` intervals (the answer) replace what it streamed."""
+        if final is not None:
+            self.recs[share] = list(final)
+        self.ended.add(share)
+
+    def ready(self) -> list[dict[str, Any]]:
+        """The merged intervals not handed out before that every share has settled."""
+        out = []
+        while True:
+            k = self.next_k
+            if not any(len(r) > k for r in self.recs):
+                return out
+            if not all(len(r) > k or s in self.ended for s, r in enumerate(self.recs)):
+                return out
+            out.append(merge_interval([r[k] for r in self.recs if len(r) > k]))
+            self.next_k += 1
 
 
 def merge_rows(rows: Sequence[dict[str, Any]], hdrs: Sequence[str]) -> dict[str, Any]:
@@ -121,13 +153,15 @@ class DaskStep:
                  bundle: BundleWriter, series: SeriesWriter, seed: int, hooks: StepHooks | None = None) -> None:
         self.client, self.target, self.wl, self.n, self.opts = client, target, wl, n, opts
         self.bundle, self.series, self.seed, self.hooks = bundle, series, seed, hooks
+        self._events: deque[tuple[int, dict[str, Any]]] = deque()  # (share, interval) from the workers
 
-    def _submit(self, workers: list[str], split: list[int], start: float, timeout_s: float) -> list[Any]:
+    def _submit(self, workers: list[str], split: list[int], start: float, timeout_s: float, topic: str
+                ) -> list[Any]:
         tag = uuid.uuid4().hex[:8]
         futures = []
         for i, (w, k) in enumerate(zip(workers, split)):
             spec = WorkerSpec(self.target, self.wl, k, self.opts, self.seed * 1000 + i, start)
-            futures.append(self.client.submit(worker_task, pickle.dumps(spec), timeout_s, workers=[w],
+            futures.append(self.client.submit(worker_task, pickle.dumps(spec), timeout_s, topic, i, workers=[w],
                                               allow_other_workers=False, pure=False,
                                               key=f"dbdiag-{safe_name(self.target.label)}-{self.wl.name}-c{self.n}"
                                                   f"-w{i}-{tag}"))
@@ -141,7 +175,23 @@ class DaskStep:
         workers = workers[:len(split)]
         start = time.time() + START_DELAY_S
         planned_end = start + self.opts.warmup_s + self.opts.duration_s
-        futures = self._submit(workers, split, start, planned_end - time.time() + END_GRACE_S)
+        topic = f"dbdiag-intervals-{uuid.uuid4().hex[:12]}"
+        self.client.subscribe_topic(topic, self._on_event)
+        try:
+            futures = self._submit(workers, split, start, planned_end - time.time() + END_GRACE_S, topic)
+            return self._measure(futures, workers, split, start, planned_end)
+        finally:
+            self.client.unsubscribe_topic(topic)
+
+    def _on_event(self, event: Any) -> None:
+        """A worker's interval (``(timestamp, {"share", "record"})``, in the Dask client's thread)."""
+        msg = event[1] if isinstance(event, tuple) else event
+        self._events.append((int(msg["share"]), dict(msg["record"])))
+
+    def _measure(self, futures: list[Any], workers: list[str], split: list[int], start: float,
+                 planned_end: float) -> dict[str, Any]:
+        """From the common start to the row: the step hooks at the measured part's start, the shares'
+        intervals written as they come, their answers merged."""
         measure = start + self.opts.warmup_s
         time.sleep(max(0.0, measure - time.time()))
         info = StepInfo(self.target.label, self.wl.name, self.n, self.opts.duration_s, measure, ())
@@ -150,8 +200,11 @@ class DaskStep:
                           clients=self.n, t_start=measure, workers=workers)
         if self.hooks is not None:
             self.hooks.step_started(info)
-        shares, lost = self._gather(futures, workers, split, planned_end + END_GRACE_S)
+        stream = IntervalStream(len(futures))
+        shares, lost = self._gather(futures, workers, split, planned_end + END_GRACE_S, stream)
         row = self._finish(shares, lost)
+        row["lost_transactions"] = sum(int(r.get("transactions") or 0) for i in (w["share"] for w in lost)
+                                       for r in stream.recs[i])
         self.bundle.event("step_finished", f"{self.target.label}: {self.wl.name} with {self.n} clients: "
                           f"{row['tps']:g} tps from {len(shares)} worker(s)"
                           + (f", {row['lost_clients']} client(s) lost with their worker" if lost else ""),
@@ -160,9 +213,16 @@ class DaskStep:
             self.hooks.step_finished(info, row)
         return row
 
-    def _gather(self, futures: list[Any], workers: list[str], split: list[int], deadline: float
-                ) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
-        """Wait for every share until ``deadline``; a worker that left, failed or is late is a lost one."""
+    def _write_ready(self, stream: IntervalStream) -> None:
+        while self._events:
+            stream.add(*self._events.popleft())
+        for rec in stream.ready():
+            self.series.write(rec)
+
+    def _gather(self, futures: list[Any], workers: list[str], split: list[int], deadline: float,
+                stream: IntervalStream) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+        """Wait for every share until ``deadline``, writing each interval once all shares have it; a worker
+        that left, failed or is late is a lost one (what it streamed before stays in the series)."""
         shares: list[dict[str, Any]] = []
         lost: list[dict[str, Any]] = []
         pending = dict(enumerate(futures))
@@ -171,7 +231,10 @@ class DaskStep:
             for i, f in list(pending.items()):
                 why = ""
                 if f.status == "finished":
-                    shares.append({**f.result(), "worker": workers[i], "clients": split[i]})
+                    res = f.result()
+                    shares.append({**res, "worker": workers[i], "clients": split[i]})
+                    self._write_ready(stream)  # what it streamed first, in order
+                    stream.end(i, res["intervals"])
                 elif f.status in ("error", "cancelled"):
                     why = f"task failed: {f.exception()}" if f.status == "error" else "task cancelled"
                 elif workers[i] not in present:
@@ -180,12 +243,17 @@ class DaskStep:
                     continue
                 del pending[i]
                 if why:
-                    lost.append({"worker": workers[i], "clients": split[i], "reason": why})
+                    lost.append({"worker": workers[i], "clients": split[i], "reason": why, "share": i})
+                    self._write_ready(stream)
+                    stream.end(i)
+            self._write_ready(stream)
             time.sleep(0.2)
         for i, f in pending.items():
             f.cancel()
-            lost.append({"worker": workers[i], "clients": split[i],
+            lost.append({"worker": workers[i], "clients": split[i], "share": i,
                          "reason": f"no answer {END_GRACE_S:g} s after the step's planned end"})
+            stream.end(i)
+        self._write_ready(stream)
         return shares, lost
 
     def _finish(self, shares: list[dict[str, Any]], lost: list[dict[str, Any]]) -> dict[str, Any]:
@@ -200,8 +268,6 @@ class DaskStep:
                             f"({'; '.join(w['reason'] for w in lost)})")
         row = merge_rows([s["row"] for s in shares], [s["hdr"] for s in shares])
         row["clients"] = self.n
-        for rec in merge_intervals([s["intervals"] for s in shares]):
-            self.series.write(rec)
         row["workers"] = [{"worker": s["worker"], "host": s["host"]["hostname"], "clients": s["clients"],
                            "transactions": s["row"]["transactions"], "tps": s["row"]["tps"],
                            "latency_ms": s["row"]["latency_ms"], "host_cpu_busy_pct": s["host"]["busy_pct"],

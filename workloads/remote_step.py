@@ -3,15 +3,19 @@
 :func:`worker_task` is what the orchestrator submits to each worker
 (:mod:`workloads.dask_steps`). It runs ``python -m workloads.remote_step`` as a
 child process (its own main thread forks the client processes, as ``dbdiag run``
-does; the child dies with the worker through the parent-death signal) and
-returns what that child measured: the result row of its clients, its
-per-interval series records, its HDR histogram (base64 text) and the CPU use of
-its host over the step, for the saturation check. The child writes its bundle
-parts into a temporary folder that it removes before it exits.
+does; the child dies with the worker through the parent-death signal). The
+child prints each merged interval of its clients as it is written (``I <json>``)
+and at the end what it measured (``R <json>``): the result row, its interval
+records, its HDR histogram (base64 text) and the CPU use of its host over the
+step, for the saturation check. The task forwards each interval to the
+orchestrator as it arrives (a Dask worker event on the step's topic) and returns
+the result. The child writes its bundle parts into a temporary folder that it
+removes before it exits.
 """
 
 from __future__ import annotations
 
+import importlib
 import json
 import os
 import pickle
@@ -20,6 +24,7 @@ import socket
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -59,12 +64,27 @@ def _busy(t0: Any, t1: Any) -> float:
     return sum(d.get(f, 0.0) for f in BUSY_FIELDS) / total if total > 0 else 0.0
 
 
+class _EchoSeries:
+    """The step's series writer; each record is also printed on stdout for the worker task to stream."""
+
+    def __init__(self, inner: Any) -> None:
+        self.inner = inner
+
+    def write(self, record: dict[str, Any]) -> None:
+        self.inner.write(record)
+        sys.stdout.write("I " + json.dumps(record) + "\n")
+        sys.stdout.flush()
+
+    def close(self) -> None:
+        self.inner.close()
+
+
 def run_share(spec: WorkerSpec) -> dict[str, Any]:
     """Run the share in this process (the child's main); returns row, intervals, histogram and host CPU."""
     tmp = Path(tempfile.mkdtemp(prefix="dbdiag-worker-"))
     try:
         bundle = BundleWriter(tmp)
-        series = bundle.series(f"workload--{spec.target.label}")
+        series = _EchoSeries(bundle.series(f"workload--{spec.target.label}"))
         with Session(spec.target, statement_timeout_ms=0, application_name="dbdiag-worker") as s:
             product = s.product
         step = Step(spec.target, product, fastest_driver(spec.target.engine), spec.workload, spec.clients,
@@ -83,22 +103,44 @@ def run_share(spec: WorkerSpec) -> dict[str, Any]:
         shutil.rmtree(tmp, ignore_errors=True)
 
 
-def worker_task(spec_bytes: bytes, timeout_s: float) -> dict[str, Any]:
-    """The Dask task: run the share in a child process, return its JSON. Raises RuntimeError with the
-    child's last line when it fails (the orchestrator counts that worker's clients as lost)."""
-    p = subprocess.run([sys.executable, "-m", "workloads.remote_step"], input=spec_bytes, capture_output=True,
-                       timeout=timeout_s, preexec_fn=pdeathsig_preexec(), cwd=os.getcwd())
-    if p.returncode != 0:
-        lines = p.stderr.decode(errors="replace").strip().splitlines()
-        raise RuntimeError(f"worker step failed (exit {p.returncode}): {lines[-1] if lines else 'no output'}")
-    return json.loads(p.stdout)
+def worker_task(spec_bytes: bytes, timeout_s: float, topic: str = "", share: int = 0) -> dict[str, Any]:
+    """The Dask task: run the share in a child process, stream its intervals as worker events on ``topic``
+    (``{"share", "record"}``), return its result. Raises RuntimeError with the child's last line when it
+    fails (the orchestrator counts that worker's clients as lost)."""
+    worker = importlib.import_module("distributed").get_worker() if topic else None
+    proc = subprocess.Popen([sys.executable, "-m", "workloads.remote_step"], stdin=subprocess.PIPE,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, preexec_fn=pdeathsig_preexec(),
+                            cwd=os.getcwd())
+    assert proc.stdin is not None and proc.stdout is not None and proc.stderr is not None
+    err: list[bytes] = []
+    drain = threading.Thread(target=lambda: err.extend(proc.stderr), daemon=True)  # type: ignore[union-attr]
+    drain.start()
+    timer = threading.Timer(timeout_s, proc.kill)
+    timer.start()
+    result: dict[str, Any] | None = None
+    try:
+        proc.stdin.write(spec_bytes)
+        proc.stdin.close()
+        for line in proc.stdout:
+            if line.startswith(b"I ") and worker is not None:
+                worker.log_event(topic, {"share": share, "record": json.loads(line[2:])})
+            elif line.startswith(b"R "):
+                result = json.loads(line[2:])
+        rc = proc.wait()
+    finally:
+        timer.cancel()
+    drain.join(5)
+    if rc != 0 or result is None:
+        lines = b"".join(err).decode(errors="replace").strip().splitlines()
+        raise RuntimeError(f"worker step failed (exit {rc}): {lines[-1] if lines else 'no output'}")
+    return result
 
 
 def main() -> int:
     """Child process: a pickled :class:`WorkerSpec` on stdin (from our own orchestrator), JSON on stdout."""
     spec = pickle.loads(sys.stdin.buffer.read())  # noqa: S301 (written by this program's worker_task)
     out = run_share(spec)
-    sys.stdout.write(json.dumps(out))
+    sys.stdout.write("R " + json.dumps(out) + "\n")
     return 0
 
 

@@ -101,7 +101,8 @@ def test_the_histogram_is_the_hdr_merge_of_the_workers(step: tuple[dict[str, Any
     assert row["latency_ms"] == hist.summary_ms(want)
     # Per-interval series: each record sums the workers' same interval.
     recs = list(read_jsonl(out / "series" / f"{safe_name('workload--' + row['target'])}.jsonl"))
-    assert recs and all(r["workers"] == 2 for r in recs)
+    assert 2 <= len(recs) <= 3 and all(r["workers"] == 2 for r in recs)
+    assert sum(r["transactions"] for r in recs) == row["transactions"]
 
 
 def test_a_worker_killed_mid_step_is_lost_clients_and_an_incomplete_step(
@@ -110,15 +111,21 @@ def test_a_worker_killed_mid_step_is_lost_clients_and_an_incomplete_step(
     addr, workers = cluster
     victim = workers[1]
 
+    series = tmp_path / "b" / "series" / f"{safe_name('workload--' + pg_server.target().label)}.jsonl"
+
     def kill_later() -> None:
-        time.sleep(4.0)  # START_DELAY_S 2 + warmup 0.5 + 1.5 s into the measured part
+        # Mid-step: once the first interval of both workers is in the series (each streamed it), kill one.
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline and not (series.exists() and series.read_text().strip()):
+            time.sleep(0.05)
         os.kill(victim.pid, signal.SIGKILL)
 
-    row, out = _sweep(pg_server, addr, tmp_path / "b", 4, 3.0, during=kill_later)
+    row, out = _sweep(pg_server, addr, tmp_path / "b", 4, 4.0, during=kill_later)
     assert victim.wait(timeout=10) == -signal.SIGKILL
     assert row["complete"] is False
     assert row["lost_clients"] == 2 and len(row["workers_lost"]) == 1 and len(row["workers"]) == 1
     assert row["transactions"] == row["workers"][0]["transactions"] > 0
+    assert row["lost_transactions"] > 0  # the killed worker's intervals streamed before it died
     events = [e for e in read_jsonl(out / "events.jsonl") if e["kind"] == "workload_worker_lost"]
     assert len(events) == 1 and events[0]["lost_clients"] == 2 and "lost" in events[0]["message"]
     assert json.dumps(row)  # the row is plain JSON for results.json

@@ -1,0 +1,62 @@
+"""The pure parts of ``--workers``: splitting clients, streaming intervals in order, merging rows exactly."""
+
+from __future__ import annotations
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from workloads import hist
+from workloads.dask_steps import IntervalStream, merge_rows, split_clients
+
+
+@given(st.integers(1, 500), st.integers(1, 20))
+def test_split_adds_up_and_is_even(n: int, workers: int) -> None:
+    parts = split_clients(n, workers)
+    assert sum(parts) == n and len(parts) == min(n, workers) and max(parts) - min(parts) <= 1
+
+
+def _iv(t: float, tx: int) -> dict:
+    return {"t": t, "interval_s": 1.0, "transactions": tx, "queries": tx, "errors": 0, "retries": 0,
+            "reconnects": 0, "workload": "point-select", "clients": 2}
+
+
+def test_an_interval_waits_for_every_share_or_its_end() -> None:
+    s = IntervalStream(2)
+    s.add(0, _iv(1.0, 10))
+    assert s.ready() == []  # share 1 has not sent interval 0
+    s.add(1, _iv(1.01, 5))
+    (first,) = s.ready()
+    assert first["transactions"] == 15 and first["workers"] == 2 and first["t"] == 1.01 and first["clients"] == 4
+    s.add(0, _iv(2.0, 7))
+    s.end(1)  # lost after its first interval: interval 1 is share 0's alone
+    (second,) = s.ready()
+    assert second["transactions"] == 7 and second["workers"] == 1
+    assert s.ready() == []
+
+
+def test_an_answer_replaces_what_the_share_streamed() -> None:
+    s = IntervalStream(1)
+    s.add(0, _iv(1.0, 3))
+    s.end(0, [_iv(1.0, 3), _iv(2.0, 4)])  # an event that never arrived is in the answer
+    assert [r["transactions"] for r in s.ready()] == [3, 4]
+
+
+@settings(max_examples=30, deadline=None)
+@given(st.lists(st.lists(st.integers(20, 50_000), min_size=1, max_size=200), min_size=1, max_size=4))
+def test_merged_row_counts_add_and_its_latency_is_the_hdr_sum(shares: list[list[int]]) -> None:
+    rows, hdrs, want = [], [], hist.new()
+    for i, lat in enumerate(shares):
+        h = hist.new()
+        hist.record(h, hist.fold(us * 1000 for us in lat))  # latencies in ns -> {µs: count}
+        want.add(h)
+        hdrs.append(hist.encode(h))
+        rows.append({"transactions": h.get_total_count(), "queries": 2 * h.get_total_count(), "retries": i,
+                     "reconnects": 0, "tps": 10.0 * (i + 1), "qps": 20.0, "client_cpu_s": 0.5,
+                     "errors": {"40001": i}, "t_start": 100.0 + i, "t_end": 102.0 + i, "complete": True,
+                     "latency_ms": {}, "workload": "point-select"})
+    m = merge_rows(rows, hdrs)
+    assert m["transactions"] == sum(r["transactions"] for r in rows) == want.get_total_count()
+    assert m["retries"] == sum(range(len(shares))) and m["errors"] == {"40001": sum(range(len(shares)))}
+    assert m["tps"] == round(sum(r["tps"] for r in rows), 3)
+    assert m["latency_ms"] == hist.summary_ms(want)
+    assert (m["t_start"], m["t_end"]) == (100.0, 101.0 + len(shares))
