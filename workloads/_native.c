@@ -138,6 +138,7 @@ typedef struct {
     int ntexts;
     char ***pools; int *pool_n; unsigned long **pool_len; int npools;
     int nvars;
+    int nexec; /* statements per transaction (OP_EXEC and OP_SIMPLE): the per-statement latency slots */
 } native_t;
 
 static inline int64_t now_ns(void) {
@@ -661,6 +662,13 @@ static PyObject *load(PyObject *self, PyObject *args) {
     }
     memcpy(n->prog, prog.buf, prog.len);
     n->nprog = words;
+    n->nexec = 0;
+    for (Py_ssize_t pc = 0; pc < n->nprog;) {
+        int64_t op = n->prog[pc];
+        n->nexec += op == OP_EXEC || op == OP_SIMPLE;
+        pc += op == OP_EXEC ? 3 + 2 * n->prog[pc + 2] : (op == OP_CONST || op == OP_VAR || op == OP_LEAST ||
+                                                         op == OP_GREATEST || op == OP_STORE || op == OP_SIMPLE) ? 2 : 1;
+    }
     /* MySQL: bind each statement's parameters once; the loop writes only values and lengths. */
     for (int i = 0; n->engine == ENGINE_MY && i < n->nstmts; i++) {
         stmt_t *s = &n->st[i];
@@ -792,9 +800,11 @@ static void rollback(native_t *n) {
     }
 }
 
-/* One transaction: the whole program. NULL on success, else the error tuple. */
-static PyObject *run_once(native_t *n, uint64_t *state, int64_t *vars, long long *simple_rows) {
+/* One transaction: the whole program; sl (NULL: not kept) takes each statement's latency in ns, in
+ * program order. NULL on success, else the error tuple. */
+static PyObject *run_once(native_t *n, uint64_t *state, int64_t *vars, long long *simple_rows, int64_t *sl) {
     int64_t stack[MAX_STACK + 1];
+    int64_t ts = sl ? now_ns() : 0, te;
     int sp = 0;
     const int64_t *p = n->prog;
     Py_ssize_t pc = 0, len = n->nprog;
@@ -849,6 +859,11 @@ static PyObject *run_once(native_t *n, uint64_t *state, int64_t *vars, long long
             PyObject *e = run_stmt(n, &n->st[p[pc + 1]], p + pc + 3, vars);
             if (e)
                 return e;
+            if (sl) {
+                te = now_ns();
+                *sl++ = te - ts;
+                ts = te;
+            }
             pc += 3 + 2 * p[pc + 2];
             break;
         }
@@ -856,6 +871,11 @@ static PyObject *run_once(native_t *n, uint64_t *state, int64_t *vars, long long
             PyObject *e = simple(n, n->texts[p[pc + 1]], simple_rows);
             if (e)
                 return e;
+            if (sl) {
+                te = now_ns();
+                *sl++ = te - ts;
+                ts = te;
+            }
             pc += 2;
             break;
         }
@@ -866,36 +886,43 @@ static PyObject *run_once(native_t *n, uint64_t *state, int64_t *vars, long long
     return NULL;
 }
 
-/* run(cap, state, t0, until_ns, lat) -> (n, t_last, error)
+/* run(cap, state, t0, until_ns, lat[, slat]) -> (n, t_last, error)
  * Transactions until the monotonic clock reaches until_ns or lat (an int64 buffer) is full; one latency
- * (ns, from the previous transaction's end, the first from t0) per transaction. error: None, or
+ * (ns, from the previous transaction's end, the first from t0) per transaction. slat, when given, takes
+ * each statement's latency (ns), nexec slots per transaction in program order (transaction i at
+ * slat[i * nexec]); the batch also ends when it cannot hold another transaction's. error: None, or
  * (code bytes, message bytes, lost) of the failed transaction, already rolled back; t_last is then when
  * that transaction started. state: a writable 8-byte buffer (the generator's state). */
 static PyObject *run(PyObject *self, PyObject *args) {
     (void)self;
     PyObject *cap;
-    Py_buffer st, lat;
+    Py_buffer st, lat, sl;
     long long t0, until;
-    if (!PyArg_ParseTuple(args, "Ow*LLw*", &cap, &st, &t0, &until, &lat))
+    memset(&sl, 0, sizeof sl);
+    if (!PyArg_ParseTuple(args, "Ow*LLw*|w*", &cap, &st, &t0, &until, &lat, &sl))
         return NULL;
     PyObject *ret = NULL;
     native_t *n = get(cap);
     if (!n)
         goto done;
-    if (st.len < 8 || !n->prog || lat.len < (Py_ssize_t)sizeof(int64_t)) {
+    Py_ssize_t sl_cap = sl.obj ? sl.len / (Py_ssize_t)sizeof(int64_t) : 0;
+    if (st.len < 8 || !n->prog || lat.len < (Py_ssize_t)sizeof(int64_t) || (sl.obj && sl_cap < n->nexec)) {
         PyErr_SetString(PyExc_ValueError, "run: bad arguments or no program loaded");
         goto done;
     }
     uint64_t *state = (uint64_t *)st.buf;
     int64_t *out = (int64_t *)lat.buf;
+    int64_t *slat = sl.obj ? (int64_t *)sl.buf : NULL;
     int64_t vars[MAX_VARS];
     memset(vars, 0, sizeof vars);
     Py_ssize_t cap_n = lat.len / (Py_ssize_t)sizeof(int64_t), k = 0;
+    if (slat && n->nexec && sl_cap / n->nexec < cap_n)
+        cap_n = sl_cap / n->nexec;
     long long simple_rows = 0;
     PyObject *err = NULL;
     int64_t t1 = t0;
     while (k < cap_n) {
-        err = run_once(n, state, vars, &simple_rows);
+        err = run_once(n, state, vars, &simple_rows, slat ? slat + k * n->nexec : NULL);
         if (err) {
             rollback(n);
             break;
@@ -916,6 +943,8 @@ static PyObject *run(PyObject *self, PyObject *args) {
 done:
     PyBuffer_Release(&st);
     PyBuffer_Release(&lat);
+    if (sl.obj)
+        PyBuffer_Release(&sl);
     return ret;
 }
 

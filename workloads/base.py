@@ -57,6 +57,8 @@ class Runner:
     batch: Batch | None = None
     # Statements each batched transaction sends (what txn() returns).
     statements: int = 1
+    # {statement: {µs: count}} since the last call (the native executor's per-statement latencies).
+    statement_latency: Callable[[], dict[str, dict[int, int]]] | None = None
 
 
 class Workload:

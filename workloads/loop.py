@@ -240,13 +240,17 @@ class ClientLoop:
             self.errors.clear()
             self.retries = self.reconnects = 0
             self.runner.extra.clear()
+            if self.runner.statement_latency is not None:
+                self.runner.statement_latency()
             self.cpu0 = self.cpu_mark = self._cpu()
             lat.clear()
             return
         cpu = self._cpu()
         self.pipe.send(IntervalCounts(k=self.k, transactions=len(lat), queries=nq, errors=dict(self.errors),
                                       retries=self.retries, latency_us=fold(lat), cpu_s=cpu - self.cpu_mark,
-                                      extra=dict(self.runner.extra), reconnects=self.reconnects))
+                                      extra=dict(self.runner.extra), reconnects=self.reconnects,
+                                      statement_latency_us=(self.runner.statement_latency() if
+                                                            self.runner.statement_latency is not None else {})))
         self.cpu_mark = cpu
         self.errors.clear()
         self.retries = self.reconnects = 0

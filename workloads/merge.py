@@ -80,7 +80,7 @@ class Totals:
     """The whole step's sums, from the first measured interval on (warmup excluded by the clients)."""
 
     __slots__ = ("transactions", "queries", "retries", "reconnects", "errors", "samples", "extra", "cpu_s",
-                 "cpu_by_client", "latency")
+                 "cpu_by_client", "latency", "statements")
 
     def __init__(self) -> None:
         self.transactions = self.queries = self.retries = self.reconnects = 0
@@ -90,6 +90,7 @@ class Totals:
         self.cpu_s = 0.0                             # client processes' CPU seconds, all clients
         self.cpu_by_client: dict[int, float] = {}    # {client index: CPU seconds}
         self.latency: HdrHistogram = hist.new()      # every merged interval's latencies, µs
+        self.statements: dict[str, HdrHistogram] = {}  # per statement (native executor), µs
 
     def client_error(self, code: str, message: str) -> None:
         """A client that failed as a whole (could not start, timed out, vanished): one error of ``code``."""
@@ -144,6 +145,11 @@ class IntervalMerger:
         t.reconnects += m.reconnects
         t.errors.update(m.errors)
         t.extra.update(m.extra)
+        for stmt, counts in m.statement_latency_us.items():
+            h = t.statements.get(stmt)
+            if h is None:
+                h = t.statements[stmt] = hist.new()
+            hist.record(h, counts)
         k = max(m.k, self.next_k)  # late: into the first interval still open
         iv = self._open.get(k)
         if iv is None:

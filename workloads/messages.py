@@ -86,6 +86,8 @@ class IntervalCounts(NamedTuple):
     cpu_s: float                # this process's user + system CPU over the interval
     extra: dict[str, int]       # workload counters (TPC-C new orders, rollbacks)
     reconnects: int = 0         # connections re-established in the interval
+    # {statement text: {µs: count}}: per-statement latencies (the native executor's; {} from the Python loop)
+    statement_latency_us: dict[str, dict[int, int]] = {}
 
     TAG = "iv"
 

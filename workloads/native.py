@@ -33,10 +33,12 @@ from workloads.base import ClientCtx, Runner, Workload
 from workloads.clientbase import APP_NAME, ISOLATION_SQL, Client, Rows
 from workloads.nativelib import LABEL, _native, enabled, my_library, pg_library
 from workloads.pgclient import _PgFailure
-from workloads.program import Program, Unsupported, seed_state
+from workloads.hist import fold
+from workloads.program import OP_EXEC, OP_SIMPLE, Program, Unsupported, seed_state
 from workloads.sql import Stmt
 
 CONNECT_TIMEOUT_S = 5
+STATEMENT_SLOTS = 1 << 13  # transactions' statement latencies one batch may keep (a batch ends when full)
 
 
 def _conninfo(target: Target) -> bytes:
@@ -119,9 +121,22 @@ class NativeClient(Client):
                      tuple(tuple(s.encode() for s in p) for p in prog.pools), len(prog.names))
         self._one = array("q", [0])
         run, state, fail = _native.run, self.state, self._fail
+        # Per-statement latencies: one slot per statement of a transaction, folded per distinct statement
+        # (the 10 point selects of read-only are one) at each report interval.
+        self.labels = statement_labels(prog)
+        width = len(self.labels)
+        slat = array("q", bytes(8 * max(width, 1) * STATEMENT_SLOTS))
+        keys = sorted(set(self.labels))
+        pending: dict[str, list[int]] = {k: [] for k in keys}
+        columns = [(j, pending[label]) for j, label in enumerate(self.labels)]
+        self._pending = pending
 
         def batch(t0: int, until: int, buf: array) -> tuple[int, int, DbError | None]:
-            n, t1, err = run(cap, state, t0, until, buf)
+            n, t1, err = run(cap, state, t0, until, buf, slat)
+            if n and width:
+                end = n * width
+                for j, dest in columns:
+                    dest += slat[j:end:width]
             return n, t1, (None if err is None else fail(err))
         self.batch = batch
 
@@ -143,6 +158,14 @@ class NativeClient(Client):
         if err is not None:
             raise self._fail(err)
         return ()
+
+    def statement_latency(self) -> dict[str, dict[int, int]]:
+        """``{statement: {µs: count}}`` of the statements of the batched transactions since the last call
+        (what an interval sends; the retry path's single transactions are not in it)."""
+        out = {label: fold(lat) for label, lat in self._pending.items() if lat}
+        for lat in self._pending.values():
+            lat.clear()
+        return out
 
     def after_error(self) -> None:
         """The C side rolled the failed transaction back already."""
@@ -192,4 +215,15 @@ def native_runner(workload: Workload, target: Target, product: str, driver: Driv
     nc = open_native(target, product, driver, isolation, prog, ctx.key_seed())
     if nc is None:
         return None
-    return nc, Runner(nc.txn, batch=nc.batch, statements=prog.statements)
+    return nc, Runner(nc.txn, batch=nc.batch, statements=prog.statements, statement_latency=nc.statement_latency)
+
+
+def statement_labels(prog: Program) -> list[str]:
+    """The label of each statement a transaction sends, in order: its text with ``?`` placeholders."""
+    out = []
+    for op, pc in prog.ops():
+        if op == OP_EXEC:
+            out.append(prog.stmts[prog.words[pc + 1]].qmarks())
+        elif op == OP_SIMPLE:
+            out.append(prog.texts[prog.words[pc + 1]])
+    return out

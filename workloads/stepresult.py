@@ -82,6 +82,8 @@ def result_row(key: StepKey, t: Totals, opts: DriverOptions, driver: str, t_star
         "driver": driver, "protocol": opts.protocol, "isolation": opts.isolation,
         "client_cpu_pct": cpu_pct(t.cpu_s, duration_s, ncpu), "t_start": t_start, "t_end": t_end,
         "client_cpu_s": round(t.cpu_s, 3), "error_samples": t.samples, "scale": opts.scale,
+        **({"statement_latency_ms": {stmt: {**hist.summary_ms(h), "count": h.get_total_count()}
+                                     for stmt, h in sorted(t.statements.items())}} if t.statements else {}),
     }
 
 

@@ -192,6 +192,9 @@ class ResultRow:
     server_lost: Mapping[str, Any] | None = None  # the server went away: when, which client, why
     aborted: Mapping[str, Any] | None = None  # --on-error abort ended the step: the error
     profile: Mapping[str, Any] | None = None  # the step's perf profile summary (collectors.profile)
+    # Native executor steps: {statement text: {p50, p95, p99, p999, max (ms), count}}, from the clients'
+    # per-statement latencies (the Python loop measures transactions only: absent then).
+    statement_latency_ms: Mapping[str, Any] | None = None
     # Repeats and the interval (format 3, diag.schema.repeats): per-interval tps, --repeat's repeats.
     interval_tps: tuple[float, ...] = ()
     tps_ci: Mapping[str, Any] | None = None
@@ -204,7 +207,7 @@ class ResultRow:
     extra: Mapping[str, Any] = field(default_factory=dict)
 
     _FIELDS = ("target", "workload", "clients", *_ROW_STR, *_ROW_NUM, *_ROW_INT, *_ROW_DICT, "interrupted",
-               "complete", *_ROW_CUT, "profile", "statements", *_ROW_REPEAT)
+               "complete", *_ROW_CUT, "profile", "statements", *_ROW_REPEAT, "statement_latency_ms")
 
     @property
     def interval(self) -> TpsInterval | None:
@@ -262,6 +265,7 @@ class ResultRow:
         kw["profile"] = get_field(d, "profile", (dict,), where)
         if kw["profile"] is not None:  # shape: diag.schema.profile.StepProfile
             StepProfile.from_dict(kw["profile"], f"{where}: profile")
+        kw["statement_latency_ms"] = get_field(d, "statement_latency_ms", (dict,), where)
         kw["statements"] = get_field(d, "statements", (dict,), where)
         if kw["statements"] is not None:  # validated here, so a bad record names its row when the bundle loads
             StepStatements.from_dict(kw["statements"], f"{where}: statements")

@@ -24,6 +24,7 @@ from hypothesis import strategies as st
 from diag.bundle import BundleWriter
 from diag.db import Session
 from diag.errors import DbError
+from diag.schema import ResultRow
 from diag.targets import Target
 from workloads import load as wload
 from workloads import nativelib
@@ -32,13 +33,13 @@ from workloads.base import ClientCtx
 from workloads.client import client_driver_text, fastest_driver, open_client
 from workloads.custom import Custom
 from workloads.driver import DriverOptions, run_sweep
-from workloads.insert import Insert, insert_dataset
+from workloads.insert import INSERT_SQL, Insert, insert_dataset
 from workloads.native import NativeClient, open_native
 from workloads.pgbench import ReadWrite, pgbench_dataset
 from workloads.program import (OP_EXEC, OP_SIMPLE, OP_STORE, Draw, Param, Program, Unsupported, reference_txn,
                                seed_state)
 from workloads.sql import Stmt
-from workloads.sysbench import ReadOnly, sbtest_dataset
+from workloads.sysbench import POINT_SQL, RANGE_SQL, ReadOnly, sbtest_dataset
 
 SCALE = 0.05
 TXNS = 150
@@ -403,18 +404,30 @@ def test_result_row_and_start_up_line_name_the_loop_that_ran(target: Target, tmp
                                                               monkeypatch: pytest.MonkeyPatch) -> None:
     """Closed loop: "+ native executor" in the row and on the start-up line; a paced run (--rate) and
     DBDIAG_PY_LOOP=1 run the Python loop, and neither names a C loop."""
-    def step(**kw: Any) -> dict:
+    def step(names: tuple[str, ...] = ("insert",), **kw: Any) -> dict:
         opts = DriverOptions(clients=(2,), duration_s=0.6, warmup_s=0.1, scale=SCALE, **kw)
-        return run_sweep(target, ["insert"], opts, BundleWriter(tmp_path / f"r{len(kw)}{len(str(kw))}"),
-                         progress=None)[0]
+        rows = run_sweep(target, list(names), opts, BundleWriter(tmp_path / f"r{len(kw)}{len(str(kw))}"),
+                         progress=None)
+        return rows[0] if len(rows) == 1 else rows
     from_line = client_driver_text(target.dbms, "prepared", ["insert"])
-    closed = step()
+    closed, ro = step(("insert", "read-only"))
     assert closed["driver"].endswith(" + native executor") and from_line == closed["driver"] + " for insert"
     assert closed["qps"] == closed["tps"] > 0 and closed["errors"] == {}
+    # per-statement latencies, every batched statement of the measured part, in the row and the schema
+    assert not ResultRow.from_dict(closed).extra and not ResultRow.from_dict(ro).extra
+    assert list(closed["statement_latency_ms"]) == [INSERT_SQL]
+    assert closed["statement_latency_ms"][INSERT_SQL]["count"] == closed["transactions"]
+    st_ro = ro["statement_latency_ms"]
+    assert set(st_ro) == {"BEGIN", "COMMIT", POINT_SQL, *RANGE_SQL} and ro["errors"] == {}
+    assert st_ro[POINT_SQL]["count"] == 10 * ro["transactions"] and st_ro["BEGIN"]["count"] == ro["transactions"]
+    assert 0 < st_ro[POINT_SQL]["p50"] <= st_ro[POINT_SQL]["p99"] <= st_ro[POINT_SQL]["max"]
+    # the statements' medians add up to about the transaction's (within HDR's and the clock's slack)
+    assert sum(v["p50"] for v in st_ro.values()) < 3 * ro["latency_ms"]["p50"] + 0.5
     paced = step(rate=100.0)
     assert " + " not in paced["driver"] and paced["transactions"] > 0, paced["driver"]
     assert client_driver_text(target.dbms, "prepared", ["insert"], paced=True) == paced["driver"]
     monkeypatch.setenv("DBDIAG_PY_LOOP", "1")
     python = step(max_tries=3)
     assert python["driver"] == paced["driver"] and python["transactions"] > 0
+    assert "statement_latency_ms" not in python and "statement_latency_ms" not in paced
     assert client_driver_text(target.dbms, "prepared", ["insert"]) == python["driver"]
