@@ -37,6 +37,26 @@ def _call_rows(off: dict[str, Any], total: int, tx: float) -> list[dict[str, Any
              "us_per_tx": per_tx.get(f"{k}\0{c}")} for us, k, c in pairs]
 
 
+def joined(rows: list[dict[str, Any]], waits: list[dict[str, Any]]) -> str:
+    """One sentence putting the server's sampled waits beside where its busiest thread kind blocked.
+
+    Side by side, not mapped: the wait names are the engine's, the calls the kernel's; a reader sees
+    e.g. WalSync next to fdatasync. "" when either side is missing.
+    """
+    shown = [w for w in waits if w.get("state") != "CPU"][:3]
+    if not rows or not shown:
+        return ""
+    kind = rows[0]["kind"]
+    calls = [r for r in rows if r["kind"] == kind and r["call"] != "preempted"][:3]
+    sampled = ", ".join(f"{w['state']} {100 * w['share']:.0f}%" for w in shown)
+    blocked = ", ".join(f"{r['call']} ({_amount(r)})" for r in calls)
+    return f"The server's wait sampling saw {sampled}; its {kind} threads were off CPU in {blocked}."
+
+
+def _amount(r: dict[str, Any]) -> str:
+    return f"{r['us_per_tx']:.0f} µs/tx" if r.get("us_per_tx") is not None else f"{r['us'] / 1000:.1f} ms"
+
+
 def step_offcpu(b: Bundle, row: dict[str, Any], waits: dict[str, Any] | None,
                 with_flame: bool = True) -> dict[str, Any] | None:
     """Off-CPU summary, per-transaction table, flame graph and the step's top waits; None when not recorded."""
@@ -62,4 +82,5 @@ def step_offcpu(b: Bundle, row: dict[str, Any], waits: dict[str, Any] | None,
             "runqueue_us": int(off.get("runqueue_us") or 0), "open_us": int(off.get("open_us") or 0),
             "switches": off.get("switches"), "by_state": off.get("by_state") or {}, "calls": rows,
             "transactions": tx, "paths": top_paths(folded, 5), "flame": flame, "interactive": interactive,
-            "waits": (waits or {}).get("rows", [])[:TOP_WAITS]}
+            "waits": (waits or {}).get("rows", [])[:TOP_WAITS],
+            "joined": joined(rows, (waits or {}).get("rows", []))}

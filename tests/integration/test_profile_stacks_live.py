@@ -83,6 +83,8 @@ def test_planted_commit_flush_shows_its_blocking_path(pg_run: tuple[Path, dict[s
     assert "__x64_sys_fdatasync_[k]" in flame and "µs off CPU" in flame
     waits = section.split('class="offcpu-waits"', 1)[1].split("</table>", 1)[0]
     assert "WalSync" in waits or "WALWrite" in waits, waits
+    sentence = section.split('class="offcpu-joined">', 1)[1].split("</p>", 1)[0]
+    assert "fdatasync (" in sentence and ("WalSync" in sentence or "WALWrite" in sentence), sentence
 
 
 def test_pg18_stacks_are_deep_through_postgres_main(pg_run: tuple[Path, dict[str, Any], str]) -> None:

@@ -13,6 +13,7 @@ import pytest
 
 from collectors.profile import offcpu
 from collectors.profile.offcpu import SchedEvent
+from reports.offcpu_view import joined
 from diag.errors import UsageError
 
 TEXT = (Path(__file__).resolve().parents[1] / "data" / "perf" / "pg18_insert_sched.perf-script.txt").read_text()
@@ -79,3 +80,15 @@ def test_argv_filters_each_thread() -> None:
     assert "pid == 11 || pid == 12" in argv and argv[-2:] == ["sleep", "1.000"]
     with pytest.raises(UsageError):
         offcpu.offcpu_argv("perf", [], 1.0, Path("/tmp/x.data"))
+
+
+def test_joined_sentence_puts_waits_beside_blocking_calls() -> None:
+    rows = [{"kind": "backend", "call": "fdatasync", "us": 730_000, "us_per_tx": 180.5},
+            {"kind": "bgwriter", "call": "epoll_wait", "us": 900_000, "us_per_tx": 222.0},
+            {"kind": "backend", "call": "preempted", "us": 10_000, "us_per_tx": 2.5},
+            {"kind": "backend", "call": "futex", "us": 504_000, "us_per_tx": None}]
+    waits = [{"state": "CPU", "share": 0.12}, {"state": "IO:WalSync", "share": 0.537},
+             {"state": "LWLock:WALWrite", "share": 0.341}]
+    assert joined(rows, waits) == ("The server's wait sampling saw IO:WalSync 54%, LWLock:WALWrite 34%; its backend "
+                                   "threads were off CPU in fdatasync (180 µs/tx), futex (504.0 ms).")
+    assert joined(rows, []) == "" and joined([], waits) == ""
