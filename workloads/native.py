@@ -11,7 +11,10 @@ A :class:`NativeClient` stands in for the workload :class:`~workloads.clientbase
 process: its ``txn()`` runs one transaction (the retry after a serialization failure or deadlock), its
 ``batch`` many, and failures come back as the same :class:`DbError` classes as the Python loop's (the
 engine's ``map_error``; a lost connection as kind "lost"; a ``\\set`` error as code "script"). The C
-side rolls back a failed transaction before it returns.
+side rolls back a failed transaction before it returns. Besides each transaction's latency (into the
+step's HDR histogram, as the Python loop's), the C side times each statement; ``statement_latency()``
+hands them out per distinct statement at each report interval (the result row's
+``statement_latency_ms``).
 
 When the module is not compiled, the library cannot be loaded, the protocol is not ``prepared``, the
 loop is paced (``--rate``, ``--think``) or the workload has no program (TPC-C, a custom script outside
