@@ -103,7 +103,7 @@ typedef unsigned int (*my_stmt_field_count_t)(void *);
 
 typedef struct {
     int nparams, has_rows;
-    char name[16];    /* PostgreSQL: the prepared statement's name */
+    char name[24];    /* PostgreSQL: the prepared statement's name */
     void *mst;        /* MySQL: MYSQL_STMT* */
     my_bind_t *bind;  /* MySQL: parameter binds */
     long long *ints;  /* MySQL: integer parameter buffers */
@@ -332,7 +332,11 @@ static PyObject *my_open(PyObject *self, PyObject *args) {
         free(n);
         return Py_BuildValue("(Os(Iy))", Py_None, "connect", 2008u, "libmariadb: out of memory");
     }
-    n->m_options(m, MYSQL_OPT_CONNECT_TIMEOUT, &timeout);
+    if (n->m_options(m, MYSQL_OPT_CONNECT_TIMEOUT, &timeout)) {
+        n->m_close(m);
+        free(n);
+        return Py_BuildValue("(Osy)", Py_None, "library", "mysql_options(MYSQL_OPT_CONNECT_TIMEOUT) failed");
+    }
     void *ok;
     Py_BEGIN_ALLOW_THREADS
     ok = n->m_connect(m, host, user, pw, db, port, sock, 0);
@@ -488,9 +492,16 @@ static PyObject *prepare(PyObject *self, PyObject *args) {
     s->ints = calloc(k, sizeof *s->ints);
     s->lens = calloc(k, sizeof *s->lens);
     s->sbuf = calloc(k, sizeof *s->sbuf);
-    n->nstmts++; /* from here close_native frees what was allocated */
-    if (!s->bind || !s->ints || !s->lens || !s->sbuf)
+    if (!s->bind || !s->ints || !s->lens || !s->sbuf) { /* not registered: nothing may read it */
+        free(s->bind);
+        free(s->ints);
+        free(s->lens);
+        free(s->sbuf);
+        n->s_close(m);
+        memset(s, 0, sizeof *s);
         return PyErr_NoMemory();
+    }
+    n->nstmts++; /* from here close_native frees what was allocated */
     return Py_BuildValue("(iO)", i, Py_None);
 }
 
