@@ -56,7 +56,7 @@ class SchedEvent:
     frames: tuple[str, ...] = ()
 
 
-@dataclass
+@dataclass(frozen=True)
 class OffCpu:
     """Off-CPU time of the targets in one window.
 
@@ -177,7 +177,7 @@ def fold_offcpu(events: Iterable[SchedEvent], tids: Iterable[int], kind_of: Kind
     switch-out seen (the thread was off CPU when recording began) starts nothing.
     """
     wanted = set(tids)
-    out = OffCpu()
+    tally: Counter[str] = Counter()  # runqueue_us, open_us, switches
     folded: Counter[str] = Counter()
     by_state: Counter[str] = Counter()
     by_call: Counter[str] = Counter()
@@ -193,7 +193,7 @@ def fold_offcpu(events: Iterable[SchedEvent], tids: Iterable[int], kind_of: Kind
         us = max(0, int(round((t_in - t_out) * 1e6)))
         tw = woke.pop(tid, None)
         if tw is not None and t_out <= tw <= t_in:
-            out.runqueue_us += int(round((t_in - tw) * 1e6))
+            tally["runqueue_us"] += int(round((t_in - tw) * 1e6))
         kind = clean(kind_of(tid, comm)) or "unknown"
         folded[";".join((kind, comm, *tidy_frames(frames)))] += us
         by_state[state[:1] or "?"] += us
@@ -201,7 +201,7 @@ def fold_offcpu(events: Iterable[SchedEvent], tids: Iterable[int], kind_of: Kind
         by_call[call] += us
         by_kind[kind] += us
         by_kind_call[kind][call] += us
-        out.switches += 1
+        tally["switches"] += 1
         return us
 
     for e in events:
@@ -219,13 +219,13 @@ def fold_offcpu(events: Iterable[SchedEvent], tids: Iterable[int], kind_of: Kind
         if e.next in wanted and e.next in pending and pending[e.next][0] < e.time_s:
             close(e.next, e.time_s)
     for tid in list(pending):
-        out.open_us += close(tid, last_t)
-    out.folded = dict(sorted((k, v) for k, v in folded.items() if v > 0))
-    out.total_us = sum(out.folded.values())
-    out.by_state, out.by_syscall, out.by_kind = dict(by_state), dict(by_call.most_common()), dict(by_kind)
-    out.by_kind_call = {k: dict(c.most_common()) for k, c in by_kind_call.items()}
-    out.seconds = round(last_t - first_t, 3) if first_t is not None else 0.0
-    return out
+        tally["open_us"] += close(tid, last_t)
+    kept = dict(sorted((k, v) for k, v in folded.items() if v > 0))
+    return OffCpu(folded=kept, total_us=sum(kept.values()), runqueue_us=tally["runqueue_us"],
+                  by_state=dict(by_state), by_syscall=dict(by_call.most_common()), by_kind=dict(by_kind),
+                  by_kind_call={k: dict(c.most_common()) for k, c in by_kind_call.items()},
+                  switches=tally["switches"], open_us=tally["open_us"],
+                  seconds=round(last_t - first_t, 3) if first_t is not None else 0.0)
 
 
 def samples_of(events: Iterable[SchedEvent]) -> list[Sample]:

@@ -10,6 +10,8 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from collectors.profile import offcpu
 from collectors.profile.offcpu import SchedEvent
@@ -92,3 +94,18 @@ def test_joined_sentence_puts_waits_beside_blocking_calls() -> None:
     assert joined(rows, waits) == ("The server's wait sampling saw IO:WalSync 54%, LWLock:WALWrite 34%; its backend "
                                    "threads were off CPU in fdatasync (180 µs/tx), futex (504.0 ms).")
     assert joined(rows, []) == "" and joined([], waits) == ""
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.text(alphabet=st.characters(blacklist_categories=("Cs",)), max_size=400))
+def test_parse_fuzz_gives_events_never_a_traceback(text: str) -> None:
+    events = offcpu.parse_sched_script(text)
+    assert all(e.event in ("switch", "wakeup") for e in events)
+    offcpu.fold_offcpu(events, [1, 2], lambda tid, comm: "k")
+
+
+@settings(max_examples=100, deadline=None)
+@given(st.lists(st.sampled_from(TEXT.split("\n")), max_size=60))
+def test_parse_fuzz_on_shuffled_real_lines(lines: list[str]) -> None:
+    off = offcpu.fold_offcpu(offcpu.parse_sched_script("\n".join(lines)), BACKENDS, lambda tid, comm: "backend")
+    assert off.total_us == sum(off.folded.values()) >= 0 and off.runqueue_us <= off.total_us + off.open_us
