@@ -129,25 +129,29 @@ class WindowBuilder:
 
 
 def tick_chains(waits: list[Wait]) -> list[tuple[str, float]]:
-    """The blocking chains of one sample, each with its waiter's period: from every waiter that blocks nobody
-    in this sample, along each session blocking it, to one that waits for nobody (or back into a cycle, a
-    deadlock the server will break). Chains of one sample only: links seen at different moments of a
-    window are never joined."""
+    """The blocking chain of each waiter in one sample, with its period: from the waiter along the sessions
+    blocking it to one that waits for nobody (or back into a cycle, a deadlock the server will break).
+    A waiter behind several sessions (a queue: InnoDB names the holder and every waiter ahead) gets its
+    longest chain, the queue in order, so its waiting counts once, for one head. Chains of one sample only:
+    links seen at different moments of a window are never joined."""
     blocked_by = {w.pid: w.blockers for w in waits if w.blockers}
-    blockers = {b for bs in blocked_by.values() for b in bs}
     out: list[tuple[str, float]] = []
     for w in waits:
-        if not w.blockers or w.pid in blockers:
+        if not w.blockers:
             continue
         stack: list[list[int]] = [[w.pid, b] for b in w.blockers]
-        while stack and len(out) < 4 * MAX_CHAINS:
+        best: list[int] = []
+        explored = 0
+        while stack and explored < 16 * MAX_CHAINS:  # a bound for a pile-up of hundreds of sessions
             path = stack.pop()
+            explored += 1
             last = path[-1]
             nxt = blocked_by.get(last, ())
             if not nxt or last in path[:-1] or len(path) >= MAX_DEPTH:
-                out.append((" -> ".join(str(p) for p in path), w.period_s))
+                best = max(best, path, key=lambda p: (len(p), [-x for x in p]))
                 continue
             stack.extend([*path, b] for b in nxt)
+        out.append((" -> ".join(str(p) for p in best), w.period_s))
     return out
 
 

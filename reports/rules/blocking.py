@@ -33,6 +33,8 @@ class BlockerInStep:
     waits_for: set[int] = field(default_factory=set)
     longest_wait_s: float | None = None
     lock_s: dict[str, float] = field(default_factory=dict)  # lock text -> blocked_s under it
+    behind_s: float = 0.0  # waiters' seconds in chains it heads (directly or through other waiters)
+    behind: set[int] = field(default_factory=set)  # the waiters of those chains
 
     @property
     def pid(self) -> int:
@@ -100,9 +102,28 @@ def _step_blocking(b: Bundle, step: Step) -> StepBlocking | None:
             if bl.longest_wait_s is not None:
                 m.longest_wait_s = max(m.longest_wait_s or 0.0, bl.longest_wait_s)
             m.lock_s[bl.lock] = m.lock_s.get(bl.lock, 0.0) + bl.blocked_s
-    order = sorted(merged.values(), key=lambda m: (-m.blocked_s, m.pid))
+    _heads(merged, chain_s)
+    # the session at the head of the chains that cost the most waiting first: in a queue for one row the
+    # first waiter blocks the rest, but the session holding the row is the one to name
+    order = sorted(merged.values(), key=lambda m: (-m.behind_s, -m.blocked_s, m.pid))
     reason = max(why.items(), key=lambda kv: kv[1])[0] if why else ""
     return StepBlocking(tuple(order), waiting, unattributed, reason, chain_s)
+
+
+def _heads(merged: dict[int, BlockerInStep], chain_s: dict[str, float]) -> None:
+    """Each blocker's waiting behind it through whole chains: a chain's seconds count for its head (its last
+    session). Records without chains: a blocker that waited for nobody heads its direct waiters."""
+    if not chain_s:
+        for m in merged.values():
+            if not m.waits_for:
+                m.behind_s, m.behind = m.blocked_s, set(m.blocked)
+        return
+    for c, secs in chain_s.items():
+        pids = [int(p) for p in c.split(" -> ")]
+        m = merged.get(pids[-1])
+        if m is not None:
+            m.behind_s += secs
+            m.behind.add(pids[0])
 
 
 def _short(text: str) -> str:
@@ -179,8 +200,8 @@ def blocking_evidence(b: Bundle, step: Step) -> dict[str, Any]:
         "blocker": describe(top),
         "blocker_lock": top.lock,
         "blocked_for_s": num(top.span_s, 2),
-        "blocked_sessions": len(top.blocked),
-        "blocked_wait_s": num(top.blocked_s, 2),
+        "blocked_sessions": len(top.behind or top.blocked),
+        "blocked_wait_s": num(top.behind_s or top.blocked_s, 2),
         "blocking_chain": chains(sb),
     }
     if top.longest_wait_s is not None:

@@ -113,7 +113,8 @@ def test_window_builder_chain_and_periods() -> None:
     moved = {**rec.to_dict(), "t": s.t0 + 1,
              "blockers": [{**x.to_dict(), "first_t": s.t0 + 0.5, "last_t": s.t0 + 0.7} for x in rec.blockers]}
     sb = step_blocking(saved_bundle({"pg_blocking--pg": [moved]}), s)
-    assert chains(sb) == "12 -> 11 -> 10 (idle in transaction) 0.3 s"  # 3 samples of 0.1 s
+    # 3 samples of 0.1 s; 11 waits too, so it has its own chain
+    assert chains(sb) == "11 -> 10 (idle in transaction) 0.3 s; 12 -> 11 -> 10 (idle in transaction) 0.3 s"
 
 
 def test_cycle_is_shown_once() -> None:
@@ -124,7 +125,8 @@ def test_cycle_is_shown_once() -> None:
     s = step_of(b, "pg", 2)
     moved = {**rec, "t": s.t0 + 1, "blockers": [{**x, "first_t": s.t0 + 0.5, "last_t": s.t0 + 0.5}
                                                  for x in rec["blockers"]]}
-    assert chains(step_blocking(saved_bundle({"pg_blocking--pg": [moved]}), s)) == "3 -> 1 -> 2 -> 1 0.1 s"
+    assert chains(step_blocking(saved_bundle({"pg_blocking--pg": [moved]}), s)) == \
+        "1 -> 2 -> 1 0.1 s; 2 -> 1 -> 2 0.1 s; 3 -> 1 -> 2 -> 1 0.1 s"  # a deadlock, and a waiter behind it
 
 
 def test_links_seen_at_different_moments_are_not_joined() -> None:
@@ -189,3 +191,26 @@ def test_report_lists_a_step_of_unattributed_waits_only_when_they_last() -> None
         assert bool(got) is listed
         if listed:
             assert got[0]["rows"] == [] and got[0]["unattributed"] == "metadata lock holders not visible"
+
+
+def test_queue_for_one_row_names_the_holder_not_the_first_waiter() -> None:
+    # PostgreSQL's row-lock queue: the first waiter holds the tuple lock and waits for the holder's
+    # transaction; the others wait for the tuple lock, so pg_blocking_pids names the first waiter for them
+    seen = {7: Seen(7, state="idle in transaction", statement="UPDATE t SET n = 0 WHERE id = 1"),
+            8: Seen(8, state="active, waits Lock:transactionid")}
+    w = WindowBuilder()
+    for i in range(5):
+        w.add(100.0 + i / 10, [Wait(8, (7,), "ShareLock on transactionid 9", 0.1),
+                               Wait(9, (8,), "ExclusiveLock on tuple t", 0.1),
+                               Wait(10, (8,), "ExclusiveLock on tuple t", 0.1)], seen)
+    b = saved_bundle()
+    s = step_of(b, "pg", 2)
+    rec = {**w.record(s.t0 + 1)}
+    rec["blockers"] = [{**x, "first_t": s.t0 + 0.5, "last_t": s.t0 + 0.9} for x in rec["blockers"]]
+    sb = step_blocking(saved_bundle({"pg_blocking--pg": [rec]}), s)
+    assert [m.pid for m in sb.blockers] == [7, 8]  # 8 blocked more sessions directly, 7 heads every chain
+    ev = blocking_evidence(saved_bundle({"pg_blocking--pg": [rec]}), s)
+    assert ev["blocker"].startswith("pid 7: idle in transaction")
+    assert ev["blocked_sessions"] == 3 and ev["blocked_wait_s"] == pytest.approx(1.5)
+    assert ev["blocking_chain"] == ("10 -> 8 -> 7 (idle in transaction) 0.5 s; 8 -> 7 (idle in transaction) 0.5 s; "
+                                    "9 -> 8 -> 7 (idle in transaction) 0.5 s")
