@@ -213,6 +213,9 @@ class ServerProfileSource(_StepThreads):
         except (DiagError, OSError) as e:
             out["error"] = str(e)
             return
+        except Exception as e:  # noqa: BLE001 - a side thread: a surprise is the step's note, never a traceback
+            out["error"] = f"off-CPU failed: {type(e).__name__}: {e}"
+            return
         out.update({"folded": rel, "unit": "us", "window": [t0, t0 + seconds], "seconds": off.seconds,
                     "total_us": off.total_us, "runqueue_us": off.runqueue_us, "open_us": off.open_us,
                     "switches": off.switches, "by_state": off.by_state, "by_syscall": off.by_syscall,
@@ -249,7 +252,7 @@ class ServerProfileSource(_StepThreads):
 
     def _check(self, pids: list[int], tmp: Path, window: float, found: dict[str, ProfileRecording]) -> None:
         """CHECK_S of frame-pointer samples, however late perf starts within the ``window`` beside it."""
-        with contextlib.suppress(DiagError, OSError):  # no verdict: the window is DWARF either way
+        with contextlib.suppress(Exception):  # no verdict (whatever the cause): the window is DWARF either way
             found["check"] = record_profile(pids, CHECK_S, tmp, FREQ_HZ, scope=self.scope, call_graph="fp",
                                             stop_after_s=window)
 
