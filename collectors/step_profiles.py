@@ -13,6 +13,12 @@ of the check's samples have a usable stack
 is built without frame pointers), the target's later windows unwind with DWARF
 too, at DWARF_FREQ_HZ to bound perf.data and ``perf script``'s time; else
 with frame pointers at FREQ_HZ.
+
+Beside each window, OFFCPU_S of the scheduler's tracepoints record where the
+server's threads block (:mod:`collectors.profile.offcpu`), into the row's
+``profile.offcpu``. Both need system-wide recording; when it is refused
+(``kernel.perf_event_paranoid`` 2, no CAP_PERFMON) the servers this user owns
+are profiled per process in user space and the probe says what is missing.
 """
 
 from __future__ import annotations

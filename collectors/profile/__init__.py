@@ -12,6 +12,7 @@ One module per step, each imported by its own name (this package re-exports noth
 - :mod:`collectors.profile.procs`: which server role a process or thread plays, from /proc and stacks;
 - :mod:`collectors.profile.parse`: ``perf script`` text -> samples -> folded stacks; folded files;
 - :mod:`collectors.profile.analyse`: the self-time table, samples without symbols and how to get them;
+- :mod:`collectors.profile.offcpu`: off-CPU time from the scheduler's tracepoints, folded in µs;
 - :mod:`collectors.profile.pyspy`: py-spy of the Python client processes.
 
 Frame names are untrusted text (they come from binaries on the host): ``;`` is
