@@ -226,6 +226,7 @@ class ServerProfileSource(_StepThreads):
                     "total_us": off.total_us, "runqueue_us": off.runqueue_us, "open_us": off.open_us,
                     "switches": off.switches, "by_state": off.by_state, "by_syscall": off.by_syscall,
                     "by_kind": off.by_kind, "by_kind_call": off.by_kind_call, "threads": len(tids),
+                    "threads_seen": len(kinds),
                     "unwinder": "fp"})
 
     def _record_window(self, label: str, pids: list[int], window: float,

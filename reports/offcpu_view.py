@@ -79,6 +79,7 @@ def step_offcpu(b: Bundle, row: dict[str, Any], waits: dict[str, Any] | None,
         flame = flamegraph_svg(folded, title=title, width=FLAME_W, unit="µs off CPU")
         interactive = write_page(Path(b.path), off["folded"], folded, title, unit="µs off CPU")
     return {"file": off["folded"], "seconds": seconds, "total_us": total, "threads": off.get("threads"),
+            "threads_seen": off.get("threads_seen") or off.get("threads"),
             "runqueue_us": int(off.get("runqueue_us") or 0), "open_us": int(off.get("open_us") or 0),
             "switches": off.get("switches"), "by_state": off.get("by_state") or {}, "calls": rows,
             "transactions": tx, "paths": top_paths(folded, 5), "flame": flame, "interactive": interactive,
