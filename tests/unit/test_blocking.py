@@ -214,3 +214,21 @@ def test_queue_for_one_row_names_the_holder_not_the_first_waiter() -> None:
     assert ev["blocked_sessions"] == 3 and ev["blocked_wait_s"] == pytest.approx(1.5)
     assert ev["blocking_chain"] == ("10 -> 8 -> 7 (idle in transaction) 0.5 s; 8 -> 7 (idle in transaction) 0.5 s; "
                                     "9 -> 8 -> 7 (idle in transaction) 0.5 s")
+
+
+def test_hot_row_blocked_in_turn_names_no_sole_blocker() -> None:
+    # four sessions updating one row: whoever holds it blocks the others, a new holder every few samples
+    w = WindowBuilder()
+    for i in range(9):
+        holder = (1, 2, 3)[i // 3]
+        others = [p for p in (1, 2, 3, 4) if p != holder]
+        w.add(100.0 + i / 10, [Wait(p, (holder,), "ShareLock on transactionid", 0.1) for p in others],
+              {holder: Seen(holder, state="active")})
+    b = saved_bundle()
+    s = step_of(b, "pg", 2)
+    rec = w.record(s.t0 + 1)
+    rec["blockers"] = [{**x, "first_t": s.t0 + 0.1, "last_t": s.t0 + 0.9} for x in rec["blockers"]]
+    bb = saved_bundle({"pg_blocking--pg": [rec]})
+    ev = blocking_evidence(bb, s)
+    assert ev["head_share_pct"] == pytest.approx(33.3, abs=0.1) and "passed between 3 sessions" in ev["blocker_note"]
+    assert title_part(bb, s).startswith(", blocked in turn by 3 sessions (most by pid ")
