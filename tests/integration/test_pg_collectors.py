@@ -49,15 +49,11 @@ def target(request: pytest.FixtureRequest) -> Target:
 
 
 @pytest.fixture(scope="module")
-def pss_server() -> Iterator[servers.ThrowawayServer]:
-    """A throwaway server with pg_stat_statements preloaded (pg_server runs with default settings)."""
-    srv = servers.start_postgres({"shared_preload_libraries": "pg_stat_statements"})
-    try:
-        with Session(srv.target()) as s:
-            s.execute("CREATE EXTENSION pg_stat_statements")
-        yield srv
-    finally:
-        srv.stop()
+def plain_server() -> Iterator[servers.ThrowawayServer]:
+    """A throwaway server without the default instrumentation (no pg_stat_statements loaded or created)."""
+    srv = servers.start_postgres(instrument=False)
+    yield srv
+    srv.stop()
 
 
 def ctx(t: Target, tmp_path: Path, **options: Any) -> CollectorContext:
@@ -173,7 +169,7 @@ def is_number(v: Any) -> bool:
 
 # -- pg_stats ------------------------------------------------------------------------------------
 
-def test_pg_stats_counts_a_write_load(target: Target, tmp_path: Path) -> None:
+def test_pg_stats_counts_a_write_load(target: Target, tmp_path: Path, request: pytest.FixtureRequest) -> None:
     with Session(target, statement_timeout_ms=0) as s:
         vnum = s.version_num
     c = PgStatsCollector(ctx(target, tmp_path))
@@ -230,7 +226,13 @@ def test_pg_stats_counts_a_write_load(target: Target, tmp_path: Path) -> None:
     else:
         assert io_keys == []
         assert any(m.startswith("pg_stat_io: needs PostgreSQL 16") for m in pr.missing), pr.missing
-    assert any(m.startswith("pg_stat_statements: not installed") for m in pr.missing), pr.missing
+    stmts = [r for r in records if r.get("kind") == "statements"]
+    if request.node.callspec.params["target"] == "pg18_throwaway":  # instrumented, as throwaways are by default
+        assert not any(m.startswith("pg_stat_statements") for m in pr.missing), pr.missing
+        assert len(stmts) == 1 and stmts[0]["calls"] >= N_INSERTS, stmts
+    else:  # the service: no pg_stat_statements
+        assert any(m.startswith("pg_stat_statements: not installed") for m in pr.missing), pr.missing
+        assert stmts == []
 
 
 # -- pg_waits and pg_locks -----------------------------------------------------------------------
@@ -288,8 +290,9 @@ def test_pg_settings_snapshot(target: Target, tmp_path: Path) -> None:
 
 # -- pg_stat_statements --------------------------------------------------------------------------
 
-def test_pg_stat_statements_top_statements(pss_server: servers.ThrowawayServer, tmp_path: Path) -> None:
-    t = pss_server.target()
+def test_pg_stat_statements_top_statements(pg_server: servers.ThrowawayServer, tmp_path: Path) -> None:
+    # pg_server is instrumented as every throwaway by default: pg_stat_statements preloaded and created
+    t = pg_server.target()
     c = PgStatsCollector(ctx(t, tmp_path))
     pr = c.probe()
     assert pr.ok and pr.missing == (), pr
@@ -318,27 +321,28 @@ def test_pg_stat_statements_top_statements(pss_server: servers.ThrowawayServer, 
     assert ours[0]["n"] >= 5
 
 
-def test_pg_stat_statements_of_other_roles_need_pg_read_all_stats(pss_server: servers.ThrowawayServer,
+def test_pg_stat_statements_of_other_roles_need_pg_read_all_stats(pg_server: servers.ThrowawayServer,
                                                                    tmp_path: Path) -> None:
     role = f"dbdiag_test_nostats_{os.getpid()}"
-    with Session(pss_server.target()) as s:
+    with Session(pg_server.target()) as s:
         s.execute(f"CREATE ROLE {role} LOGIN")
     try:
-        pr = PgStatsCollector(ctx(replace(pss_server.target(), user=role), tmp_path)).probe()
+        pr = PgStatsCollector(ctx(replace(pg_server.target(), user=role), tmp_path)).probe()
         assert pr.ok
         assert pr.missing == ("pg_stat_statements of other roles: needs pg_monitor or pg_read_all_stats",)
         assert "pg_monitor" in pr.hint
     finally:
-        with Session(pss_server.target()) as s:
+        with Session(pg_server.target()) as s:
             s.execute(f"DROP ROLE {role}")
 
 
-def test_pg_stat_statements_installed_but_not_loaded(pg_server: servers.ThrowawayServer, tmp_path: Path) -> None:
+def test_pg_stat_statements_installed_but_not_loaded(plain_server: servers.ThrowawayServer, tmp_path: Path) -> None:
+    """The extension created in a database of a server that did not preload its library."""
     db = f"dbdiag_test_pss_{os.getpid()}"
-    with Session(pg_server.target()) as s:
+    with Session(plain_server.target()) as s:
         s.execute(f"CREATE DATABASE {db}")
     try:
-        t = replace(pg_server.target(), database=db)
+        t = replace(plain_server.target(), database=db)
         with Session(t) as s:
             s.execute("CREATE EXTENSION pg_stat_statements")
         pr = PgStatsCollector(ctx(t, tmp_path)).probe()
@@ -346,7 +350,7 @@ def test_pg_stat_statements_installed_but_not_loaded(pg_server: servers.Throwawa
         assert "pg_stat_statements: installed but not loaded" in pr.missing
         assert "shared_preload_libraries" in pr.hint
     finally:
-        with Session(pg_server.target()) as s:
+        with Session(plain_server.target()) as s:
             s.execute(f"DROP DATABASE IF EXISTS {db} WITH (FORCE)")
 
 
@@ -376,8 +380,9 @@ def test_a_pg_monitor_role_runs_everything(roles: dict[str, Target], tmp_path: P
     assert all(p.ok for p in probes.values()), probes
     assert probes["pg_waits"].missing == ()
     assert probes["pg_settings"].missing == ()
-    # only what the server lacks (the extension), nothing for want of privileges
-    assert probes["pg_stats"].missing == ("pg_stat_statements: not installed in database postgres",)
+    # nothing for want of privileges (pg_server is instrumented: pg_stat_statements is there to read)
+    assert probes["pg_stats"].missing == ()
+    assert probes["statements"].missing == () and probes["pg_blocking"].missing == ()
     settings = PgSettingsCollector(ctx(t, tmp_path))
     settings.start()
     rec = settings.sample()
@@ -454,9 +459,10 @@ def test_the_runner_writes_each_collectors_series(pg_server: servers.ThrowawaySe
     events = read_jsonl(tmp_path / "run" / "events.jsonl")
     assert not [e for e in events if e["kind"] == "collector_off"], events
     series = {p.name.split("--")[0]: read_jsonl(p) for p in (tmp_path / "run" / "series").glob("*.jsonl")}
-    assert set(series) == {"pg_stats", "pg_waits", "pg_settings"}
+    assert set(series) == {"pg_stats", "pg_waits", "pg_settings", "statements", "pg_blocking"}
     assert len(series["pg_stats"]) >= 2 and all("t" in r for r in series["pg_stats"])
     assert total_delta(r.get("db.xact_commit") for r in series["pg_stats"]) > 0
     assert series["pg_waits"] and all(r["ticks"] >= 1 for r in series["pg_waits"])
     assert sum(r["ticks"] for r in series["pg_waits"]) >= 10
     assert [r["kind"] for r in series["pg_settings"]] == ["settings"]
+    assert series["pg_blocking"] and all(r["ticks"] >= 1 for r in series["pg_blocking"])
