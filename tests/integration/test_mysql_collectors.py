@@ -21,7 +21,8 @@ from typing import Any
 import pytest
 
 from collectors.base import CollectorContext
-from collectors.mysql import MYSQL_COLLECTORS, MySettingsCollector, MyStatusCollector, MyWaitsCollector
+from collectors.mysql import MYSQL_COLLECTORS, MyBlockingCollector, MySettingsCollector, MyStatementSource, \
+    MyStatusCollector, MyWaitsCollector
 from collectors.mysql.waits import TICK_S
 from collectors.rates import total_delta
 from collectors.runner import CollectorRunner, collector_key, probe_all
@@ -131,9 +132,17 @@ def test_insert_load_gives_plausible_deltas(my_service: Target, tmp_path: Path) 
     """All three collectors in their own processes while 300 autocommit inserts run."""
     bundle = BundleWriter(tmp_path / "run")
     ctx = CollectorContext(target=my_service, artifacts=bundle.path / "artifacts")
-    cols = [cls(ctx) for cls in MYSQL_COLLECTORS]
+    cols = [cls(ctx) for cls in (MyStatusCollector, MyWaitsCollector, MySettingsCollector)]
     probes = probe_all(cols)
     assert all(p.ok for p in probes.values()), probes
+    # The other collectors on this server: the statement source needs performance_schema (OFF as MariaDB ships,
+    # and the service is never reconfigured), so it says why it cannot run; the blocking sampler runs without it.
+    others = {cls.name: cls(ctx).probe() for cls in MYSQL_COLLECTORS if cls not in {type(c) for c in cols}}
+    assert set(others) == {MyStatementSource.name, MyBlockingCollector.name}, others
+    assert others[MyBlockingCollector.name].ok, others
+    if Session(my_service).query("SELECT @@performance_schema AS p")[0]["p"] not in (1, "1", "ON"):
+        stmt = others[MyStatementSource.name]
+        assert not stmt.ok and "performance_schema" in stmt.reason and "performance_schema=ON" in stmt.hint, stmt
     status_file, waits_file, settings_file = (_series(bundle, c) for c in cols)
     with scratch_db(my_service) as db:
         # One runner per collector, each started once the previous child has opened its series: children
@@ -345,8 +354,14 @@ def test_process_only_user(ps_server: servers.ThrowawayServer, tmp_path: Path) -
     """PROCESS alone: INNODB STATUS and other threads visible; performance_schema parts named as missing."""
     _set_wait_consumer(ps_server, True)
     with made_user(ps_server, "dbdiag_proc", ["PROCESS ON *.*"]) as proc:
-        st, wt, se = (cls(_ctx(proc, tmp_path)) for cls in MYSQL_COLLECTORS)
+        st, wt, se = (cls(_ctx(proc, tmp_path)) for cls in (MyStatusCollector, MyWaitsCollector, MySettingsCollector))
         st_probe, wt_probe, se_probe = st.probe(), wt.probe(), se.probe()
+        # performance_schema unreadable: the statement source cannot run and names the grant; the blocking
+        # sampler runs and names what it does not see
+        stmt_probe = MyStatementSource(_ctx(proc, tmp_path)).probe()
+        assert not stmt_probe.ok and "GRANT SELECT ON performance_schema.* TO 'dbdiag_proc'@'%'" in stmt_probe.hint
+        blk_probe = MyBlockingCollector(_ctx(proc, tmp_path)).probe()
+        assert blk_probe.ok and any(m.startswith("last_statements:") for m in blk_probe.missing), blk_probe
         assert st_probe.ok and not any(m.startswith(("innodb_status", "innodb_metrics")) for m in st_probe.missing)
         assert se_probe.ok and se_probe.missing == ()
         assert wt_probe.ok
@@ -364,6 +379,9 @@ def test_process_only_user(ps_server: servers.ThrowawayServer, tmp_path: Path) -
             s.execute("GRANT SELECT ON performance_schema.* TO 'dbdiag_proc'@'%'")
         full = MyWaitsCollector(_ctx(proc, tmp_path))
         assert full.probe().missing == ()
+        for cls in (MyStatementSource, MyBlockingCollector):
+            pr = cls(_ctx(proc, tmp_path)).probe()
+            assert pr.ok and pr.missing == (), (cls.name, pr)
         with scratch_db(ps_server.target()) as db, row_lock_wait(ps_server.target(), db):
             full.start()
             try:
