@@ -52,6 +52,7 @@ DWARF_FREQ_HZ = 249  # each DWARF sample carries DWARF_STACK_BYTES of stack: hal
 CHECK_S = 0.5  # frame-pointer check at the start of a target's first window
 CHECK_MIN_SAMPLES = 20  # fewer (an idle server): no verdict, this window unwinds with DWARF
 USABLE_MIN = 0.5  # share of the check's samples with a usable stack that keeps frame pointers
+PERF_LEAD_S = 1.0  # perf is launched this much before its window (less if the step has no room): its start-up
 OFFCPU_S = 1.0  # scheduler tracepoints fire per context switch (~1 per query): a short window bounds perf script
 
 StepKey = tuple[str, str, int]
@@ -167,19 +168,23 @@ class ServerProfileSource(_StepThreads):
     def _record(self, key: StepKey, info: Any, *args: Any) -> None:
         pid, binary = args
         window, start_in = _window(info, self.seconds)
-        time.sleep(start_in)
+        # perf takes 0.3-2 s to start sampling (system-wide it reads every process's maps): launch it early,
+        # and stop it by the window's end however late it started (record_profile's stop_after_s).
+        lead = min(start_in, PERF_LEAD_S)
+        time.sleep(start_in - lead)
         pids = [p.pid for p in process_tree(pid)]
-        t0 = time.time()
+        t0 = time.time() + lead
         label, workload, clients = key
         offcpu: dict[str, Any] = {}
         side = None
         if self.scope == "system":  # tracepoints need what system-wide recording needs
-            side = threading.Thread(target=self._offcpu, args=(key, pids, min(OFFCPU_S, window), offcpu), daemon=True)
+            side = threading.Thread(target=self._offcpu, args=(key, pids, min(OFFCPU_S, window), lead, offcpu),
+                                    daemon=True)
             side.start()
         try:
             # perf.data is scratch: only the folded stacks go into the bundle.
             with tempfile.TemporaryDirectory(prefix="dbdiag-perf-") as tmp:
-                rec, unwinder = self._record_window(label, pids, window, Path(tmp))
+                rec, unwinder = self._record_window(label, pids, window, Path(tmp), lead)
         except DiagError as e:
             self._out[key] = {"error": str(e)}
             self.bundle.event("profile_failed", f"{label} {workload} c={clients}: {e}", target=label)
@@ -201,15 +206,16 @@ class ServerProfileSource(_StepThreads):
         else:
             self._out[key]["offcpu"] = {"error": "not recorded: per-process recording has no scheduler tracepoints"}
 
-    def _offcpu(self, key: StepKey, pids: list[int], seconds: float, out: dict[str, Any]) -> None:
-        """Off-CPU time of the server's threads for ``seconds``: folded µs to artifacts/, the summary to ``out``."""
+    def _offcpu(self, key: StepKey, pids: list[int], seconds: float, lead: float, out: dict[str, Any]) -> None:
+        """Off-CPU time of the server's threads for ``seconds`` (perf launched ``lead`` s early): folded µs to
+        artifacts/, the summary to ``out``."""
         label, workload, clients = key
-        t0 = time.time()
+        t0 = time.time() + lead
         try:
             kinds = process_kinds(pids)
             tids = sorted(kinds)[:MAX_TIDS]
             with tempfile.TemporaryDirectory(prefix="dbdiag-offcpu-") as tmp:
-                events = record_offcpu(tids, seconds, Path(tmp))
+                events = record_offcpu(tids, seconds, Path(tmp), stop_after_s=lead + seconds)
             for tid, kind in stack_thread_kinds(samples_of(events)).items():
                 if kinds.get(tid, "thread") == "thread":
                     kinds[tid] = kind
@@ -229,8 +235,8 @@ class ServerProfileSource(_StepThreads):
                     "threads_seen": len(kinds),
                     "unwinder": "fp"})
 
-    def _record_window(self, label: str, pids: list[int], window: float,
-                       tmp: Path) -> tuple[ProfileRecording, Unwinder]:
+    def _record_window(self, label: str, pids: list[int], window: float, tmp: Path,
+                       lead: float = 0.0) -> tuple[ProfileRecording, Unwinder]:
         """One window with the target's unwinder; the first one runs the frame-pointer check beside it.
 
         The first window unwinds with DWARF (right on every binary) while a CHECK_S frame-pointer
@@ -239,12 +245,12 @@ class ServerProfileSource(_StepThreads):
         """
         known = self._unwinders.get(label)
         if known is not None:
-            return self._record_with(pids, window, tmp, known.call_graph), known
+            return self._record_with(pids, window, tmp, known.call_graph, lead), known
         found: dict[str, ProfileRecording] = {}
         (tmp / "check").mkdir(exist_ok=True)
-        side = threading.Thread(target=self._check, args=(pids, tmp / "check", window, found), daemon=True)
+        side = threading.Thread(target=self._check, args=(pids, tmp / "check", lead + window, found), daemon=True)
         side.start()
-        rec = self._record_with(pids, window, tmp, "dwarf")
+        rec = self._record_with(pids, window, tmp, "dwarf", lead)
         side.join(CHECK_S + JOIN_SLACK_S)
         check = found.get("check")
         unwinder = choose_unwinder(check) if check is not None else None
@@ -263,9 +269,10 @@ class ServerProfileSource(_StepThreads):
             found["check"] = record_profile(pids, CHECK_S, tmp, FREQ_HZ, scope=self.scope, call_graph="fp",
                                             stop_after_s=window)
 
-    def _record_with(self, pids: list[int], seconds: float, tmp: Path, call_graph: str) -> ProfileRecording:
+    def _record_with(self, pids: list[int], seconds: float, tmp: Path, call_graph: str,
+                     lead: float = 0.0) -> ProfileRecording:
         freq = DWARF_FREQ_HZ if call_graph == "dwarf" else FREQ_HZ
-        return record_profile(pids, seconds, tmp, freq, scope=self.scope,
+        return record_profile(pids, seconds, tmp, freq, scope=self.scope, stop_after_s=lead + seconds,
                               call_graph="dwarf" if call_graph == "dwarf" else "fp")
 
 

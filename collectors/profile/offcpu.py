@@ -233,8 +233,11 @@ def samples_of(events: Iterable[SchedEvent]) -> list[Sample]:
     return [Sample(e.comm, 0, e.prev, e.frames) for e in events if e.event == "switch" and e.frames]
 
 
-def record_offcpu(tids: Iterable[int], seconds: float, out_dir: Path, perf: str = "perf") -> list[SchedEvent]:
+def record_offcpu(tids: Iterable[int], seconds: float, out_dir: Path, perf: str = "perf",
+                  stop_after_s: float | None = None) -> list[SchedEvent]:
     """Record the tracepoints of ``tids`` for ``seconds`` and return the events (perf.data removed).
+
+    perf is stopped ``stop_after_s`` (default ``seconds``) after launch however late it started sampling.
 
     Raises :class:`ToolUnavailable` when perf is missing or refuses (tracepoints need root, CAP_PERFMON
     or ``kernel.perf_event_paranoid`` = -1).
@@ -246,7 +249,7 @@ def record_offcpu(tids: Iterable[int], seconds: float, out_dir: Path, perf: str 
     argv = offcpu_argv(exe, tids, seconds, data, shutil.which("sleep") or "sleep")
     try:
         with tempfile.TemporaryFile(mode="w+", encoding="utf-8", errors="replace") as err:
-            rec = _run_until(argv, err, seconds)
+            rec = _run_until(argv, err, max(seconds, stop_after_s or 0.0))
             err.seek(0)
             stderr = err.read()
         if "Captured and wrote" not in stderr:  # on SIGINT perf's exit status is the workload's
