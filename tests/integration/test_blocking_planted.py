@@ -2,7 +2,7 @@
 it blocked; a step with no blocker names none.
 
 One module-scoped ``dbdiag run`` (in-process, like test_findings_planted) over both throwaway servers, a custom
-read-write script (UPDATE one of 1,000 rows, read another) at 1, 2 and 3 clients, 2.5 s steps. A planter
+read-write script (UPDATE one of 1,000 rows, read another) at 1, 2 and 3 clients, 2 s steps. A planter
 thread watches the bundle's events.jsonl for each step's start and, 0.4 s into the measured window, opens an
 outside session that holds a lock for :data:`HOLD_S` seconds and then lets go:
 
@@ -41,9 +41,9 @@ from reports.rules.base import steps
 from reports.rules.blocking import step_blocking
 from workloads.driver import DriverOptions
 
-HOLD_S = 1.5
+HOLD_S = 1.2
 START_AFTER_S = 0.4  # into the measured window
-STEP_S = 2.5
+STEP_S = 2.0
 # The blocking time is first-to-last sample seen blocking: it cannot exceed the hold (plus the COMMIT's
 # round trip) and misses at most a sample period at each end (0.1 s; 0.3 s for InnoDB row locks, read at
 # the wait sampler's INNODB_TRX rate), more when a busy machine delays a sample.
