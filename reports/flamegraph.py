@@ -203,8 +203,9 @@ def diff_flamegraph_svg(a: Mapping[str, float], b: Mapping[str, float], title: s
     height = TOP + (depth_max + 1) * FRAME_H + BOTTOM
     base_y = height - BOTTOM - FRAME_H
     na, nb = names
-    sub = (f"{nb}: {root.b:.1f} {unit}, {na}: {root.a:.1f} {unit}; width = {nb}; red = more in {nb}, "
-           f"blue = less" + (f"; {gone:.1f} {unit} of {na} only, not drawn" if gone > 0 else ""))
+    sub = (f"{nb}: {root.b:.1f} {unit}, {na}: {root.a:.1f} {unit}; red: more in {nb}, blue: less"
+           + (f"; {gone:.1f} {unit} only in {na}, not drawn" if gone > 0 else ""))
+    sub = _label(sub, width - 2 * PAD_X) or sub[:8]  # long target names must not run off the graph
     out = [
         f'<svg xmlns="http://www.w3.org/2000/svg" version="1.1" width="{width}" height="{height}" '
         f'viewBox="0 0 {width} {height}" font-family="Verdana, sans-serif" font-size="{FONT_PX}">',

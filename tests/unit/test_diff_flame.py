@@ -28,7 +28,7 @@ def test_red_where_b_costs_more_blue_where_less_widths_from_b() -> None:
     assert f["grow"][1] == "rgb(255,0,0)"  # the largest change: full red
     r, g, bl = map(int, re.findall(r"\d+", f["shrink"][1]))
     assert bl == 255 and r == g < 210  # blue, paler than the largest change
-    assert "gone" not in f and "5.0 µs/tx of A only, not drawn" in svg
+    assert "gone" not in f and "5.0 µs/tx only in A, not drawn" in svg
     assert abs((f["grow"][0] + 0.5) / (f["shrink"][0] + 0.5) - 30 / 2.5) < 0.01  # B's values set widths
     assert abs(f["all"][0] + 0.5 - 1000) < 0.01  # B fills the inner width
     assert "grow (B 30.00, A 10.00 µs/tx, +200.0%)" in svg
