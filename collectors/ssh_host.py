@@ -31,6 +31,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import select
 import shlex
 import subprocess
 import threading
@@ -68,16 +69,23 @@ perf record -q -F 10 -p "$P" -o /dev/null -- true >/dev/null 2>&1 || \
 /proc/sys/kernel/perf_event_paranoid 2>/dev/null))" >&2; exit 7; }
 hostname"""
 
+# The connection opens when the step starts and says "ready"; the recording starts when dbdiag sends the
+# window's length at its start (ssh's setup took over 2 s here on a busy machine: started blind, the window
+# fell after the step's end and recorded an idle server). "0" or end of input: no window.
 _RECORD_SH = """F=$(mktemp /tmp/dbdiag-perf.XXXXXX) || exit 4
 trap 'rm -f "$F" "$F.err"' EXIT
+echo ready
+read secs || exit 0
+[ "$secs" = 0 ] && exit 0
 i=0
 while :; do
   %(pids)s
-  perf record -F %(freq)d -g -p "$P" -o "$F" -- sleep %(seconds)s >/dev/null 2>"$F.err" && break
+  perf record -F %(freq)d -g -p "$P" -o "$F" -- sleep "$secs" >/dev/null 2>"$F.err" && break
   i=$((i + 1))
   if [ "$i" -ge %(tries)d ]; then echo "perf record failed: $(grep -v '^\[' "$F.err" | tail -n 1)" >&2; exit 7; fi
 done
-perf script -i "$F" -F %(fields)s 2>/dev/null"""
+grep '^\[ perf record: Captured' "$F.err" >&2
+perf script -i "$F" -F %(fields)s 2>"$F.err" || { echo "perf script failed: $(tail -n 1 "$F.err")" >&2; exit 8; }"""
 
 
 def ssh_argv(spec: str, command: str) -> list[str]:
@@ -165,16 +173,40 @@ class SshProfileSource(Collector):
 
     def _record(self, info: Any) -> None:
         window, delay = _window(info, self.seconds)
-        time.sleep(delay)
-        t0 = time.time()
-        cmd = _RECORD_SH % {"pids": _pids(self.ctx), "freq": FREQ_HZ, "seconds": f"{window:.2f}",
-                            "fields": PERF_SCRIPT_FIELDS, "tries": RECORD_TRIES}
+        cmd = _RECORD_SH % {"pids": _pids(self.ctx), "freq": FREQ_HZ, "fields": PERF_SCRIPT_FIELDS,
+                            "tries": RECORD_TRIES}
         key = (info.workload, info.clients)
+        start, step_end = time.time() + delay, info.t_start + info.duration_s
         try:
-            rc, out, err = run_ssh(self.spec, cmd, window + SCRIPT_SLACK_S)
-        except DiagError as e:
-            self._out[key] = {"error": str(e), "source": f"ssh {self.spec}"}
+            proc = subprocess.Popen(ssh_argv(self.spec, cmd), stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                    stderr=subprocess.PIPE, preexec_fn=pdeathsig_preexec())
+        except OSError as e:
+            self._out[key] = {"error": f"ssh {self.spec}: {e}", "source": f"ssh {self.spec}"}
             return
+        assert proc.stdout is not None
+        ready = select.select([proc.stdout], [], [], max(0.1, step_end - time.time()))[0]
+        if ready and proc.stdout.readline().strip() == b"ready":
+            time.sleep(max(0.0, start - time.time()))
+        t0 = time.time()
+        secs = min(window, step_end - t0)  # a late connection gets what is left of the step
+        try:
+            out, err_b = proc.communicate(f"{secs:.2f}\n".encode() if secs >= MIN_WINDOW_S else b"0\n",
+                                          timeout=window + SCRIPT_SLACK_S)
+        except (subprocess.TimeoutExpired, OSError) as e:
+            proc.kill()
+            proc.communicate()
+            self._out[key] = {"error": f"ssh {self.spec}: {e}", "source": f"ssh {self.spec}"}
+            return
+        if secs < MIN_WINDOW_S:
+            why = err_b.decode("utf-8", "replace").strip().splitlines()
+            self._out[key] = {"error": f"ssh {self.spec}: " + (why[-1] if proc.returncode and why else
+                                       f"the connection was not ready before the step's last {MIN_WINDOW_S:g} s: "
+                                       "no profile window left"), "source": f"ssh {self.spec}"}
+            return
+        window = secs
+        rc = proc.returncode
+        lines = err_b.decode("utf-8", "replace").strip().splitlines()
+        err = lines[-1] if lines else ""
         if rc != 0:
             self._out[key] = {"error": f"ssh {self.spec}: {err or f'exit status {rc}'}", "source": f"ssh {self.spec}"}
             return

@@ -74,7 +74,7 @@ def ssh_config(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
 def bundle(pg_server: servers.ThrowawayServer, ssh_config: Path, tmp_path_factory: pytest.TempPathFactory) -> Bundle:
     out = tmp_path_factory.mktemp("sshrun") / "bundle"
     p = subprocess.run([sys.executable, "-m", "diag", "run", f"db={pg_server.dsn()}", "-w", "insert", "-c", "1",
-                        "-T", "2", "--warmup", "0.5", "--profile-seconds", "1.5", "--ssh", "db=root@dbdiag-test",
+                        "-T", "3", "--warmup", "0.5", "--profile-seconds", "1.5", "--ssh", "db=root@dbdiag-test",
                         "--out", str(out)], capture_output=True, text=True, timeout=240, cwd=str(REPO),
                        env={**os.environ, "DBDIAG_SSH_CONFIG": str(ssh_config)})
     assert p.returncode == 0, p.stderr[-3000:]
@@ -88,6 +88,7 @@ def test_the_profile_came_over_ssh_into_the_bundle(bundle: Bundle) -> None:
     assert next(t for t in bundle.run["targets"] if t["label"] == "db")["ssh"] == "root@dbdiag-test"
     (row,) = bundle.results
     prof = row["profile"]
+    assert "error" not in prof, prof
     assert prof["source"] == "ssh root@dbdiag-test" and prof["freq_hz"] > 0, prof
     assert prof["samples"] > 0
     folded = load_folded(bundle.path / prof["folded"])
