@@ -17,6 +17,24 @@ from reports.compare import run_name
 from reports.flamegraph import diff_flamegraph_svg
 
 DIFF_W = 1060  # px: the page's width
+MIN_SHARED = 0.5  # of the slower side's CPU in programs the faster side runs too: else the graph is all red
+
+
+def _programs(per_tx: dict[str, float]) -> dict[str, float]:
+    """CPU per program (the folded stack's second frame: ``postgres``, ``mariadbd``)."""
+    out: dict[str, float] = {}
+    for stack, v in per_tx.items():
+        parts = stack.split(";")
+        prog = parts[1] if len(parts) > 1 else parts[0]
+        out[prog] = out.get(prog, 0.0) + v
+    return out
+
+
+def shared_share(a: dict[str, float], b: dict[str, float]) -> float:
+    """Share of B's CPU in programs A also ran (0..1); two engines share almost nothing."""
+    pa, pb = _programs(a), _programs(b)
+    total = sum(pb.values())
+    return sum(v for p, v in pb.items() if p in pa) / total if total else 0.0
 
 
 def cpu_per_tx(b: Bundle, row: dict[str, Any]) -> dict[str, float] | None:
@@ -51,10 +69,15 @@ def with_diff_flames(bundles: list[Bundle], items: list[dict[str, Any]]) -> list
     for e in items:
         sides = [_step(bundles, e.get(f"{s}_run"), e[s], e["workload"], e["clients"]) for s in ("fast", "slow")]
         per_tx = [cpu_per_tx(*s) if s else None for s in sides]
-        svg = ""
+        svg = note = ""
         if per_tx[0] and per_tx[1]:
             names = (str(e.get("fast_name")), str(e.get("slow_name")))
-            svg = diff_flamegraph_svg(per_tx[0], per_tx[1], f"CPU per transaction: {names[1]} against {names[0]}",
-                                      names, unit="CPU µs/tx", width=DIFF_W)
-        out.append({**e, "diff_flame": svg})
+            if shared_share(per_tx[0], per_tx[1]) < MIN_SHARED:
+                progs = " and ".join(sorted({max(_programs(p), key=_programs(p).get) for p in per_tx}))
+                note = (f"No differential flame graph: the two sides run different programs ({progs}), so every "
+                        "frame would be new; their own flame graphs are in each run's profile section.")
+            else:
+                svg = diff_flamegraph_svg(per_tx[0], per_tx[1], f"CPU per transaction: {names[1]} against {names[0]}",
+                                          names, unit="CPU µs/tx", width=DIFF_W)
+        out.append({**e, "diff_flame": svg, "diff_note": note})
     return out

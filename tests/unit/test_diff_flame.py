@@ -48,13 +48,23 @@ def test_per_transaction_normalisation_by_hand() -> None:
     assert cpu_per_tx(b, {**row, "profile": {}}) is None and cpu_per_tx(b, {**row, "tps": 0}) is None
 
 
-def test_report_comparison_has_a_diff_flame_per_profiled_pair() -> None:
+def test_report_comparison_of_two_engines_says_why_no_diff() -> None:
     b = load_bundle(BUNDLE)
     items = _comparisons(b)
-    assert len(items) == 2
+    assert len(items) == 2  # PostgreSQL against MariaDB at 1 and 2 clients
     for e in items:
-        svg = e["diff_flame"]
-        assert svg.startswith("<svg") and f"{e['slow_name']} against {e['fast_name']}" in svg
-        assert "rgb(255," in svg  # something costs more on the slower side
-    bare = [{**items[0], "fast": "nobody"}]
-    assert with_diff_flames([b], bare)[0]["diff_flame"] == ""  # a side without a profile: no graph
+        assert e["diff_flame"] == ""
+        assert "different programs (mariadbd and postgres)" in e["diff_note"]
+
+
+def test_a_profile_against_itself_is_drawn_white() -> None:
+    b = load_bundle(BUNDLE)
+    pg = b.results[0]
+    e = {"fast": pg["target"], "slow": pg["target"], "workload": pg["workload"], "clients": pg["clients"],
+         "fast_name": "A", "slow_name": "B"}
+    (out,) = with_diff_flames([b], [e])
+    svg = out["diff_flame"]
+    assert svg.startswith("<svg") and "B against A" in svg and out["diff_note"] == ""
+    fills = set(re.findall(r'fill="(rgb\([^)]*\))"', svg))
+    assert "rgb(250,250,250)" in fills and not any(f.startswith("rgb(255,") for f in fills)
+    assert with_diff_flames([b], [{**e, "fast": "nobody"}])[0]["diff_flame"] == ""  # a side without a profile
