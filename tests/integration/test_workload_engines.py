@@ -29,6 +29,7 @@ from diag.errors import UsageError
 from diag.schema import ResultRow
 from diag.targets import Target
 from workloads import load as wload
+from workloads import nativelib
 from workloads.client import client_driver_text
 from workloads.driver import DriverOptions, StepInfo, run_sweep
 from workloads.pgbench import pgbench_dataset
@@ -475,6 +476,22 @@ def spied(cls):
 
 spied(sysbench.PointSelect)
 spied(pgbench.ReadWrite)
+# A client process on the native executor (the prepared read-write step) never calls client(): spied here
+from workloads import loop
+
+real_native = loop.native_runner
+
+
+def native_runner(*args, **kw):
+    got = real_native(*args, **kw)
+    if got is not None:
+        with open(spy, "a") as f:
+            f.write(json.dumps({"pid": os.getpid(), "class": type(got[0]).__name__,
+                                "psycopg": "psycopg" in sys.modules, "psycopg2": "psycopg2" in sys.modules}) + "\n")
+    return got
+
+
+loop.native_runner = native_runner
 if mode == "cli":
     from diag.cli import main
     sys.exit(main(["run", dsn, "-w", "point-select", "-c", "1", "-T", "0.5", "--warmup", "0", "--no-profile",
@@ -518,7 +535,8 @@ def _spy_run(dsn: str, mode: str, tmp_path: Path) -> tuple[subprocess.CompletedP
 
 def test_psycopg2_fallback_without_psycopg3(pg_service_db: str, tmp_path: Path) -> None:
     """Without psycopg 3, a sweep (load, both protocols, point-select and read-write) runs through psycopg2 and
-    Pg2Client, and psycopg 3 is never imported, in the parent or in any client process."""
+    Pg2Client (the prepared read-write step on the native executor, which opens libpq itself, when it is built),
+    and psycopg 3 is never imported, in the parent or in any client process."""
     if importlib.util.find_spec("psycopg2") is None:
         pytest.fail("psycopg2 (the psycopg2 extra) is in dbdiag's test extra and is not installed: "
                     "pip install -e '.[test]'")
@@ -528,8 +546,13 @@ def test_psycopg2_fallback_without_psycopg3(pg_service_db: str, tmp_path: Path) 
     for r in out["rows"]:
         assert r["driver"].startswith("psycopg2 ") and r["transactions"] > 0 and r["errors"] == {}, r
     assert out["said"] == out["rows"][0]["driver"]  # the start-up text: psycopg2, and no C loop for it
-    assert len(clients) == 8 and all(c["pid"] != out["pid"] for c in clients), clients
-    assert all(c["class"] == "Pg2Client" and c["psycopg2"] and not c["psycopg"] for c in clients), clients
+    # every client process (4 steps x 2 clients) is seen once: through Pg2Client, or on the native executor for
+    # a step whose driver names it (read-write, prepared: workloads.client.NATIVE_WORKLOADS)
+    assert len(clients) == 8 and len({c["pid"] for c in clients}) == 8, clients
+    assert all(c["pid"] != out["pid"] and not c["psycopg"] for c in clients), clients
+    native = [c for c in clients if c["class"] == "NativeClient"]
+    assert len(native) == 2 * sum(nativelib.LABEL in r["driver"] for r in out["rows"]), (native, out["rows"])
+    assert all(c["class"] == "Pg2Client" and c["psycopg2"] for c in clients if c not in native), clients
 
 
 def test_normal_run_clients_do_not_load_psycopg2(pg_service_db: str, tmp_path: Path) -> None:
