@@ -120,7 +120,7 @@ def test_a_worker_killed_mid_step_is_lost_clients_and_an_incomplete_step(
             time.sleep(0.05)
         os.kill(victim.pid, signal.SIGKILL)
 
-    row, out = _sweep(pg_server, addr, tmp_path / "b", 4, 4.0, during=kill_later)
+    row, out = _sweep(pg_server, addr, tmp_path / "b", 4, 3.0, during=kill_later)
     assert victim.wait(timeout=10) == -signal.SIGKILL
     assert row["complete"] is False
     assert row["lost_clients"] == 2 and len(row["workers_lost"]) == 1 and len(row["workers"]) == 1
