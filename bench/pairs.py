@@ -2,6 +2,7 @@
 transaction, on the same throwaway server, in alternating rounds.
 
     python3 -m bench.compare --pairs [--rounds 5] [--duration 8] [--only pg|mariadb] [--pair TEXT] [--out FILE]
+    python3 -m bench.pairs FILE...    # one table over every round of those runs
 
 Pairs, at N = 2 x cores clients (4 here):
 
@@ -22,10 +23,12 @@ processes' (the result row's client_cpu_s), and the server's CPU over each side'
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import re
 import shutil
 import statistics
+import sys
 import tempfile
 from collections.abc import Callable
 from pathlib import Path
@@ -222,3 +225,31 @@ def summarize_pairs(report: dict) -> str:
                          f"{m['tool_us_per_txn']}, server µs/txn {m['ours_server_us_per_txn']} vs "
                          f"{m['tool_server_us_per_txn']}")
     return "\n".join(lines)
+
+
+def pooled_table(files: list[str]) -> str:
+    """One markdown row per pair over every round of ``files`` (runs of ``--pairs``): rounds, median of
+    per-round TPS ratios (range), median TPS, client and server µs per transaction of both sides, and the
+    median CPU-cost ratio (theirs/ours, client + server)."""
+    by: dict[str, list[dict]] = {}
+    for f in files:
+        for p in json.loads(Path(f).read_text()).get("pairs") or []:
+            if isinstance(p, dict) and p:
+                by.setdefault(p["pair"], []).extend(p["rounds"])
+    lines = ["| pair | rounds | TPS ratio ours/theirs, median (range) | TPS ours / theirs | client µs/txn ours / "
+             "theirs | server µs/txn ours / theirs | CPU-cost ratio theirs/ours (range) |", "|---|---|---|---|---|---|---|"]
+    for name, rs in by.items():
+        def med(k: str) -> float:
+            return statistics.median(r[k] for r in rs)
+        cpu = [(r["tool_us_per_txn"] + r["tool_server_us_per_txn"]) / (r["ours_us_per_txn"] + r["ours_server_us_per_txn"])
+               for r in rs]
+        lines.append(f"| {name} | {len(rs)} | {med('ratio'):.3f} ({min(r['ratio'] for r in rs):.2f}-"
+                     f"{max(r['ratio'] for r in rs):.2f}) | {med('ours_tps'):,.0f} / {med('tool_tps'):,.0f} | "
+                     f"{med('ours_us_per_txn'):.0f} / {med('tool_us_per_txn'):.0f} | {med('ours_server_us_per_txn'):.0f}"
+                     f" / {med('tool_server_us_per_txn'):.0f} | {statistics.median(cpu):.3f} ({min(cpu):.2f}-"
+                     f"{max(cpu):.2f}) |")
+    return "\n".join(lines)
+
+
+if __name__ == "__main__":
+    print(pooled_table(sys.argv[1:]))
