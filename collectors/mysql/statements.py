@@ -9,8 +9,8 @@ summed per text (MariaDB 10.5+ does not digest them; MySQL does, so there only t
 the end snapshot is taken :attr:`end_early_s` before the step ends, while the clients are connected.
 
 Plans: ``EXPLAIN FORMAT=JSON`` of a statement text with literals: one sampled in
-the middle of the step from events_statements_history (that consumer on), else
-the digest text. Where a text has ``?`` (prepared statements, digests) each
+the middle of the step from events_statements_history (when that consumer is on;
+throwaway servers leave it off), else the digest or prepared statement's text. Where a text has ``?`` (prepared statements, digests) each
 becomes the string literal ``'1'``, which MySQL compares as a number to a numeric
 column (an index on it stays usable) and as a string to a string column; ``LIMIT
 ?`` becomes ``LIMIT 1`` (``method`` "parameters_substituted").
@@ -86,11 +86,10 @@ class MyStatementSource(StatementSource):
             if e.kind == "privilege":
                 return (f"performance_schema: {e}", GRANT_PS.format(user=current_user(s)), [])
             raise
+        # Without the history consumer (off on throwaway servers: BENCHMARKS.md) plans come from the digest or
+        # prepared texts with their parameters substituted; nothing is missing, so nothing to say.
         self.history = _text(row.get("history")).upper() == "YES"
-        notes = [] if self.history else [
-            "statement samples: the events_statements_history consumer is off, plans come from digest texts ("
-            + CONSUMER_FIX.format(name="events_statements_history", option="events-statements-history") + ")"]
-        return "", "", notes
+        return "", "", []
 
     def snapshot(self, s: Session, texts: bool) -> Snapshot:
         out: Snapshot = {}

@@ -73,16 +73,17 @@ class MysqlEngine(Engine):
                         ("block_reads_per_txn", ("status.Innodb_buffer_pool_read_requests",)),
                         ("disk_reads_per_txn", ("status.Innodb_buffer_pool_reads",)))
     server_stop_signal = signal.SIGTERM  # mysqld's normal shutdown
-    # Per-statement evidence on throwaway servers: performance_schema with statement digests and samples, the
-    # current waits of the default wait instruments (file and table I/O, table locks) and metadata-lock waits
-    # (MariaDB leaves events_statements_current off and MDL uninstrumented by default). Stages and the InnoDB
-    # mutex/rwlock instruments stay off: measured on point selects at saturation they cost ~30% and ~50% of the
-    # throughput here (BENCHMARKS.md, statement instrumentation); --set performance-schema-instrument=... adds
-    # one. Source: https://mariadb.com/kb/en/performance-schema-system-variables/ and -options/
-    instrumentation = (("performance_schema", "ON", 0),
-                       *((f"performance-schema-consumer-{c}", "ON", 0)
-                         for c in ("events-statements-current", "events-statements-history", "events-waits-current",
-                                   "statements-digest")),
+    # Per-statement evidence on throwaway servers: performance_schema with its statement digests (and prepared
+    # statements), and metadata-lock waits (MariaDB leaves MDL uninstrumented by default) for blocking chains.
+    # The statement-history, current-waits and stages consumers and the InnoDB mutex instruments stay off: on
+    # point selects at saturation performance_schema alone cost nothing measurable here, stages / InnoDB
+    # mutexes ~30-50%, and the MDL instrument looks like most of what this set still costs (BENCHMARKS.md,
+    # statement instrumentation); --set performance-schema-consumer-events-waits-current=ON (or
+    # -instrument=...) adds one.
+    # Source: https://mariadb.com/kb/en/performance-schema-system-variables/ and -options/
+    instrumentation = (("performance_schema", "ON", 0), ("performance-schema-consumer-statements-digest", "ON", 0),
+                       # prepared_statements_instances counts executions only with a statements consumer on
+                       ("performance-schema-consumer-events-statements-current", "ON", 0),
                        ("performance-schema-instrument", "wait/lock/metadata/sql/mdl=ON", 0))
     # Sources: https://dev.mysql.com/doc/refman/8.0/en/innodb-parameters.html,
     # https://mariadb.com/kb/en/innodb-system-variables/
