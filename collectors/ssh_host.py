@@ -82,9 +82,9 @@ while :; do
   %(pids)s
   perf record -F %(freq)d -g -p "$P" -o "$F" -- sleep "$secs" >/dev/null 2>"$F.err" && break
   i=$((i + 1))
-  if [ "$i" -ge %(tries)d ]; then echo "perf record failed: $(grep -v '^\[' "$F.err" | tail -n 1)" >&2; exit 7; fi
+  if [ "$i" -ge %(tries)d ]; then echo "perf record failed: $(grep -v '^\\[' "$F.err" | tail -n 1)" >&2; exit 7; fi
 done
-grep '^\[ perf record: Captured' "$F.err" >&2
+grep '^\\[ perf record: Captured' "$F.err" >&2
 perf script -i "$F" -F %(fields)s 2>"$F.err" || { echo "perf script failed: $(tail -n 1 "$F.err")" >&2; exit 8; }"""
 
 

@@ -13,6 +13,7 @@ from diag.schema.metrics import MetricDeclarations
 from diag.schema.repeats import RepeatSummary, TpsInterval, check_repeat_fields, num_list
 from diag.schema.profile import StepProfile
 from diag.schema.statements import StepStatements
+from diag.schema.workers import StepWorkers
 
 
 # --------------------------------------------------------------------------- targets and the run
@@ -230,6 +231,11 @@ class ResultRow:
         return StepStatements.from_dict(self.statements, "statements") if self.statements is not None else None
 
     @property
+    def step_workers(self) -> StepWorkers | None:
+        """The step's Dask worker shares (``--workers``) as a typed record; None for a local step."""
+        return StepWorkers.from_row(self.extra, "workers")
+
+    @property
     def is_complete(self) -> bool:
         """The step ran its planned time (a row without ``complete`` is, unless interrupted)."""
         return not self.interrupted if self.complete is None else self.complete
@@ -269,6 +275,7 @@ class ResultRow:
         kw["statements"] = get_field(d, "statements", (dict,), where)
         if kw["statements"] is not None:  # validated here, so a bad record names its row when the bundle loads
             StepStatements.from_dict(kw["statements"], f"{where}: statements")
+        StepWorkers.from_row(d, where)  # a step run on Dask workers: its shares are validated here (kept in extra)
         check_repeat_fields(d, where)
         kw["interval_tps"] = num_list(d, "interval_tps", where)
         kw["tps_ci"] = get_field(d, "tps_ci", (dict,), where)

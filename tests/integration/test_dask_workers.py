@@ -22,6 +22,7 @@ import pytest
 
 from diag import servers
 from diag.bundle import BundleWriter, read_jsonl, safe_name
+from diag.schema import ResultRow
 from workloads import hist
 from workloads.dask_steps import connect, split_clients
 from workloads.driver import DriverOptions, run_sweep
@@ -86,6 +87,8 @@ def test_merged_totals_are_the_sum_of_the_workers(step: tuple[dict[str, Any], Pa
     assert row["transactions"] == sum(w["transactions"] for w in ws)
     assert row["tps"] == pytest.approx(sum(w["tps"] for w in ws), abs=0.01)
     assert all(0 <= w["host_cpu_busy_pct"] <= 100 for w in ws)
+    typed = ResultRow.from_dict(row).step_workers  # the bundle schema's record of the same fields
+    assert typed is not None and sum(s.transactions for s in typed.shares) == row["transactions"]
 
 
 def test_the_histogram_is_the_hdr_merge_of_the_workers(step: tuple[dict[str, Any], Path]) -> None:
