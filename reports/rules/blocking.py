@@ -40,6 +40,7 @@ class BlockerInStep:
     lock_s: dict[str, float] = field(default_factory=dict)  # lock text -> blocked_s under it
     behind_s: float = 0.0  # waiters' seconds in chains it heads (directly or through other waiters)
     behind: set[int] = field(default_factory=set)  # the waiters of those chains
+    waiter_s: dict[int, float] = field(default_factory=dict)  # each of them: seconds behind it (sampled)
 
     @property
     def pid(self) -> int:
@@ -129,6 +130,7 @@ def _heads(merged: dict[int, BlockerInStep], chain_s: dict[str, float]) -> None:
         if m is not None:
             m.behind_s += secs
             m.behind.add(pids[0])
+            m.waiter_s[pids[0]] = m.waiter_s.get(pids[0], 0.0) + secs
 
 
 def _short(text: str) -> str:
@@ -218,6 +220,8 @@ def blocking_evidence(b: Bundle, step: Step) -> dict[str, Any]:
         "blocked_wait_s": num(top.behind_s or top.blocked_s, 2),
         "blocking_chain": chains(sb),
     }
+    if top.waiter_s:  # the sampled time of its longest-waiting victim: blocked_for_s misses up to a sample
+        ev["longest_blocked_s"] = num(max(top.waiter_s.values()), 2)  # period at each end, this does not
     if top.longest_wait_s is not None:
         ev["longest_wait_s"] = num(top.longest_wait_s, 2)
     heads, share = in_turn(sb)
@@ -248,7 +252,11 @@ def title_part(b: Bundle, step: Step) -> str:
     if share < SOLE_HEAD_SHARE:
         return f", blocked in turn by {heads} sessions (most by pid {top.pid}: {100 * share:.0f}% of the waiting)"
     state = f" ({top.last.state})" if top.last.state else ""
-    return f", blocked by pid {top.pid}{state} for {top.span_s:.1f} s"
+    # the sampled time of its longest-waiting victim where known: first-to-last misses up to a sample
+    # period at each end, and a busy machine stretches the periods (measured: 0.2 s first-to-last for a
+    # 1.2 s hold seen by two InnoDB lock-table reads 0.6 s apart, 1.15 s sampled)
+    held = max(top.waiter_s.values()) if top.waiter_s else top.span_s
+    return f", blocked by pid {top.pid}{state} for {held:.1f} s"
 
 
 def advice_part(b: Bundle, step: Step) -> str:

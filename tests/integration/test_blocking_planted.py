@@ -44,11 +44,11 @@ from workloads.driver import DriverOptions
 HOLD_S = 1.2
 START_AFTER_S = 0.4  # into the measured window
 STEP_S = 2.0
-# The blocking time is first-to-last sample seen blocking: it cannot exceed the hold (plus the COMMIT's
-# round trip) and misses at most a sample period at each end (0.1 s; 0.3 s for InnoDB row locks, read at
-# the wait sampler's INNODB_TRX rate), more when a busy machine delays a sample.
-SHORT_BY_S = 0.7
+# First-to-last sample seen blocking cannot exceed the hold (plus the COMMIT's round trip).
 LONG_BY_S = 0.25
+# The sampled waiting time of one client behind the blocker: off by about one sample period (0.1 s; 0.3 s for
+# InnoDB row locks, read at the wait sampler's INNODB_TRX rate; up to 0.6 s measured on a machine at load 12).
+SAMPLED_BY_S = 0.6
 SCRIPT = ("\\set id random(2, 1000)\n"
           "UPDATE dbdiag.blk SET n = n + 1 WHERE id = :id;\n"
           "SELECT n FROM dbdiag.blk WHERE id = 1;\n")
@@ -194,7 +194,13 @@ def test_planted_blocker_is_named_with_its_hold(planted_run, target: str, client
     else:
         assert "Sleep (idle in transaction), transaction open" in said, ev
     held = plant["held_s"]
-    assert held - SHORT_BY_S <= ev["blocked_for_s"] <= held + LONG_BY_S, (held, ev)
+    # first to last sample seen blocking: never longer than the hold; shorter by up to a sample period at
+    # each end, which a busy machine stretches (0.6 s between InnoDB lock-table reads seen at load 8-12)
+    assert 0 < ev["blocked_for_s"] <= held + LONG_BY_S, (held, ev)
+    # the longest-waiting client's sampled time behind it (each sample counts the time since the previous
+    # one): the measure of the hold, within a sample period
+    assert abs(ev["longest_blocked_s"] - held) <= SAMPLED_BY_S, (held, ev)
+    assert f" for {ev['longest_blocked_s']:.1f} s" in f["title"], f["title"]
     # every client waited behind it for most of the hold, and nobody else blocked them for long
     assert ev["blocked_sessions"] == clients, ev
     assert 0.5 * clients * held <= ev["blocked_wait_s"] <= clients * (held + LONG_BY_S), (held, ev)

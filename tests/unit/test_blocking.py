@@ -212,6 +212,7 @@ def test_queue_for_one_row_names_the_holder_not_the_first_waiter() -> None:
     ev = blocking_evidence(saved_bundle({"pg_blocking--pg": [rec]}), s)
     assert ev["blocker"].startswith("pid 7: idle in transaction")
     assert ev["blocked_sessions"] == 3 and ev["blocked_wait_s"] == pytest.approx(1.5)
+    assert ev["longest_blocked_s"] == pytest.approx(0.5)  # each of the three waited 5 samples of 0.1 s
     assert ev["blocking_chain"] == ("10 -> 8 -> 7 (idle in transaction) 0.5 s; 8 -> 7 (idle in transaction) 0.5 s; "
                                     "9 -> 8 -> 7 (idle in transaction) 0.5 s")
 
