@@ -186,8 +186,8 @@ class NativeClient(Client):
 def open_native(target: Target, product: str, driver: DriverInfo, isolation: str, prog: Program,
                 seed: int) -> NativeClient | None:
     """A connected :class:`NativeClient` running ``prog``, or None when the native executor cannot run
-    here (module, library, program limits). DbError when the server refuses the connection or a
-    statement."""
+    here (module, library, program limits, a program the C side refuses: the Python loop runs it).
+    DbError when the server refuses the connection or a statement."""
     if not enabled() or target.dbms.name not in OPENERS:
         return None
     try:
@@ -199,6 +199,9 @@ def open_native(target: Target, product: str, driver: DriverInfo, isolation: str
         return None
     try:
         return NativeClient(target, driver, "prepared", isolation, product, prog, seed, cap)
+    except ValueError:  # the C loader refused what Program.check passed, or prepare's parameter count differs
+        _native.close(cap)
+        return None
     except BaseException:
         _native.close(cap)
         raise
