@@ -38,7 +38,8 @@ def blocking_sections(b: Bundle) -> dict[str, Any]:
             continue
         rows = [{"pid": m.pid, "user": m.last.user, "client": m.last.client, "state": m.last.state,
                  "statement": m.last.statement, "xact_s": m.last.xact_s, "lock": m.lock,
-                 "from": _utc(m.first_t), "to": _utc(m.last_t), "span_s": m.span_s, "blocked": len(m.behind or m.blocked),
+                 "from": _utc(m.first_t), "to": _utc(m.last_t), "span_s": m.span_s,
+                 "longest_s": max(m.waiter_s.values()) if m.waiter_s else None, "blocked": len(m.behind or m.blocked),
                  "blocked_s": m.behind_s or m.blocked_s, "waits_for": sorted(m.waits_for)} for m in sb.blockers[:ROWS_SHOWN]]
         out.append({"target": step.target, "workload": step.workload, "clients": step.clients,
                     "waiting_s": sb.waiting_s, "unattributed_s": sb.unattributed_s, "unattributed": sb.unattributed,
