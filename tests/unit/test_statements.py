@@ -11,9 +11,11 @@ import pytest
 from collectors.mysql.statements import MyStatementSource, substitute
 from collectors.plans import PlanFormatError, my_plan_nodes, pg_plan_nodes
 from collectors.statements import digest_delta, explainable, table_delta
+from diag.bundle import Bundle, load_bundle
 from diag.engines import MYSQL, POSTGRES
 from diag.schema import BundleFormatError, ResultRow, StepStatements
-from reports.statements_view import normalise
+from reports.rules.statements import full_scan, statement_hotspot
+from reports.statements_view import compare_statements, normalise, statement_sections
 
 PLANS = Path(__file__).resolve().parents[1] / "data" / "plans"
 
@@ -74,10 +76,10 @@ def test_parameters_become_literals_mysql_compares_either_way() -> None:
 
 def test_own_statements_are_told_apart() -> None:
     own = MyStatementSource.is_own
-    assert own(None, "k", "/* dbdiag */ SELECT 1")  # type: ignore[arg-type]
-    assert own(None, "k", "SELECT `NAME` FROM `performance_schema` . `setup_consumers`")  # type: ignore[arg-type]
-    assert own(None, "k", "SHOW GLOBAL STATUS")  # type: ignore[arg-type]
-    assert not own(None, "k", "SELECT `c` FROM `dbdiag` . `sbtest1` WHERE ID = ?")  # type: ignore[arg-type]
+    assert own(None, "k", "/* dbdiag */ SELECT 1")
+    assert own(None, "k", "SELECT `NAME` FROM `performance_schema` . `setup_consumers`")
+    assert own(None, "k", "SHOW GLOBAL STATUS")
+    assert not own(None, "k", "SELECT `c` FROM `dbdiag` . `sbtest1` WHERE ID = ?")
 
 
 def test_explainable_statements() -> None:
@@ -114,3 +116,39 @@ def test_every_engine_instruments_its_throwaway_servers() -> None:
     assert ("track_wal_io_timing", "on") in POSTGRES.instrumentation_for(180000)
     assert ("track_wal_io_timing", "on") not in POSTGRES.instrumentation_for(130000)
     assert ("performance_schema", "ON") in MYSQL.instrumentation_for(101100)
+
+
+# --------------------------------------------------------------------------- rules and view on a saved real run
+
+SAVED = Path(__file__).resolve().parents[1] / "data" / "statements" / "planted_run"
+
+
+def _saved() -> Bundle:
+    return load_bundle(SAVED)
+
+
+@pytest.mark.parametrize("target,node", [("pg", "Seq Scan on dbdiag.sbtest1"), ("my", "ALL on sbtest1")])
+def test_full_scan_and_hotspot_on_the_saved_planted_run_both_directions(target: str, node: str) -> None:
+    b = _saved()
+    scans = [f for f in full_scan(b) if f.target == target]
+    (f,) = scans
+    assert f.workload == "custom" and f.evidence["plan_node"] == node and "sbtest1" in f.evidence["table"]
+    assert "pad" in f.evidence["statement"] and f.evidence["examined_per_row"] == 100000
+    (h,) = [x for x in statement_hotspot(b) if x.target == target]
+    assert h.workload == "custom" and "count(*)" in h.evidence["statement"]
+    assert 0 < f.impact <= 1 and f.impact == h.impact  # the same statement's share of the clients' time
+
+
+def test_a_single_lookup_per_transaction_is_neither_a_scan_nor_a_hotspot() -> None:
+    b = _saved()
+    assert not [f for f in (*full_scan(b), *statement_hotspot(b)) if f.workload == "point-select"]
+
+
+def test_statement_section_and_versus_table_on_the_saved_run() -> None:
+    b = _saved()
+    secs = {s["target"]: s for s in statement_sections(b)}
+    assert set(secs) == {"pg", "my"} and all(len(s["steps"]) == 2 and not s["off"] for s in secs.values())
+    (custom,) = [c for c in compare_statements(b) if c["workload"] == "custom"]
+    assert "count(*)" in custom["lead"]["text"] and custom["lead"]["a_plan"] and custom["lead"]["b_plan"]
+    # Both engines' spellings of both statements meet: two rows, each with both sides.
+    assert len(custom["rows"]) == 2 and all(r["a_us"] and r["b_us"] for r in custom["rows"])
