@@ -160,6 +160,8 @@ class StatementSource(Collector, abc.ABC):
                 why, hint, notes = self.check(s)
         except DbError as e:
             return Probe(False, str(e), "check the target's DSN and the user's privileges")
+        except DiagError as e:  # no SQL for this server version
+            return Probe(False, str(e))
         if why:
             return Probe(False, why, hint)
         return Probe(True, missing=tuple(notes), hint=hint if notes else "")
