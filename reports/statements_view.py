@@ -96,7 +96,7 @@ def statement_sections(b: Bundle) -> list[dict[str, Any]]:
                   "statements": [_stmt_view(s, st, row) for s in st.statements],
                   "tables": [x.to_dict() for x in st.tables]}
                  for row, st in _steps(b, label)]
-        off = "" if steps else (probe.get("reason") or ("" if probe else "no statement source ran (older dbdiag)"))
+        off = "" if steps else (probe.get("reason") or ("" if probe else "no statement source ran (--no-collect, or a bundle of an older dbdiag)"))
         out.append({"target": label, "engine": engine_of(b, label).title, "steps": steps, "off": off,
                     "hint": probe.get("hint", "") if off else "", "missing": probe.get("missing", [])})
     return out
