@@ -77,7 +77,7 @@ class MysqlEngine(Engine):
     # statements), and metadata-lock waits (MariaDB leaves MDL uninstrumented by default) for blocking chains.
     # The statement-history, current-waits and stages consumers and the InnoDB mutex instruments stay off: on
     # point selects at saturation performance_schema alone cost nothing measurable here, stages / InnoDB
-    # mutexes ~30-50%, and the MDL instrument looks like most of what this set still costs (BENCHMARKS.md,
+    # mutexes ~30-50%; what this set still costs (the MDL instrument, perhaps) is not settled (BENCHMARKS.md,
     # statement instrumentation); --set performance-schema-consumer-events-waits-current=ON (or
     # -instrument=...) adds one.
     # Source: https://mariadb.com/kb/en/performance-schema-system-variables/ and -options/
