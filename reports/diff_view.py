@@ -75,7 +75,7 @@ def with_diff_flames(bundles: list[Bundle], items: list[dict[str, Any]]) -> list
             if shared_share(per_tx[0], per_tx[1]) < MIN_SHARED:
                 progs = " and ".join(sorted({max(_programs(p), key=_programs(p).get) for p in per_tx}))
                 note = (f"No differential flame graph: the two sides run different programs ({progs}), so every "
-                        "frame would be new; their own flame graphs are in each run's profile section.")
+                        "frame would be new; each side's own flame graph is in the profile section of its report.")
             else:
                 svg = diff_flamegraph_svg(per_tx[0], per_tx[1], f"CPU per transaction: {names[1]} against {names[0]}",
                                           names, unit="CPU µs/tx", width=DIFF_W)
