@@ -40,7 +40,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from diag.bundle import BundleWriter, SeriesWriter, safe_name
-from diag.errors import DiagError, ToolUnavailable
+from diag.errors import DiagError, ToolUnavailable, UsageError
 from diag.targets import Target
 from workloads import hist
 from workloads.base import Workload
@@ -60,6 +60,12 @@ def connect(address: str) -> Any:
         distributed = importlib.import_module("distributed")
     except ImportError:
         raise ToolUnavailable("--workers needs dask.distributed: pip install 'dbdiag[dask]'") from None
+    try:
+        # A malformed address fails inside Client() with a ValueError and leaves a half-made Client whose
+        # finaliser prints a traceback 20 s later: check it first.
+        distributed.comm.get_address_host_port(address)
+    except ValueError as e:
+        raise UsageError(f"--workers {address}: not a Dask scheduler address (tcp://HOST:PORT): {e}") from None
     try:
         return distributed.Client(address, timeout=f"{CONNECT_TIMEOUT_S:g}s", set_as_default=False)
     except (OSError, TimeoutError) as e:

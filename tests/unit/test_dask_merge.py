@@ -2,11 +2,15 @@
 
 from __future__ import annotations
 
+import time
+
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from diag.errors import UsageError
 from workloads import hist
-from workloads.dask_steps import IntervalStream, merge_rows, split_clients
+from workloads.dask_steps import IntervalStream, connect, merge_rows, split_clients
 
 
 @given(st.integers(1, 500), st.integers(1, 20))
@@ -60,3 +64,12 @@ def test_merged_row_counts_add_and_its_latency_is_the_hdr_sum(shares: list[list[
     assert m["tps"] == round(sum(r["tps"] for r in rows), 3)
     assert m["latency_ms"] == hist.summary_ms(want)
     assert (m["t_start"], m["t_end"]) == (100.0, 101.0 + len(shares))
+
+
+@pytest.mark.parametrize("address", ["bogus", "tcp://db1", "foo://db1:8786"])
+def test_a_malformed_scheduler_address_is_one_line_at_once(address: str) -> None:
+    """Not a Dask address: a usage error naming it, before any Client exists (one used to print a traceback)."""
+    t0 = time.monotonic()
+    with pytest.raises(UsageError, match=f"--workers {address}: not a Dask scheduler address"):
+        connect(address)
+    assert time.monotonic() - t0 < 5
