@@ -97,7 +97,11 @@ def statement_sections(b: Bundle) -> list[dict[str, Any]]:
                   "tables": [x.to_dict() for x in st.tables]}
                  for row, st in _steps(b, label)]
         off = "" if steps else (probe.get("reason") or ("" if probe else "no statement source ran (--no-collect, or a bundle of an older dbdiag)"))
-        out.append({"target": label, "engine": engine_of(b, label).title, "steps": steps, "off": off,
+        dbms = engine_of(b, label)
+        cost = (f"dbdiag started this server with statement instrumentation "
+                f"({', '.join(sorted({k for k, _v, _o in dbms.instrumentation}))}): {dbms.instrumentation_cost}; "
+                "this report's figures were measured with it on") if t.get("throwaway") and steps and dbms.instrumentation_cost else ""
+        out.append({"target": label, "engine": dbms.title, "steps": steps, "off": off, "cost": cost,
                     "hint": probe.get("hint", "") if off else "", "missing": probe.get("missing", [])})
     return out
 

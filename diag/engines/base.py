@@ -123,6 +123,9 @@ class Engine:
     instrumentation: ClassVar[tuple[tuple[str, str, int], ...]] = ()
     # Statements run once a throwaway server with :attr:`instrumentation` accepts connections.
     instrumentation_sql: ClassVar[tuple[str, ...]] = ()
+    # What :attr:`instrumentation` was measured to cost (bench/statements_overhead.py, BENCHMARKS.md), in words
+    # for the report: a throwaway server's statement section says it next to the evidence it buys.
+    instrumentation_cost: ClassVar[str] = ""
 
     def instrumentation_for(self, version_num: int) -> list[tuple[str, str]]:
         """The (setting, value) pairs of :attr:`instrumentation` a server of ``version_num`` has."""

@@ -85,6 +85,8 @@ class MysqlEngine(Engine):
                        # prepared_statements_instances counts executions only with a statements consumer on
                        ("performance-schema-consumer-events-statements-current", "ON", 0),
                        ("performance-schema-instrument", "wait/lock/metadata/sql/mdl=ON", 0))
+    instrumentation_cost = ("measured at about 7% of point-select throughput at saturation on a quiet machine, "
+                            "server CPU per statement +10-23% (MariaDB 10.11, 4 clients, BENCHMARKS.md, 2026-12-01)")
     # Sources: https://dev.mysql.com/doc/refman/8.0/en/innodb-parameters.html,
     # https://mariadb.com/kb/en/innodb-system-variables/
     commit_path_settings = ("innodb_flush_log_at_trx_commit", "innodb_flush_method")

@@ -63,6 +63,8 @@ class PostgresEngine(Engine):
     instrumentation = (("shared_preload_libraries", "pg_stat_statements", 0), ("track_io_timing", "on", 0),
                        ("track_wal_io_timing", "on", 140000))
     instrumentation_sql = ("CREATE EXTENSION IF NOT EXISTS pg_stat_statements",)
+    instrumentation_cost = ("measured at about 8% of point-select throughput at saturation, server CPU per "
+                            "statement +10-16% (PostgreSQL 18, 4 clients, BENCHMARKS.md, 2026-12-01)")
     # Source: "Write Ahead Log" settings, https://www.postgresql.org/docs/current/runtime-config-wal.html
     commit_path_settings = ("fsync", "synchronous_commit")
     sync_method_setting = "wal_sync_method"

@@ -110,6 +110,9 @@ def test_report_has_a_statement_section_for_both_engines_and_a_versus_table(plan
     for label, engine in (("pg", "PostgreSQL"), ("my", "MySQL/MariaDB")):
         assert re.search(rf"<h3>{label} <span class=\"muted\">\({re.escape(engine)}\)</span></h3>", section)
     assert section.count("dbdiag.sbtest1 WHERE id") >= 4  # point-select and custom, both engines
+    # each throwaway server's section says it ran instrumented, and what that was measured to cost
+    assert section.count('class="muted instrumentation-cost"') == 2 and "pg_stat_statements" in section
+    assert "performance_schema" in section and "of point-select throughput" in section
     assert "Seq Scan on dbdiag.sbtest1" in section and "ALL on sbtest1" in section
     versus = section.split('id="statements-versus"', 1)[1]
     custom = versus.split("custom &middot;", 1)[1]
