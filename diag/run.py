@@ -17,6 +17,7 @@ import contextlib
 import datetime as _dt
 import sys
 import time
+import urllib.parse
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal, TextIO
@@ -197,6 +198,11 @@ class Run:
             if unknown:
                 raise UsageError(f"{option} {unknown[0]}=...: no target is labelled {unknown[0]!r} "
                                  f"(targets: {', '.join(labels)})")
+        # A mistyped address is the user's to fix before anything starts; an unreachable one is a note later.
+        for label, url in sorted(opts.host_metrics.items()):
+            parts = urllib.parse.urlsplit(url)
+            if parts.scheme not in ("http", "https") or not parts.hostname:
+                raise UsageError(f"--host-metrics {label}={url}: node_exporter's address is http://HOST:PORT/metrics")
         validate(opts.workloads, opts.driver)
         name = opts.name or "-".join(opts.workloads)
         self.path = Path(opts.out) if opts.out else default_out(name)

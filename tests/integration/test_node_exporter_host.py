@@ -141,6 +141,12 @@ def test_a_node_exporter_that_is_not_there_is_a_reason_not_a_failure(pg_server: 
                         f"other={url}", "--out", str(tmp_path / "b")], capture_output=True, text=True, timeout=60,
                        cwd=str(REPO))
     assert q.returncode == 2 and "no target is labelled 'other'" in q.stderr and "Traceback" not in q.stderr
+    q = subprocess.run([sys.executable, "-m", "diag", "run", f"db={pg_server.dsn()}", "--host-metrics",
+                        "db=127.0.0.1:9100", "--out", str(tmp_path / "c")], capture_output=True, text=True,
+                       timeout=60, cwd=str(REPO))  # a mistyped address (no scheme): refused before anything runs
+    assert q.returncode == 2 and q.stderr.strip().splitlines() == [
+        "dbdiag: error: --host-metrics db=127.0.0.1:9100: node_exporter's address is http://HOST:PORT/metrics"], q.stderr
+    assert not (tmp_path / "c").exists()
 
 
 def test_the_report_says_where_each_evidence_came_from(bundle: Bundle, node_exporter: str) -> None:
