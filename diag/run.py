@@ -203,6 +203,10 @@ class Run:
             parts = urllib.parse.urlsplit(url)
             if parts.scheme not in ("http", "https") or not parts.hostname:
                 raise UsageError(f"--host-metrics {label}={url}: node_exporter's address is http://HOST:PORT/metrics")
+        for label, spec in sorted(opts.ssh.items()):  # ssh would read "-o..." as an option, "@" as its usage
+            user, _, host = spec.rpartition("@")
+            if spec.startswith("-") or not host or ("@" in spec and not user) or any(c.isspace() for c in spec):
+                raise UsageError(f"--ssh {label}={spec}: expected USER@HOST or a Host of your ssh config")
         validate(opts.workloads, opts.driver)
         name = opts.name or "-".join(opts.workloads)
         self.path = Path(opts.out) if opts.out else default_out(name)
