@@ -180,7 +180,11 @@ def noisy_measurement(b: Bundle) -> list[Finding]:
     for step in steps(b):
         reps = [float(r["tps"]) for r in step.row.get("repeats") or []
                 if isinstance(r.get("tps"), (int, float)) and r.get("complete", True)]
-        if len(reps) >= 2:
+        if len(reps) >= 2 and median(reps) <= 0 < max(reps):  # most repeats measured nothing: (max - min) /
+            # median would be 0 / 0 and call the noisiest step steady; their mean is the honest scale then
+            spread = (max(reps) - min(reps)) / (sum(reps) / len(reps))
+            basis = f"(max - min) / mean of {len(reps)} repeats' throughput (their median is 0: most measured none)"
+        elif len(reps) >= 2:
             spread, basis = relative_spread(reps), f"(max - min) / median of {len(reps)} repeats' throughput"
         else:
             ivs = [x for _, t0, t1 in windows(step) for _, _, x in _intervals(b, step, t0, t1)]

@@ -139,3 +139,19 @@ def test_sides_with_equal_labels_are_named_by_run(tmp_path: Path) -> None:
     items = [e for e in compare(load_bundle(a), load_bundle(b)) if e["fast"] == e["slow"]]
     assert items and all({e["fast_name"], e["slow_name"]} == {"before", "second"} for e in items)
     assert all(e["significance"]["verdict"] == "within noise" and e["significance"]["change"] == 0 for e in items)
+
+
+def test_a_step_whose_repeats_mostly_measured_nothing_is_noisy(tmp_path: Path) -> None:
+    """Two of three repeats at 0 tps (stalled clients on a saturated machine): the median is 0, and (max - min) /
+    median used to make that the steadiest step of all (spread 0, no finding)."""
+    shutil.copytree(NOISY, tmp_path / "b")
+    res = json.loads((tmp_path / "b" / "results.json").read_text())
+    row = res["results"][0]
+    first = row["repeats"][0]
+    row["repeats"] = [{**first, "tps": 0.0}, {**row["repeats"][1], "tps": 0.0}, {**first, "repeat": 3}]
+    row["repeat_count"] = 3
+    (tmp_path / "b" / "results.json").write_text(json.dumps(res))
+    by = {f.target: f for f in noise.noisy_measurement(load_bundle(tmp_path / "b"))}
+    ev = by["a"].evidence
+    assert ev["repeats_tps"] == [0.0, 0.0, first["tps"]] and ev["spread_pct"] == pytest.approx(300.0)
+    assert "mean of 3 repeats" in ev["spread_is"] and "median is 0" in ev["spread_is"]
