@@ -252,4 +252,9 @@ def pooled_table(files: list[str]) -> str:
 
 
 if __name__ == "__main__":
-    print(pooled_table(sys.argv[1:]))
+    if not sys.argv[1:] or sys.argv[1] in ("-h", "--help"):
+        sys.exit("usage: python -m bench.pairs RESULTS.json... (runs of bench.compare --pairs): one pooled table")
+    try:
+        print(pooled_table(sys.argv[1:]))
+    except (OSError, ValueError, KeyError) as e:  # a missing file, not JSON, not a --pairs result
+        sys.exit(f"bench.pairs: {e}")
