@@ -98,7 +98,10 @@ def test_the_profile_came_over_ssh_into_the_bundle(bundle: Bundle) -> None:
     t0, t1 = prof["window"]
     assert row["t_start"] - 0.5 <= t0 < t1 <= row["t_end"] + 1.0
     # This machine's profiler left the target to the ssh source (one profile per step, no local one beside it).
-    assert "profile" not in bundle.run["collectors"] or bundle.run["collectors"]["profile"].get("ok") is not None
+    # Its profile source did run (probe ok), and wrote nothing for this step: a local recording's row has the
+    # unwinder and scope (collectors/step_profiles.py) and its off-CPU files sit beside the folded stacks.
+    assert not {"unwinder", "scope", "offcpu"} & set(prof), prof
+    assert [p.name for p in (bundle.path / "artifacts").glob("*.folded")] == [Path(prof["folded"]).name]
 
 
 def test_the_report_shows_the_remote_profile(bundle: Bundle) -> None:
