@@ -31,6 +31,7 @@ the row's totals and histogram, which are those of the workers that answered.
 
 from __future__ import annotations
 
+import contextlib
 import importlib
 import pickle
 import time
@@ -70,6 +71,12 @@ def connect(address: str) -> Any:
         return distributed.Client(address, timeout=f"{CONNECT_TIMEOUT_S:g}s", set_as_default=False)
     except (OSError, TimeoutError) as e:
         raise DiagError(f"--workers {address}: cannot reach the Dask scheduler: {e}") from None
+
+
+def _closed_client() -> type[Exception]:
+    """distributed's error for a call on a client whose scheduler connection is gone (distributed is imported
+    by :func:`connect`, never at this module's import: it is an extra)."""
+    return importlib.import_module("distributed.client").ClosedClientError
 
 
 def split_clients(n: int, workers: int) -> list[int]:
@@ -182,12 +189,18 @@ class DaskStep:
         start = time.time() + START_DELAY_S
         planned_end = start + self.opts.warmup_s + self.opts.duration_s
         topic = f"dbdiag-intervals-{uuid.uuid4().hex[:12]}"
-        self.client.subscribe_topic(topic, self._on_event)
+        try:
+            self.client.subscribe_topic(topic, self._on_event)
+        except _closed_client() as e:  # the scheduler went away between two steps
+            raise DiagError(f"--workers: the Dask scheduler is gone: {e}") from None
         try:
             futures = self._submit(workers, split, start, planned_end - time.time() + END_GRACE_S, topic)
             return self._measure(futures, workers, split, start, planned_end)
         finally:
-            self.client.unsubscribe_topic(topic)
+            # A scheduler that died during the step closed the client: the step's own error (its shares were
+            # cancelled) says so; unsubscribing then raised ClosedClientError over it, as a traceback.
+            with contextlib.suppress(_closed_client()):
+                self.client.unsubscribe_topic(topic)
 
     def _on_event(self, event: Any) -> None:
         """A worker's interval (``(timestamp, {"share", "record"})``, in the Dask client's thread)."""
