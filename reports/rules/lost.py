@@ -12,6 +12,7 @@ the other rules leave such a step out (:func:`reports.rules.base.steps`).
 from __future__ import annotations
 
 import datetime as _dt
+from collections.abc import Iterator
 from typing import Any
 
 from diag.bundle import Bundle
@@ -36,18 +37,25 @@ def _skipped(b: Bundle, label: str) -> list[str] | None:
     return None
 
 
+def _cut_steps(b: Bundle, key: str) -> Iterator[tuple[dict[str, Any], dict[str, Any], str, str, int, str, str]]:
+    """The result rows a ``key`` record (server_lost, aborted) cut short: (row, the record, target label,
+    workload, clients, "workload, N clients", when in words: "1.2 s into" or "during the warmup of")."""
+    for row in b.results:
+        cut = row.get(key)
+        if not isinstance(cut, dict):
+            continue
+        workload, clients = str(row.get("workload") or ""), int(row.get("clients") or 1)
+        after = cut.get("after_s")
+        when = f"{after:.1f} s into" if isinstance(after, (int, float)) and after >= 0 else "during the warmup of"
+        yield (row, cut, str(row.get("target") or ""), workload, clients,
+               f"{workload}, {clients} client{'s' if clients != 1 else ''}", when)
+
+
 def server_lost(b: Bundle) -> list[Finding]:
     """One critical finding per step whose server went away: when, in which step, and the server's last words."""
     out: list[Finding] = []
-    for row in b.results:
-        cut = row.get("server_lost")
-        if not isinstance(cut, dict):
-            continue
-        label = str(row.get("target") or "")
-        workload, clients = str(row.get("workload") or ""), int(row.get("clients") or 1)
-        step = f"{workload}, {clients} client{'s' if clients != 1 else ''}"
+    for row, cut, label, workload, clients, step, when in _cut_steps(b, "server_lost"):
         after = cut.get("after_s")
-        when = (f"{after:.1f} s into" if isinstance(after, (int, float)) and after >= 0 else "during the warmup of")
         facts = target_info(b, label).get("lost") or {}
         code, message = cut.get("code") or "", cut.get("message") or ""
         ev: dict[str, Any] = {
@@ -77,15 +85,8 @@ def step_aborted(b: Bundle) -> list[Finding]:
     """One critical finding per step ``--on-error abort`` ended: which client, when, the first error. Such a
     step is left out of every other rule (:func:`reports.rules.base.steps`), so this is what speaks for it."""
     out: list[Finding] = []
-    for row in b.results:
-        cut = row.get("aborted")
-        if not isinstance(cut, dict):
-            continue
-        label = str(row.get("target") or "")
-        workload, clients = str(row.get("workload") or ""), int(row.get("clients") or 1)
-        step = f"{workload}, {clients} client{'s' if clients != 1 else ''}"
+    for row, cut, label, workload, clients, step, when in _cut_steps(b, "aborted"):
         after = cut.get("after_s")
-        when = (f"{after:.1f} s into" if isinstance(after, (int, float)) and after >= 0 else "during the warmup of")
         code, message = cut.get("code") or "", cut.get("message") or ""
         ev: dict[str, Any] = {"step": step, "aborted_at": _utc(cut.get("t")), "seconds_into_step": after,
                               "client": cut.get("client"), "first_error": f"{code}: {message}" if code else message,
