@@ -29,10 +29,10 @@ from collectors.base import CollectorContext, Metric, Probe
 from collectors.blocking import Seen, Wait, WindowBuilder, seconds, text
 from collectors.mysql.common import GRANT_PROCESS, GRANT_PS, MyCollector, Parts, query_named
 from collectors.mysql.waits import TICK_S, TRX_EVERY_TICKS
+from collectors.sampling import TickSampler
 from collectors.sql import MARKER
 from diag.db import Session
 
-WINDOW_S = 1.0
 MDL_HINT = ("performance_schema=ON with performance-schema-instrument='wait/lock/metadata/sql/mdl=ON', or on "
             "MariaDB INSTALL SONAME 'metadata_lock_info'")
 HINTS = {"lock_waits": GRANT_PROCESS, "processlist": GRANT_PROCESS, "metadata_locks": GRANT_PS,
@@ -96,7 +96,7 @@ def no_mdl_reason(parts: Parts) -> str:
     return f"{NO_MDL_SOURCE}: {why}, and the metadata_lock_info plugin is not installed"
 
 
-class MyBlockingCollector(MyCollector):
+class MyBlockingCollector(TickSampler[WindowBuilder], MyCollector):
     """Who blocks whom (processlist, metadata locks, InnoDB lock waits) at the wait-sampling rate."""
 
     name = "my_blocking"
@@ -121,9 +121,7 @@ class MyBlockingCollector(MyCollector):
         super().__init__(ctx)
         self.mdl_source = ""  # "metadata_locks", "metadata_lock_info" or "" (none)
         self.mdl_why = ""  # why there is none, for the records
-        self._window = WindowBuilder()
         self._ticks_total = 0
-        self._last: dict[str, float] = {}
 
     def _plan(self, s: Session, parts: Parts) -> str:
         """Switch off what this server and user do not allow; the metadata lock source to use."""
@@ -166,13 +164,10 @@ class MyBlockingCollector(MyCollector):
         self.mdl_source = self._plan(self.session, self.parts)
         self.mdl_why = "" if self.mdl_source else no_mdl_reason(self.parts)
         self.parts.unsaid()  # the probe said these already
-        self._window = WindowBuilder()
+        self._window = self._new_window()
 
-    def _period(self, kind: str, now: float, default: float) -> float:
-        """Seconds since the previous sample of ``kind`` (at most a window), ``default`` for the first."""
-        last = self._last.get(kind)
-        self._last[kind] = now
-        return min(now - last, WINDOW_S) if last is not None else default
+    def _new_window(self) -> WindowBuilder:
+        return WindowBuilder()
 
     def _mdl_waits(self, s: Session, waiters: list[dict[str, Any]], period: float) -> list[Wait]:
         """The metadata / table lock waits of one tick, with their holders where a source shows them."""
@@ -245,7 +240,9 @@ class MyBlockingCollector(MyCollector):
                 seen[p] = Seen(p, statement=stmt, xact_s=seconds(t.get("b_xact_s")))
         return seen
 
-    def _tick(self, s: Session) -> None:
+    def _tick(self) -> None:
+        s = self.session
+        assert s is not None, "start() first"
         rows = self.parts.call("processlist", lambda: query_named(s, "blocking_threads"))
         if rows is None:
             return
@@ -253,11 +250,11 @@ class MyBlockingCollector(MyCollector):
                    and not text(r.get("info")).startswith(MARKER) and text(r.get("user")) not in _BACKGROUND_USERS}
         now = time.monotonic()
         waiters = [r for r in threads.values() if lock_wait_state(r)]
-        period = self._period("mdl", now, self.interval_s)  # every tick, so a first waiter counts one tick
+        period = self._since("mdl", now, self.interval_s)  # every tick, so a first waiter counts one tick
         waits = self._mdl_waits(s, waiters, period) if waiters else []
         trx: dict[int, dict[str, Any]] = {}
         if self._ticks_total % TRX_EVERY_TICKS == 0 and self.parts.is_on("lock_waits"):
-            row_waits, trx = self._row_waits(s, self._period("row", now, self.interval_s * TRX_EVERY_TICKS))
+            row_waits, trx = self._row_waits(s, self._since("row", now, self.interval_s * TRX_EVERY_TICKS))
             # InnoDB's lock tables are a cache up to 100 ms old (the module docstring): a wait whose waiter or
             # blocker has left the processlist read just before has ended; with PROCESS (which those tables
             # need) every live thread is in it.
@@ -265,19 +262,5 @@ class MyBlockingCollector(MyCollector):
         self._ticks_total += 1
         self._window.add(time.time(), waits, self._seen(s, threads, waits, trx) if waits else {})
 
-    def _flush(self) -> dict[str, Any]:
-        rec = self._window.record(time.time(), self.parts.unsaid())
-        self._window = WindowBuilder()
-        return rec
-
-    def sample(self) -> dict[str, Any] | None:
-        assert self.session is not None, "start() first"
-        self._tick(self.session)
-        if time.monotonic() - self._window.t0 >= WINDOW_S - self.interval_s / 2:
-            return self._flush()
-        return None
-
-    def stop(self) -> list[dict[str, Any]] | None:
-        out = [self._flush()] if self.session is not None and self._window.ticks else None
-        super().stop()
-        return out
+    def _record(self, window: WindowBuilder) -> dict[str, Any]:
+        return window.record(time.time(), self.parts.unsaid())

@@ -17,17 +17,14 @@ from __future__ import annotations
 import time
 from typing import Any
 
-from collectors.base import Collector, Metric, Probe
+from collectors.base import Metric, Probe
 from collectors.blocking import Seen, Wait, WindowBuilder, seconds, text
-from collectors.pg.common import (MONITOR_HINT, new_parts, open_session, plain, privileges, probe_hint,
-                                  unsupported_reason)
+from collectors.pg.common import (DEFAULT_HZ, SAMPLER_TIMEOUT_MS, new_parts, open_session, plain, probe_sampler,
+                                  sampling_options)
+from collectors.sampling import TickSampler
 from collectors.sql import session_sql
 from diag.db import Session
-from diag.errors import DbError
 
-DEFAULT_HZ = 10.0
-WINDOW_S = 1.0
-TICK_TIMEOUT_MS = 500
 HIDDEN_NOTE = "state and statement of other roles' blocking sessions: needs pg_monitor or pg_read_all_stats"
 HIDDEN_QUERY = "<insufficient privilege>"  # pg_stat_activity.query of another role's session without the role
 NOT_VISIBLE = "not visible to this role (needs pg_read_all_stats or pg_monitor)"
@@ -100,7 +97,7 @@ def waits_of(rows: list[dict[str, Any]], locks: list[dict[str, Any]], period_s: 
     return out
 
 
-class PgBlockingCollector(Collector):
+class PgBlockingCollector(TickSampler[WindowBuilder]):
     """Who blocks whom (pg_blocking_pids, pg_stat_activity, pg_locks) at the wait-sampling rate."""
 
     name = "pg_blocking"
@@ -121,41 +118,27 @@ class PgBlockingCollector(Collector):
 
     def __init__(self, ctx: Any) -> None:
         super().__init__(ctx)
-        hz = float(ctx.options.get("pg_waits_hz", DEFAULT_HZ))
-        self.interval_s = 1.0 / max(hz, DEFAULT_HZ)
-        self.all_databases = bool(ctx.options.get("pg_waits_all_databases", False))
-        self.session: Session | None = None
+        self.interval_s, self.all_databases = sampling_options(ctx)
         self.parts = new_parts()
         self._sql: dict[str, str] = {}
-        self._window = WindowBuilder()
-        self._last_tick: float | None = None
 
     def probe(self) -> Probe:
-        try:
-            with open_session(self.ctx.target, self.name, TICK_TIMEOUT_MS) as s:
-                too_old = unsupported_reason(s.version_num)
-                if too_old:
-                    return Probe(False, too_old, "use PostgreSQL 13 or newer")
-                s.query(session_sql(s, "blocking"), {"all_databases": self.all_databases})
-                s.query(session_sql(s, "blocking_locks"), {"pids": [0]})
-                priv = privileges(s)
-        except DbError as e:
-            return Probe(False, str(e), probe_hint(e))
-        if not priv.pg_read_all_stats:
-            return Probe(True, hint=MONITOR_HINT, missing=(HIDDEN_NOTE,))
-        return Probe(True)
+        def reads(s: Session) -> None:
+            s.query(session_sql(s, "blocking"), {"all_databases": self.all_databases})
+            s.query(session_sql(s, "blocking_locks"), {"pids": [0]})
+        return probe_sampler(self.ctx.target, self.name, reads, HIDDEN_NOTE)
 
     def start(self) -> None:
-        self.session = open_session(self.ctx.target, self.name, TICK_TIMEOUT_MS)
+        self.session = open_session(self.ctx.target, self.name, SAMPLER_TIMEOUT_MS)
         self._sql = {n: session_sql(self.session, n) for n in ("blocking", "blocking_locks")}
-        self._window = WindowBuilder()
+        self._window = self._new_window()
+
+    def _new_window(self) -> WindowBuilder:
+        return WindowBuilder()
 
     def _tick(self) -> None:
         assert self.session is not None, "start() first"
-        now = time.monotonic()
-        # the time this sample stands for: since the previous one (a slow tick stands for more), at most 1 s
-        period = min(now - self._last_tick, WINDOW_S) if self._last_tick is not None else self.interval_s
-        self._last_tick = now
+        period = self._since("tick", time.monotonic(), self.interval_s)
         rows = self.parts.query("blocking", self.session, self._sql["blocking"],
                                 {"all_databases": self.all_databases})
         if rows is None:
@@ -168,22 +151,5 @@ class PgBlockingCollector(Collector):
         seen = {int(r["blocker"]): seen_blocker(r) for r in rows if r.get("blocker") is not None}
         self._window.add(time.time(), waits_of(rows, locks, period), seen)
 
-    def _flush(self) -> dict[str, Any]:
-        rec = self._window.record(time.time(), self.parts.unsaid())
-        self._window = WindowBuilder()
-        return rec
-
-    def sample(self) -> dict[str, Any] | None:
-        self._tick()
-        if time.monotonic() - self._window.t0 >= WINDOW_S - self.interval_s / 2:
-            return self._flush()
-        return None
-
-    def stop(self) -> list[dict[str, Any]] | None:
-        if self.session is None:
-            return None
-        try:
-            return [self._flush()] if self._window.ticks else None
-        finally:
-            self.session.close()
-            self.session = None
+    def _record(self, window: WindowBuilder) -> dict[str, Any]:
+        return window.record(time.time(), self.parts.unsaid())

@@ -8,9 +8,11 @@ missing privilege.
 from __future__ import annotations
 
 import decimal
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from collectors.base import Probe
 from collectors.parts import Parts
 from collectors.session import app_name
 from collectors.session import open_session as _open_session
@@ -25,6 +27,8 @@ COLLECTOR_NAMES = ("pg_stats", "pg_waits", "pg_settings", "pg_blocking")
 OWN_APPLICATION_NAMES = tuple(app_name(n) for n in COLLECTOR_NAMES)
 OLDEST_SUPPORTED = 130000  # server_version_num: the oldest server the SQL files cover
 MONITOR_HINT = "GRANT pg_monitor TO the role dbdiag connects as"
+DEFAULT_HZ = 10.0  # the wait and blocking samplers' least rate (ticks a second)
+SAMPLER_TIMEOUT_MS = 500  # per catalog read of those samplers: a slow read costs a tick, not the cadence
 
 
 def open_session(target: Target, collector_name: str, statement_timeout_ms: int) -> Session:
@@ -44,6 +48,30 @@ def unsupported_reason(version_num: int) -> str:
         return (f"PostgreSQL {shown} is older than {POSTGRES.version_text(OLDEST_SUPPORTED)}, "
                 "the oldest the PostgreSQL collectors support")
     return ""
+
+
+def sampling_options(ctx: Any) -> tuple[float, bool]:
+    """(seconds between ticks, whether to sample every database) of the 10 Hz samplers, from the run's
+    options ``pg_waits_hz`` (never below :data:`DEFAULT_HZ`) and ``pg_waits_all_databases``."""
+    hz = float(ctx.options.get("pg_waits_hz", DEFAULT_HZ))
+    return 1.0 / max(hz, DEFAULT_HZ), bool(ctx.options.get("pg_waits_all_databases", False))
+
+
+def probe_sampler(target: Target, collector_name: str, reads: Callable[[Session], Any], hidden_note: str) -> Probe:
+    """The probe of a 10 Hz sampler: ``reads`` (its catalog queries, once) run on a server the SQL files
+    cover; without pg_read_all_stats it runs, with ``hidden_note`` as what it misses."""
+    try:
+        with open_session(target, collector_name, SAMPLER_TIMEOUT_MS) as s:
+            too_old = unsupported_reason(s.version_num)
+            if too_old:
+                return Probe(False, too_old, "use PostgreSQL 13 or newer")
+            reads(s)
+            priv = privileges(s)
+    except DbError as e:
+        return Probe(False, str(e), probe_hint(e))
+    if not priv.pg_read_all_stats:
+        return Probe(True, hint=MONITOR_HINT, missing=(hidden_note,))
+    return Probe(True)
 
 
 def plain(value: Any) -> Any:

@@ -27,16 +27,12 @@ from collections import Counter
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from collectors.base import Collector, Metric, Probe
-from collectors.pg.common import (MONITOR_HINT, OWN_APPLICATION_NAMES, new_parts, open_session, privileges,
-                                  probe_hint, unsupported_reason)
+from collectors.base import Metric, Probe
+from collectors.pg.common import (DEFAULT_HZ, OWN_APPLICATION_NAMES, SAMPLER_TIMEOUT_MS, new_parts, open_session,
+                                  probe_sampler, sampling_options)
+from collectors.sampling import TickSampler
 from collectors.sql import session_sql
-from diag.db import Session
-from diag.errors import DbError
 
-DEFAULT_HZ = 10.0
-WINDOW_S = 1.0
-TICK_TIMEOUT_MS = 500
 ACTIVE_STATES = ("active", "fastpath function call")
 IN_TRANSACTION_STATES = ("idle in transaction", "idle in transaction (aborted)")
 HIDDEN_NOTE = "wait events of other roles' sessions: needs pg_monitor or pg_read_all_stats"
@@ -94,7 +90,7 @@ def profile(records: Iterable[Mapping[str, Any]]) -> dict[str, float]:
     return {k: v / total for k, v in waits.most_common()} if total else {}
 
 
-class PgWaitsCollector(Collector):
+class PgWaitsCollector(TickSampler[WaitWindow]):
     """ASH-like wait profile of the workload's client backends (pg_stat_activity at >= 10 Hz)."""
 
     name = "pg_waits"
@@ -111,36 +107,25 @@ class PgWaitsCollector(Collector):
 
     def __init__(self, ctx: Any) -> None:
         super().__init__(ctx)
-        hz = float(ctx.options.get("pg_waits_hz", DEFAULT_HZ))
-        self.interval_s = 1.0 / max(hz, DEFAULT_HZ)
-        self.all_databases = bool(ctx.options.get("pg_waits_all_databases", False))
+        self.interval_s, self.all_databases = sampling_options(ctx)
         self.exclude = [*OWN_APPLICATION_NAMES, *ctx.options.get("pg_waits_exclude_apps", ())]
-        self.session: Session | None = None
         self.parts = new_parts()
         self._sql = ""
-        self._window = WaitWindow()
 
     def _params(self) -> dict[str, Any]:
         return {"exclude": self.exclude, "all_databases": self.all_databases}
 
     def probe(self) -> Probe:
-        try:
-            with open_session(self.ctx.target, self.name, TICK_TIMEOUT_MS) as s:
-                too_old = unsupported_reason(s.version_num)
-                if too_old:
-                    return Probe(False, too_old, "use PostgreSQL 13 or newer")
-                s.query(session_sql(s, "activity"), self._params())
-                priv = privileges(s)
-        except DbError as e:
-            return Probe(False, str(e), probe_hint(e))
-        if not priv.pg_read_all_stats:
-            return Probe(True, hint=MONITOR_HINT, missing=(HIDDEN_NOTE,))
-        return Probe(True)
+        return probe_sampler(self.ctx.target, self.name, lambda s: s.query(session_sql(s, "activity"), self._params()),
+                             HIDDEN_NOTE)
 
     def start(self) -> None:
-        self.session = open_session(self.ctx.target, self.name, TICK_TIMEOUT_MS)
+        self.session = open_session(self.ctx.target, self.name, SAMPLER_TIMEOUT_MS)
         self._sql = session_sql(self.session, "activity")
-        self._window = WaitWindow()
+        self._window = self._new_window()
+
+    def _new_window(self) -> WaitWindow:
+        return WaitWindow()
 
     def _tick(self) -> None:
         assert self.session is not None, "start() first"
@@ -148,25 +133,9 @@ class PgWaitsCollector(Collector):
         if rows is not None:
             self._window.add(rows)
 
-    def _flush(self) -> dict[str, Any]:
-        rec = self._window.record()
+    def _record(self, window: WaitWindow) -> dict[str, Any]:
+        rec = window.record()
         news = self.parts.unsaid()
         if news:
             rec["off"] = news
-        self._window = WaitWindow()
         return rec
-
-    def sample(self) -> dict[str, Any] | None:
-        self._tick()
-        if time.monotonic() - self._window.t0 >= WINDOW_S - self.interval_s / 2:
-            return self._flush()
-        return None
-
-    def stop(self) -> list[dict[str, Any]] | None:
-        if self.session is None:
-            return None
-        try:
-            return [self._flush()] if self._window.ticks else None
-        finally:
-            self.session.close()
-            self.session = None
