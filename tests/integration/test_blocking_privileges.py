@@ -9,6 +9,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import threading
 import time
 from collections.abc import Iterator
@@ -26,6 +27,7 @@ from diag.targets import Target, parse_target
 
 HOLD_S = 1.0
 USER, PASSWORD = "dbdiag_low_blk", "low-pw-1"
+TABLE = "(id int PRIMARY KEY, n int NOT NULL)"
 
 
 def as_user(srv: servers.ThrowawayServer) -> Target:
@@ -56,21 +58,27 @@ def sample_during(c: Collector, hold: Session, hold_sql: list[str], release: str
     return recs
 
 
+@contextlib.contextmanager
+def low_user(srv: servers.ThrowawayServer, drop: list[str], create: list[str]) -> Iterator[Target]:
+    """USER on ``srv`` with a one-row table it may write (``create``); ``drop`` undoes it, before too (a
+    leftover of a run cut short)."""
+    def run(statements: list[str]) -> None:
+        with Session(srv.target(), statement_timeout_ms=0) as s:
+            for sql in statements:
+                s.execute(sql)
+    run([*drop, *create])
+    try:
+        yield as_user(srv)
+    finally:
+        run(drop)
+
+
 @pytest.fixture()
 def pg_low(pg_server) -> Iterator[Target]:
-    with Session(pg_server.target(), statement_timeout_ms=0) as s:
-        s.execute("DROP TABLE IF EXISTS public.blk_low")
-        s.execute("CREATE TABLE public.blk_low (id int PRIMARY KEY, n int NOT NULL)")
-        s.execute("INSERT INTO public.blk_low VALUES (1, 0)")
-        s.execute(f"DROP ROLE IF EXISTS {USER}")
-        s.execute(f"CREATE ROLE {USER} LOGIN PASSWORD '{PASSWORD}'")
-        s.execute(f"GRANT ALL ON public.blk_low TO {USER}")
-    try:
-        yield as_user(pg_server)
-    finally:
-        with Session(pg_server.target(), statement_timeout_ms=0) as s:
-            s.execute("DROP TABLE IF EXISTS public.blk_low")
-            s.execute(f"DROP ROLE IF EXISTS {USER}")
+    with low_user(pg_server, ["DROP TABLE IF EXISTS public.blk_low", f"DROP ROLE IF EXISTS {USER}"],
+                  [f"CREATE TABLE public.blk_low {TABLE}", "INSERT INTO public.blk_low VALUES (1, 0)",
+                   f"CREATE ROLE {USER} LOGIN PASSWORD '{PASSWORD}'", f"GRANT ALL ON public.blk_low TO {USER}"]) as t:
+        yield t
 
 
 def test_pg_blocker_of_another_role_named_by_pid_state_not_visible(pg_server, pg_low) -> None:
@@ -90,20 +98,11 @@ def test_pg_blocker_of_another_role_named_by_pid_state_not_visible(pg_server, pg
 
 @pytest.fixture()
 def my_low(my_server) -> Iterator[Target]:
-    with Session(my_server.target(), statement_timeout_ms=0) as s:
-        s.execute("CREATE DATABASE IF NOT EXISTS dbdiag_low")
-        s.execute("DROP TABLE IF EXISTS dbdiag_low.blk")
-        s.execute("CREATE TABLE dbdiag_low.blk (id int PRIMARY KEY, n int NOT NULL)")
-        s.execute("INSERT INTO dbdiag_low.blk VALUES (1, 0)")
-        s.execute(f"DROP USER IF EXISTS '{USER}'@'%'")
-        s.execute(f"CREATE USER '{USER}'@'%' IDENTIFIED BY '{PASSWORD}'")
-        s.execute(f"GRANT ALL ON dbdiag_low.* TO '{USER}'@'%'")
-    try:
-        yield as_user(my_server)
-    finally:
-        with Session(my_server.target(), statement_timeout_ms=0) as s:
-            s.execute("DROP DATABASE IF EXISTS dbdiag_low")
-            s.execute(f"DROP USER IF EXISTS '{USER}'@'%'")
+    with low_user(my_server, ["DROP DATABASE IF EXISTS dbdiag_low", f"DROP USER IF EXISTS '{USER}'@'%'"],
+                  ["CREATE DATABASE dbdiag_low", f"CREATE TABLE dbdiag_low.blk {TABLE}",
+                   "INSERT INTO dbdiag_low.blk VALUES (1, 0)", f"CREATE USER '{USER}'@'%' IDENTIFIED BY '{PASSWORD}'",
+                   f"GRANT ALL ON dbdiag_low.* TO '{USER}'@'%'"]) as t:
+        yield t
 
 
 def test_my_without_process_says_which_grant(my_server, my_low) -> None:
