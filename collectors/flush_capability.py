@@ -10,39 +10,18 @@ A target whose test cannot run (remote, no data directory, nothing writable) get
 
 from __future__ import annotations
 
-import os
 import sys
 from collections.abc import Sequence
-from pathlib import Path
 from typing import Any, TextIO
 
 from collectors.base import Collector, CollectorContext, Probe
 from collectors.diskstats import device_for_path
-from collectors.fsync_test import run_fsync_test
+from collectors.fsync_test import run_fsync_test, writable_dir_on_same_fs
 from diag.errors import DiagError
 from diag.schema import FlushCapabilityInfo, FlushDevice, FlushTarget
 
 NOT_LOCAL = "the server is not on this machine"
 TESTS_PER_DEVICE = 12  # run_fsync_test's timed tests
-
-
-def writable_dir_on_same_fs(path: str) -> Path:
-    """``path`` if we may create files there, else its nearest writable parent on the same filesystem."""
-    p = Path(path)
-    try:
-        dev = os.stat(p).st_dev
-    except OSError as e:
-        raise DiagError(f"cannot stat {p}: {e.strerror}") from None
-    for cand in (p, *p.parents):
-        try:
-            if os.stat(cand).st_dev != dev:
-                break
-        except OSError:
-            break
-        if os.access(cand, os.W_OK | os.X_OK):
-            return cand
-    raise DiagError(f"no writable directory on the filesystem of {p}: run as the server's user or root, "
-                    "or give --flush-capability")
 
 
 def measure_flush_capability(dirs: Sequence[tuple[str, str | None]], seconds_per_test: float = 0.5,

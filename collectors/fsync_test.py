@@ -264,6 +264,25 @@ def _direct_reason(fs_type: str | None, e: OSError) -> str:
     return f"O_DIRECT refused by the {fs_type or 'unknown'} filesystem here ({name}: {e.strerror})"
 
 
+def writable_dir_on_same_fs(path: str) -> Path:
+    """``path`` if we may create files there, else its nearest writable parent on the same filesystem."""
+    p = Path(path)
+    try:
+        dev = os.stat(p).st_dev
+    except OSError as e:
+        raise DiagError(f"cannot stat {p}: {e.strerror}") from None
+    for cand in (p, *p.parents):
+        try:
+            if os.stat(cand).st_dev != dev:
+                break
+        except OSError:
+            break
+        if os.access(cand, os.W_OK | os.X_OK):
+            return cand
+    raise DiagError(f"no writable directory on the filesystem of {p}: run as the server's user or root, "
+                    "or give --flush-capability")
+
+
 def run_fsync_test(directory: Path | str, seconds_per_test: float = 2.0, *,
                    proc_root: Path = Path("/proc"), sys_root: Path = Path("/sys")) -> FsyncTestResult:
     """Measure durable-write rates in ``directory`` (put it on the disk of the data directory).

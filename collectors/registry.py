@@ -23,7 +23,8 @@ from collectors.host import HostCollector
 from collectors.mysql import MYSQL_COLLECTORS
 from collectors.node_exporter import NodeExporterHost
 from collectors.pg import PG_COLLECTORS
-from collectors.ssh_host import SshFlushCollector, SshFsyncTest, SshProfileSource
+from collectors.ssh_fsync import SshFsyncTest
+from collectors.ssh_host import SshFlushCollector, SshProfileSource
 from collectors.step_profiles import ClientProfileSource, ServerProfileSource
 from diag.engines import MYSQL, POSTGRES, Engine
 
@@ -105,7 +106,9 @@ def _ssh_profile(plan: SourcePlan, ctx: CollectorContext) -> list[Collector]:
 
 def _ssh_fsync(plan: SourcePlan, ctx: CollectorContext) -> list[Collector]:
     """F measured on the target's own host over ssh, when F is measured at all (``fsync_test_s``)."""
-    return [SshFsyncTest(ctx)] if plan.fsync_test_s is not None and ctx.options.get("ssh") else []
+    if plan.fsync_test_s is None or not ctx.options.get("ssh"):
+        return []
+    return [SshFsyncTest(_with(ctx, fsync_seconds=plan.fsync_test_s))]
 
 
 def _server_profile(plan: SourcePlan, ctx: CollectorContext) -> list[Collector]:

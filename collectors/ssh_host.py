@@ -15,9 +15,7 @@ another config file, as the tests do) runs ``perf`` on that host:
   fdatasync and sync_file_range tracepoints on those processes for the target's
   whole sweep, its interval lines read back live into the ``flush--<label>``
   series that local flush tracing writes;
-* the fsync test (:class:`SshFsyncTest`): 8 kB pwrite + fdatasync of a temporary
-  file in the data directory there, by python3 there, before the sweep: F, stored
-  where the local fsync test stores its own.
+* the fsync test: :mod:`collectors.ssh_fsync` (every method of the local test, run by python3 there).
 
 Nothing is installed on that host: it needs sshd, perf (Debian: linux-perf),
 python3 and a user allowed to trace the server and write in its data directory
@@ -29,7 +27,6 @@ only inputs (window, rate, process names, events) are quoted or ours.
 from __future__ import annotations
 
 import contextlib
-import json
 import os
 import select
 import shlex
@@ -40,15 +37,12 @@ from typing import Any
 
 from collectors.base import Collector, CollectorContext, Probe
 from collectors.flush import METRICS as FLUSH_METRICS
-from collectors.diskstats import DeviceInfo
 from collectors.flush_perf import IntervalAssembler
-from collectors.fsync_test import GROUP_ONE, FsyncMethodResult, FsyncTestResult
 from collectors.profile.analyse import unresolved_share
 from collectors.profile.parse import PERF_SCRIPT_FIELDS, fold_samples, parse_perf_script, save_folded
 from diag.bundle import safe_name
 from diag.errors import DiagError, ParseError
 from diag.procs import pdeathsig_preexec
-from diag.schema import FlushDevice, FlushTarget
 
 CONNECT_TIMEOUT_S = 5
 PROBE_TIMEOUT_S = 20.0
@@ -89,10 +83,16 @@ perf script -i "$F" -F %(fields)s 2>"$F.err" || { echo "perf script failed: $(ta
 
 
 def ssh_argv(spec: str, command: str) -> list[str]:
-    """ssh of ``command`` on ``spec`` (user@host, or a Host of the user's ssh config), never prompting."""
+    """ssh of ``command`` on ``spec`` (user@host, or a Host of the user's ssh config), never prompting.
+
+    ``--`` ends ssh's options, and a ``spec`` that ssh could still take for an option or for nothing is
+    refused here too (``dbdiag run`` refuses it first, as a usage error): a value like
+    ``-oProxyCommand=...`` must never run a command on this machine, whichever caller passed it."""
+    if not spec or spec.startswith("-") or any(c.isspace() for c in spec):
+        raise DiagError(f"ssh destination {spec!r}: expected USER@HOST or a Host of your ssh config")
     cfg = os.environ.get("DBDIAG_SSH_CONFIG")
     return ["ssh", *(["-F", cfg] if cfg else []), "-o", "BatchMode=yes", "-o", f"ConnectTimeout={CONNECT_TIMEOUT_S}",
-            spec, command]
+            "--", spec, command]
 
 
 def run_ssh(spec: str, command: str, timeout_s: float) -> tuple[int, bytes, str]:
@@ -106,6 +106,21 @@ def run_ssh(spec: str, command: str, timeout_s: float) -> tuple[int, bytes, str]
         raise DiagError(f"ssh {spec}: no answer within {timeout_s:g} s") from None
     err = p.stderr.decode("utf-8", "replace").strip().splitlines()
     return p.returncode, p.stdout, err[-1] if err else ""
+
+
+def ssh_probe(spec: str, command: str, hint: str, what: str = "") -> tuple[Probe | None, str]:
+    """(None, last line of its output) when ``command`` succeeds on ``spec``, else (the failed probe, "").
+
+    The failed probe's reason is ssh's own line (unreachable, refused, no key) or the command's last
+    error line, after ``what`` ("perf cannot count flush calls: ")."""
+    try:
+        rc, out, err = run_ssh(spec, command, PROBE_TIMEOUT_S)
+    except DiagError as e:
+        return Probe(False, str(e), hint), ""
+    if rc != 0:
+        return Probe(False, f"ssh {spec}: {what}{err or f'exit status {rc}'}", hint), ""
+    lines = out.decode("utf-8", "replace").strip().splitlines()
+    return None, lines[-1] if lines else ""
 
 
 # The server's processes on that host: the one listening on the target's port (ss, iproute2; another server
@@ -148,13 +163,9 @@ class SshProfileSource(Collector):
         self._out: dict[tuple[str, int], dict[str, Any]] = {}
 
     def probe(self) -> Probe:
-        try:
-            rc, out, err = run_ssh(self.spec, _PROBE_SH % {"pids": _pids(self.ctx)}, PROBE_TIMEOUT_S)
-        except DiagError as e:
-            return Probe(False, str(e), HINT)
-        if rc != 0:
-            return Probe(False, f"ssh {self.spec}: {err or f'exit status {rc}'}", HINT)
-        self.remote_host = out.decode("utf-8", "replace").strip().splitlines()[-1] if out.strip() else ""
+        failed, self.remote_host = ssh_probe(self.spec, _PROBE_SH % {"pids": _pids(self.ctx)}, HINT)
+        if failed is not None:
+            return failed
         return Probe(True, f"source: ssh {self.spec} (host {self.remote_host or '?'})")
 
     def sample(self) -> None:
@@ -285,12 +296,9 @@ class SshFlushCollector(Collector):
         cmd = (_pids(self.ctx) + f"\nperf stat -e {events} -x, -p \"$P\" -- sleep 0.1 >/dev/null 2>/tmp/dbdiag-probe.$$ || "
                f"{{ grep -v '^#' /tmp/dbdiag-probe.$$ | tail -n 1 >&2; rm -f /tmp/dbdiag-probe.$$; exit 7; }}; "
                "rm -f /tmp/dbdiag-probe.$$")
-        try:
-            rc, _, err = run_ssh(self.spec, cmd, PROBE_TIMEOUT_S)
-        except DiagError as e:
-            return Probe(False, str(e), HINT)
-        if rc != 0:
-            return Probe(False, f"ssh {self.spec}: perf cannot count flush calls: {err or f'exit status {rc}'}", HINT)
+        failed, _ = ssh_probe(self.spec, cmd, HINT, "perf cannot count flush calls: ")
+        if failed is not None:
+            return failed
         return Probe(True, "sources: " + ", ".join(self.sources),
                      missing=("O_SYNC/O_DSYNC writes are not counted over ssh (no file-sync tracepoint)",
                               "device flushes: not read over ssh (--host-metrics gives them from node_exporter)"))
@@ -354,101 +362,3 @@ class SshFlushCollector(Collector):
         with self._lock:
             out, self._queue = self._queue, []
         return out or None
-
-
-# --------------------------------------------------------------------------- the fsync test over ssh
-
-FSYNC_SECONDS = 2.0
-# Run by python3 on that host (stdin, argv: data directory, seconds): 8 kB pwrite + fdatasync of one file
-# under the data directory, as fast as the device completes them: the flush capability test's fdatasync
-# method (collectors.fsync_test), plus the block device holding the directory. Prints one JSON line.
-_FSYNC_PY = r'''
-import json, os, socket, sys, tempfile, time
-d, secs = sys.argv[1], float(sys.argv[2])
-fd, path = tempfile.mkstemp(prefix=".dbdiag-fsync-", dir=d)
-try:
-    buf = os.urandom(8192)
-    os.pwrite(fd, buf, 0)
-    os.fdatasync(fd)
-    n, t0 = 0, time.perf_counter()
-    while time.perf_counter() - t0 < secs:
-        os.pwrite(fd, buf, 0)
-        os.fdatasync(fd)
-        n += 1
-    el = time.perf_counter() - t0
-    st = os.fstat(fd)
-finally:
-    os.close(fd)
-    os.unlink(path)
-dev = "%d:%d" % (os.major(st.st_dev), os.minor(st.st_dev))
-try:
-    name = os.path.basename(os.path.realpath("/sys/dev/block/" + dev))
-except OSError:
-    name = dev
-print(json.dumps({"ops_per_s": n / el, "n": n, "seconds": el, "device": name, "host": socket.gethostname()}))
-'''
-
-
-class SshFsyncTest(Collector):
-    """F of a target measured on its own host over ssh: fdatasync of 8 kB writes under its data directory.
-
-    Runs once before the target's sweep (``start``) and stores the result where the local fsync test
-    stores its own (run.json ``flush_capability``: a device entry ``ssh <spec>:<device>`` and the
-    target's entry), so the durability checks read F for this target as for a local one. Needs python3
-    on that host and write access to the data directory (root, or the server's user).
-    """
-
-    name = "flush_capability"
-    title = "fsync test over ssh"
-    sampled = False
-
-    def __init__(self, ctx: CollectorContext) -> None:
-        super().__init__(ctx)
-        self.spec = str(ctx.options.get("ssh") or "")
-        self.seconds = float(ctx.options.get("fsync_seconds") or FSYNC_SECONDS)
-        self.result: dict[str, Any] = {}
-
-    def probe(self) -> Probe:
-        if not self.ctx.data_dir:
-            return Probe(False, "the server did not say where its data directory is (needs the privilege to read "
-                         "data_directory / datadir)")
-        return Probe(True, f"fdatasync test in {self.ctx.data_dir} on ssh {self.spec}")
-
-    def start(self) -> None:
-        d = str(self.ctx.data_dir)
-        cmd = f"python3 - {shlex.quote(d)} {self.seconds:g}"
-        try:
-            p = subprocess.run(ssh_argv(self.spec, cmd), input=_FSYNC_PY.encode(), capture_output=True,
-                               timeout=self.seconds + PROBE_TIMEOUT_S, preexec_fn=pdeathsig_preexec())
-        except (OSError, subprocess.TimeoutExpired) as e:
-            raise DiagError(f"fsync test over ssh {self.spec}: {e}") from None
-        if p.returncode != 0:
-            err = p.stderr.decode("utf-8", "replace").strip().splitlines()
-            raise DiagError(f"fsync test over ssh {self.spec}: {err[-1] if err else f'exit status {p.returncode}'}")
-        self.result = json.loads(p.stdout.decode().strip().splitlines()[-1])
-
-    def sample(self) -> None:
-        return None
-
-    def facts(self) -> dict[str, Any]:
-        """run.json ``flush_capability`` with this target's test added to what the run stored before."""
-        if not self.result or self.ctx.bundle is None:
-            return {}
-        try:
-            current = json.loads((self.ctx.bundle.path / "run.json").read_text()).get("flush_capability") or {}
-        except (OSError, ValueError):
-            current = {}
-        dev = f"ssh {self.spec}:{self.result['device']}"
-        r = self.result
-        test = FsyncTestResult(
-            directory=str(self.ctx.data_dir), seconds_per_test=round(float(r["seconds"]), 3),
-            device=DeviceInfo(path=str(self.ctx.data_dir), name=dev),
-            tests=(FsyncMethodResult(GROUP_ONE, "fdatasync", "fdatasync", True, ops=int(r["n"]),
-                                     seconds=round(float(r["seconds"]), 3), ops_per_s=round(float(r["ops_per_s"]), 1),
-                                     us_per_op=round(1e6 / float(r["ops_per_s"]), 1) if r["ops_per_s"] else None),),
-            flush_counters=False, notes=(f"run on {r.get('host') or '?'} over ssh {self.spec}: the fdatasync "
-                                         "test only (one 8 kB write + fdatasync), no device flush counter",))
-        devices = {**(current.get("devices") or {}), dev: FlushDevice.from_fsync_test(test.to_dict()).to_dict()}
-        targets = {**(current.get("targets") or {}),
-                   self.ctx.target.label: FlushTarget(dev, str(self.ctx.data_dir)).to_dict()}
-        return {"flush_capability": {**current, "devices": devices, "targets": targets}}

@@ -138,6 +138,11 @@ def flush_capability(run: dict[str, Any], label: str) -> FlushCapability:
     tgt, entry = FlushCapabilityInfo.from_dict(run.get("flush_capability") or {}).of(label)
     dev = tgt.device
     if not dev:
+        # The fsync test of the target's own host (--ssh) could not start: its probe says why, not the
+        # run-wide test's "not on this machine".
+        probe = (run.get("collectors") or {}).get(f"flush_capability--{label}") or {}
+        if isinstance(probe, dict) and probe.get("ok") is False and probe.get("reason"):
+            return FlushCapability(None, f"not measured: fsync test over ssh: {probe['reason']}")
         return FlushCapability(None, f"not measured: {tgt.error or 'no fsync test stored for this target'}")
     try:
         res = FsyncTestResult.from_dict(dict(entry.fsync_test)) if entry and entry.fsync_test else None

@@ -13,8 +13,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from collectors.flush_capability import writable_dir_on_same_fs
-from collectors.fsync_test import format_table, run_fsync_test
+from collectors.fsync_test import format_table, run_fsync_test, writable_dir_on_same_fs
 from collectors.hostinfo import data_directory
 from diag import servers
 from diag.argtypes import DefaultsHelpFormatter, key_values, positive

@@ -20,6 +20,8 @@ from pathlib import Path
 import pytest
 
 from collectors.base import CollectorContext
+from collectors.fsync_test import _specs
+from collectors.hostinfo import storage_facts
 from collectors.profile.parse import load_folded
 from collectors.ssh_host import SshProfileSource
 from diag import servers
@@ -74,7 +76,8 @@ def ssh_config(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
 def bundle(pg_server: servers.ThrowawayServer, ssh_config: Path, tmp_path_factory: pytest.TempPathFactory) -> Bundle:
     out = tmp_path_factory.mktemp("sshrun") / "bundle"
     p = subprocess.run([sys.executable, "-m", "diag", "run", f"db={pg_server.dsn()}", "-w", "insert", "-c", "1",
-                        "-T", "3", "--warmup", "0.5", "--profile-seconds", "1.5", "--ssh", "db=root@dbdiag-test",
+                        "-T", "3", "--warmup", "0.5", "--profile-seconds", "1.5", "--fsync-seconds", "0.1",
+                        "--ssh", "db=root@dbdiag-test",
                         "--out", str(out)], capture_output=True, text=True, timeout=240, cwd=str(REPO),
                        env={**os.environ, "DBDIAG_SSH_CONFIG": str(ssh_config)})
     assert p.returncode == 0, p.stderr[-3000:]
@@ -155,3 +158,52 @@ def test_the_fsync_test_ran_over_ssh_and_gives_f(bundle: Bundle) -> None:
     assert check.status == "passed", check
     rows = {r["evidence"]: r for r in evidence_rows(bundle)["db"]}
     assert rows["flush capability (F)"]["source"].startswith("fsync test on ssh root@dbdiag-test:")
+
+
+def test_the_fsync_test_over_ssh_runs_every_method_of_the_local_one(bundle: Bundle) -> None:
+    fc = flush_capability(bundle.run, "db")
+    res = fc.fsync_test
+    assert res is not None
+    # The same tests as `dbdiag fsync-test` here, in the same order, each run (or refused for a stated reason).
+    assert [(t.group, t.method) for t in res.tests] == [(s.group, s.method) for s in _specs()]
+    timed = [t for t in res.tests if t.supported]
+    assert len(timed) >= 10 and all(t.ops > 0 and t.seconds > 0 for t in timed), timed
+    assert all(t.reason for t in res.tests if not t.supported)
+    assert res.seconds_per_test == 0.1 and res.kernel == os.uname().release  # --fsync-seconds reached that host
+    # That host's device facts (loopback: the same disk this machine's /sys names under the data directory).
+    data_dir = next(t for t in bundle.run["targets"] if t["label"] == "db")["data_directory"]
+    assert res.device.name == storage_facts(data_dir)["name"], res.device
+    assert res.directory == data_dir
+    # The test file was removed there, as a local test removes its own.
+    assert not list(Path(data_dir).glob(".dbdiag-fsync-*"))
+
+
+def test_an_unreachable_ssh_host_with_writes_degrades_and_the_run_goes_on(
+        ssh_config: Path, pg_server: servers.ThrowawayServer, tmp_path: Path) -> None:
+    closed = tmp_path / "ssh_config"  # the same key and options, a port nothing listens on
+    closed.write_text(ssh_config.read_text().replace("Host dbdiag-test", "Host dbdiag-closed").replace(
+        "Port ", f"Port {servers.free_port()}\n  #"))
+    out = tmp_path / "bundle"
+    p = subprocess.run([sys.executable, "-m", "diag", "run", f"db={pg_server.dsn()}", "-w", "insert", "-c", "1",
+                        "-T", "1", "--warmup", "0", "--profile-seconds", "0.5", "--ssh", "db=root@dbdiag-closed",
+                        "--out", str(out)], capture_output=True, text=True, timeout=120, cwd=str(REPO),
+                       env={**os.environ, "DBDIAG_SSH_CONFIG": str(closed)})
+    assert p.returncode == 0 and "Traceback" not in p.stderr, p.stderr[-3000:]
+    notes = [ln for ln in p.stderr.splitlines() if "refused" in ln]
+    # One line per remote source (the fsync test as the profiles and the flush calls), each saying why.
+    assert len(notes) == 3 and all(ln.startswith("dbdiag: note: ") for ln in notes), notes
+    assert any(ln.startswith("dbdiag: note: fsync test over ssh (db) not collected: ssh root@dbdiag-closed: ")
+               for ln in notes), notes
+    b = load_bundle(out)
+    (row,) = b.results
+    assert row["transactions"] > 0  # the run went on and measured the step
+    probe = b.run["collectors"]["flush_capability--db"]
+    assert probe["ok"] is False and "refused" in probe["reason"], probe
+    rows = {r["evidence"]: r for r in evidence_rows(b)["db"]}
+    for ev in ("flush capability (F)", "server flush calls (S)", "server CPU profiles"):
+        assert rows[ev]["source"] == "" and "refused" in rows[ev]["missing"], rows[ev]
+    assert rows["flush capability (F)"]["missing"].startswith("not measured: fsync test over ssh: ssh root@"), rows
+    (s,) = durability_rows(b)
+    assert s.F is None and "refused" in s.F_source
+    check = next(c for c in s.plausibility.checks if c.name == "flush_capacity")  # type: ignore[union-attr]
+    assert check.status == "not_checked", check

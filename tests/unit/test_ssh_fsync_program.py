@@ -1,0 +1,66 @@
+"""The program the fsync test over ssh sends to ``python3 -`` there: self-contained, and no value it carries is code.
+
+Run here by a real ``python3 -I -`` in an empty directory (isolated: it cannot import this repository), as
+sshd would run it on the database host.
+"""
+
+from __future__ import annotations
+
+import ast
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from collectors.fsync_test import _specs
+from collectors.ssh_fsync import SHIPPED, _result, remote_program
+from collectors.ssh_host import ssh_argv
+from diag.errors import DiagError
+
+
+def _remote(program: bytes, cwd: Path) -> dict[str, object]:
+    p = subprocess.run(["python3", "-I", "-"], input=program, capture_output=True, cwd=str(cwd), timeout=60)
+    assert p.returncode == 0, p.stderr.decode()[-2000:]
+    out = json.loads(p.stdout.decode().strip().splitlines()[-1])
+    assert isinstance(out, dict)
+    return out
+
+
+def test_the_shipped_modules_import_only_the_standard_library_and_each_other() -> None:
+    names = {m.__name__ for m in SHIPPED}
+    for m in SHIPPED:
+        tree = ast.parse(Path(str(m.__file__)).read_text())
+        for node in ast.walk(tree):
+            mods = ([a.name for a in node.names] if isinstance(node, ast.Import) else
+                    [node.module or ""] if isinstance(node, ast.ImportFrom) else [])
+            for mod in mods:
+                assert mod in names or mod.split(".")[0] in sys.stdlib_module_names or mod == "__future__", (m, mod)
+
+
+def test_the_program_runs_every_method_of_the_local_test(tmp_path: Path) -> None:
+    (tmp_path / "cwd").mkdir()
+    out = _remote(remote_program(str(tmp_path), 0.02), tmp_path / "cwd")
+    res = _result(out, "root@db1")
+    assert [(t.group, t.method) for t in res.tests] == [(s.group, s.method) for s in _specs()]
+    assert all(t.ops > 0 for t in res.tests if t.supported)
+    assert res.notes[0].startswith(f"run on {out['host']} over ssh root@db1 by python3 there")
+    assert out["directory"] == str(tmp_path) and not list(tmp_path.glob(".dbdiag-fsync-*"))
+
+
+def test_a_hostile_directory_name_stays_a_name(tmp_path: Path) -> None:
+    marker = tmp_path / "pwned"
+    name = f"/nonexistent'\"$(touch {marker})\n\"\"\"; import os; os.system('touch {marker}') #"
+    out = _remote(remote_program(name, 0.02), tmp_path)
+    assert not marker.exists()
+    assert str(out["error"]).startswith("cannot stat /nonexistent'"), out
+    with pytest.raises(DiagError, match=r"^on .+: cannot stat /nonexistent"):
+        _result(out, "root@db1")
+
+
+@pytest.mark.parametrize("spec", ["-oProxyCommand=touch /tmp/x", "", "a b"])
+def test_ssh_never_gets_a_destination_it_could_read_as_an_option(spec: str) -> None:
+    with pytest.raises(DiagError, match="expected USER@HOST"):
+        ssh_argv(spec, "true")
+    assert ssh_argv("root@db1", "true")[-3:] == ["--", "root@db1", "true"]
