@@ -1,17 +1,20 @@
 """Measure dbdiag's driver against pgbench and sysbench on the same throwaway servers.
 
-    python3 -m bench.compare [--rounds 3] [--duration 10] [--drivers] [--only pg|mariadb] [--out FILE]
+    python3 -m bench.compare [--rounds 3] [--duration 10] [--drivers] [--only pg|mariadb] [--clients 4]
+                             [--load-rounds 0] [--out FILE]
 
 What it runs (every command is printed and saved with its numbers):
 
 1. PostgreSQL (throwaway server from diag.servers, default settings):
    - load time: ``pgbench -i -s 10 -q`` vs our point-select scale 10 and read-write scale 10 (fresh loads);
    - ``pgbench -S -M prepared -c N -j N -T D`` vs our point-select (sbtest, scale 1) and vs our custom
-     script with pgbench's exact SELECT on pgbench's tables (scale 1), N = 2 x cores and N = 1,
-     alternated round by round so drift in a shared machine hits both sides alike;
+     script with pgbench's exact SELECT on pgbench's tables (scale 1), N = 2 x cores and N = 1 (or
+     ``--clients``); the sides of a round run in one order, the next round's in the reverse one, so a
+     drift of the shared machine hits all sides alike (each row records the order and the load average);
    - client CPU per transaction: pgbench's user+sys (getrusage of the child) vs our client processes'.
 2. MariaDB (throwaway), when sysbench is installed: ``sysbench oltp_point_select --rand-type=uniform``
-   (100,000 rows) vs our point-select scale 1, same N; sysbench prepare (1M rows) vs our load at scale 10.
+   (100,000 rows) vs our point-select scale 1, same N, same alternation; sysbench prepare (1M rows) vs our
+   load at scale 10 (``--load-rounds 0``: no load timing).
 3. Driver loops (``--drivers``): the same point-select loop through each installed driver API.
 4. ``--pairs`` (bench/pairs.py): read-only, read-write and insert on the native executor against
    sysbench oltp_read_only / pgbench TPC-B / sysbench oltp_insert, instead of 1-3.
@@ -32,6 +35,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -83,7 +87,7 @@ def run_tool(cmd: list[str], timeout: float) -> tuple[str, float, float]:
 
 def ours(target: Any, workload: str, clients: int, duration: float, scale: float = 1, script: str | None = None,
          protocol: str = "prepared", py_loop: bool = False) -> dict:
-    """One step of our driver; ``py_loop`` runs the Python query loop instead of the C one
+    """One step of our driver; ``py_loop`` runs the Python query loop instead of the native executor
     (DBDIAG_PY_LOOP=1, inherited by the forked clients)."""
     if py_loop:
         os.environ["DBDIAG_PY_LOOP"] = "1"
@@ -106,6 +110,23 @@ def _pgbench_figures(out: str) -> tuple[float, int]:
     """(TPS without connection time, transactions processed) from pgbench's output."""
     tps = float(re.search(r"tps = ([\d.]+) \(without", out).group(1))  # type: ignore[union-attr]
     return tps, int(re.search(r"actually processed: (\d+)", out).group(1))  # type: ignore[union-attr]
+
+
+def alternated(srv: servers.ThrowawayServer, r: int, sides: list[tuple[str, Callable[[], Any]]]) -> dict[str, tuple[Any, float]]:
+    """Run each side of round ``r`` (0-based) once, in the given order in even rounds and reversed in odd
+    ones, so a drift of the shared machine hits all sides alike; {name: (its result, server CPU seconds
+    over its run)}."""
+    out: dict[str, tuple[Any, float]] = {}
+    for name, fn in (sides if r % 2 == 0 else sides[::-1]):
+        s0 = server_cpu(srv)
+        res = fn()
+        out[name] = (res, server_cpu(srv) - s0)
+    return out
+
+
+def _load() -> list[float]:
+    """The 1-minute load average now (reported beside the figures: the machine is shared)."""
+    return [round(x, 2) for x in os.getloadavg()]
 
 
 def _ours_cols(prefix: str, res: dict, server_s: float) -> dict:
@@ -177,33 +198,34 @@ def pg_section(args: argparse.Namespace, report: dict) -> None:
         # Warm both sides' caches once, unmeasured.
         run_tool([pgbench, *base, "-S", "-M", "prepared", "-c", "2", "-j", "2", "-T", "3", "postgres"], 60)
         ours(t, "point-select", 2, 2)
-        for n in (2 * ncpu, 1):
+        for n in args.clients or (2 * ncpu, 1):
             for r in range(args.rounds):
                 cmd = [pgbench, *base, "-S", "-M", "prepared", "-c", str(n), "-j", str(n), "-T",
                        str(int(args.duration)), "postgres"]
-                s0 = server_cpu(srv)
-                out, _, cpu = run_tool(cmd, args.duration + 60)
-                s1 = server_cpu(srv)
+                cmd_f = [pgbench, *base, "-f", str(ps_script), "-M", "prepared", "-c", str(n), "-j", str(n), "-T",
+                         str(int(args.duration)), "postgres"]
+                got = alternated(srv, r, [
+                    ("pgbench", lambda: run_tool(cmd, args.duration + 60)),
+                    ("ps", lambda: ours(t, "point-select", n, args.duration)),
+                    ("cs", lambda: ours(t, "custom", n, args.duration, script=str(script))),
+                    ("py", lambda: ours(t, "point-select", n, args.duration, py_loop=True)),
+                    ("pgbench_f", lambda: run_tool(cmd_f, args.duration + 60))])
+                (out, _, cpu), pg_s = got["pgbench"]
+                (out_f, _, cpu_f), pgf_s = got["pgbench_f"]
+                ps, cs, py = got["ps"][0], got["cs"][0], got["py"][0]
                 tps, txns = _pgbench_figures(out)
-                ps = ours(t, "point-select", n, args.duration)
-                s2 = server_cpu(srv)
-                cs = ours(t, "custom", n, args.duration, script=str(script))
-                s3 = server_cpu(srv)
-                py = ours(t, "point-select", n, args.duration, py_loop=True)
-                s4 = server_cpu(srv)
-                out_f, _, cpu_f = run_tool([pgbench, *base, "-f", str(ps_script), "-M", "prepared", "-c", str(n), "-j",
-                                            str(n), "-T", str(int(args.duration)), "postgres"], args.duration + 60)
-                s5 = server_cpu(srv)
                 tps_f, txns_f = _pgbench_figures(out_f)
-                row = {"clients": n, "round": r + 1, "pgbench_tps": round(tps, 1),
+                row = {"clients": n, "round": r + 1, "order": "as listed" if r % 2 == 0 else "reversed",
+                       "load": _load(), "pgbench_tps": round(tps, 1),
                        "pgbench_us_per_txn": round(cpu / txns * 1e6, 2),
-                       "pgbench_server_us_per_txn": round((s1 - s0) / txns * 1e6, 2),
-                       **_ours_cols("ours_point_select", ps, s2 - s1),
-                       **_ours_cols("ours_pgbench_script", cs, s3 - s2),
-                       **_ours_cols("ours_python_loop", py, s4 - s3),
+                       "pgbench_server_us_per_txn": _us(pg_s, txns),
+                       **_ours_cols("ours_point_select", ps, got["ps"][1]),
+                       **_ours_cols("ours_pgbench_script", cs, got["cs"][1]),
+                       **_ours_cols("ours_python_loop", py, got["py"][1]),
                        "pgbench_f_tps": round(tps_f, 1), "pgbench_f_us_per_txn": _us(cpu_f, txns_f),
-                       "pgbench_f_server_us_per_txn": _us(s5 - s4, txns_f),
-                       "driver": ps["driver"], "driver_python_loop": py["driver"]}
+                       "pgbench_f_server_us_per_txn": _us(pgf_s, txns_f),
+                       "driver": ps["driver"], "driver_pgbench_script": cs["driver"],
+                       "driver_python_loop": py["driver"]}
                 # What the CPU cost per transaction implies when the machine's CPUs are the limit
                 # (client and server share them): insensitive to other tenants' load.
                 row["cpu_ratio_point_select"] = _cpu_ratio(row, "pgbench", "ours_point_select")
@@ -269,24 +291,23 @@ def my_section(args: argparse.Namespace, report: dict) -> None:
         run_tool([*sb, "--table-size=100000", "--rand-type=uniform", "--threads=2", "--time=3", "run"], 60)
         ours(t, "point-select", 2, 2)
         rows = []
-        for n in (2 * ncpu, 1):
+        for n in args.clients or (2 * ncpu, 1):
             for r in range(args.rounds):
                 cmd = [*sb, "--table-size=100000", "--rand-type=uniform", f"--threads={n}",
                        f"--time={int(args.duration)}", "--report-interval=0", "run"]
-                s0 = server_cpu(srv)
-                out, _, cpu = run_tool(cmd, args.duration + 60)
-                s1 = server_cpu(srv)
+                got = alternated(srv, r, [("sysbench", lambda: run_tool(cmd, args.duration + 60)),
+                                          ("ps", lambda: ours(t, "point-select", n, args.duration)),
+                                          ("py", lambda: ours(t, "point-select", n, args.duration, py_loop=True))])
+                (out, _, cpu), sb_s = got["sysbench"]
                 m = re.search(r"transactions:\s+(\d+)\s+\(([\d.]+) per sec", out)
                 assert m, out
                 txns, tps = int(m.group(1)), float(m.group(2))
-                ps = ours(t, "point-select", n, args.duration)
-                s2 = server_cpu(srv)
-                py = ours(t, "point-select", n, args.duration, py_loop=True)
-                s3 = server_cpu(srv)
-                row = {"clients": n, "round": r + 1, "sysbench_tps": tps, "sysbench_us_per_txn":
-                       round(cpu / txns * 1e6, 2), "sysbench_server_us_per_txn": _us(s1 - s0, txns),
-                       **_ours_cols("ours_point_select", ps, s2 - s1),
-                       **_ours_cols("ours_python_loop", py, s3 - s2),
+                ps, py = got["ps"][0], got["py"][0]
+                row = {"clients": n, "round": r + 1, "order": "as listed" if r % 2 == 0 else "reversed",
+                       "load": _load(), "sysbench_tps": tps, "sysbench_us_per_txn":
+                       round(cpu / txns * 1e6, 2), "sysbench_server_us_per_txn": _us(sb_s, txns),
+                       **_ours_cols("ours_point_select", ps, got["ps"][1]),
+                       **_ours_cols("ours_python_loop", py, got["py"][1]),
                        "driver": ps["driver"], "driver_python_loop": py["driver"]}
                 row["cpu_ratio_point_select"] = _cpu_ratio(row, "sysbench", "ours_point_select")
                 row["cpu_ratio_python_loop"] = _cpu_ratio(row, "sysbench", "ours_python_loop")
@@ -353,6 +374,8 @@ def main() -> None:
     ap.add_argument("--load-rounds", type=int, default=1)
     ap.add_argument("--duration", type=float, default=10.0)
     ap.add_argument("--only", choices=("pg", "mariadb"), default=None)
+    ap.add_argument("--clients", type=lambda v: tuple(int(x) for x in v.split(",")), default=(),
+                    help="point-select client counts, e.g. 4 (default: 2 x cores, then 1)")
     ap.add_argument("--drivers", action="store_true", help="also time each driver API's bare loop")
     ap.add_argument("--pairs", action="store_true",
                     help="only the native executor's pairs (bench/pairs.py): read-only, read-write, insert")

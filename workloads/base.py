@@ -12,13 +12,20 @@ from __future__ import annotations
 
 import random
 from collections import Counter
+from array import array
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+from diag.errors import DbError
 from workloads.client import Client
-from workloads.keyloop import Batch
 from workloads.load import Dataset
 from workloads.program import Program
+
+# ``batch(t0_ns, until_ns, buf) -> (n, t_last_ns, error)``: transactions in C until the clock passes
+# ``until_ns`` (or ``buf``, an ``array('q')``, is full), each one's latency in ns (from the previous one's
+# end, the first from ``t0_ns``) in ``buf[:n]``; ``error`` None or the DbError of the failed transaction
+# (not counted; ``t_last_ns`` is then when it started). The native executor's (workloads.native).
+Batch = Callable[[int, int, array], tuple[int, int, DbError | None]]
 
 
 @dataclass(frozen=True)
@@ -35,7 +42,7 @@ class ClientCtx:
         return random.Random(self.key_seed())
 
     def key_seed(self) -> int:
-        """This client's seed (for generators outside Python: the C query loop)."""
+        """This client's seed (for generators outside Python: the native executor)."""
         return self.seed * 1_000_003 + self.index
 
 
@@ -53,7 +60,7 @@ class Runner:
     txn: Callable[[], int]
     extra: Counter[str] = field(default_factory=Counter)
     pause_ns: Callable[[], int] | None = None
-    # The same transaction as a C loop (workloads.keyloop, workloads.native), used by the closed loop.
+    # The same transaction run in C (workloads.native), used by the closed loop.
     batch: Batch | None = None
     # Statements each batched transaction sends (what txn() returns).
     statements: int = 1

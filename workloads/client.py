@@ -39,12 +39,12 @@ from diag.db import DriverInfo
 from diag.engines import MYSQL, POSTGRES, Engine, engine_for
 from diag.errors import DbError
 from diag.targets import Target
-from workloads import keyloop, mylib, nativelib
+from workloads import mylib, nativelib
 from workloads.clientbase import APP_NAME, ISOLATION_SQL, PROTOCOLS, Client, Query, Rows, text
 from workloads.myclient import MyClient, MyLibClient
 from workloads.pgclient import Pg2Client, PgPqClient
 
-__all__ = ["APP_NAME", "CLIENT_CLASSES", "ISOLATION_SQL", "NATIVE_WORKLOADS", "POINT_LOOKUP_WORKLOADS", "PROTOCOLS",
+__all__ = ["APP_NAME", "CLIENT_CLASSES", "ISOLATION_SQL", "NATIVE_WORKLOADS", "PROTOCOLS",
            "WORKLOAD_DRIVERS", "Client", "MyClient", "MyLibClient", "Pg2Client", "PgPqClient", "Query", "Rows", "client_class",
            "client_driver_text", "driver_label", "fastest_driver", "open_client", "text"]
 
@@ -103,23 +103,20 @@ def client_class(engine: str | Engine, driver: DriverInfo) -> type[Client]:
     return cls
 
 
-# Workloads whose clients hand point lookups to keyed_batch (the C loop): point-select always, custom
-# when its script is pgbench -S-shaped (tests/unit/test_workload_script.py keeps this list honest).
-POINT_LOOKUP_WORKLOADS = frozenset({"point-select", "custom"})
-# Workloads with a program for the native executor (Workload.program; the same unit test checks it).
-NATIVE_WORKLOADS = frozenset({"read-only", "read-write", "insert", "custom"})
+# Workloads with a program for the native executor (Workload.program; tests/unit/test_workload_script.py
+# keeps this list honest).
+NATIVE_WORKLOADS = frozenset({"point-select", "read-only", "read-write", "insert", "custom"})
 
 
 def client_driver_text(engine: str | Engine, protocol: str, workloads: Sequence[str] = (),
                        paced: bool = False) -> str:
     """What the workload clients of ``engine`` will run on, for the start-up line of a run, e.g.
-    ``libmariadb 3.3.10 (ctypes, binary protocol) + C query loop for point lookups``.
+    ``libmariadb 3.3.10 (ctypes, binary protocol) + native executor for point-select, read-only``.
 
-    The C loops run only the closed loop with the prepared protocol: a ``paced`` run (``--rate``,
-    ``--think``) names none (the Python loop paces and runs each transaction). The point-lookup loop is
-    named for :data:`POINT_LOOKUP_WORKLOADS` with a driver it drives, the native executor for
-    :data:`NATIVE_WORKLOADS` (custom: the scripts it can run) when its library is there; both need
-    their module compiled and DBDIAG_PY_LOOP unset. DbError when the engine has no driver installed.
+    The native executor runs only the closed loop with the prepared protocol: a ``paced`` run (``--rate``,
+    ``--think``) names none (the Python loop paces and runs each transaction). It is named for
+    :data:`NATIVE_WORKLOADS` (custom: the scripts it can run) when its module is compiled, its library is
+    there and DBDIAG_PY_LOOP is unset. DbError when the engine has no driver installed.
     """
     dbms = _engine(engine)
     drv = fastest_driver(dbms)
@@ -130,8 +127,6 @@ def client_driver_text(engine: str | Engine, protocol: str, workloads: Sequence[
     native = sorted(NATIVE_WORKLOADS.intersection(workloads))
     if native and nativelib.available(dbms):
         loops.append(f"{nativelib.LABEL} for {', '.join(native)}")
-    if POINT_LOOKUP_WORKLOADS.intersection(workloads) and client_class(dbms, drv).c_loop and keyloop.enabled():
-        loops.append(f"{keyloop.LABEL} for point lookups")
     return " + ".join([label, *loops])
 
 

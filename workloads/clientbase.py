@@ -11,7 +11,6 @@ from typing import Any, ClassVar
 
 from diag.db import DriverInfo, connect
 from diag.targets import Target
-from workloads.keyloop import Batch
 from workloads.sql import Stmt
 
 Rows = Sequence[Sequence[Any]]
@@ -54,8 +53,6 @@ class Client:
 
     engine: ClassVar[str] = ""
     product = ""
-    # Whether keyed_batch can hand prepared point lookups to the C loop (workloads.keyloop).
-    c_loop: ClassVar[bool] = False
 
     def __init__(self, target: Target, driver: DriverInfo, protocol: str, isolation: str,
                  product: str = "") -> None:
@@ -95,11 +92,6 @@ class Client:
 
     def _make_run(self, stmt: Stmt, name: str, rows: Callable[[Sequence[Any]], Rows]) -> Callable[[Sequence[Any]], int]:
         return lambda params: len(rows(params))
-
-    def keyed_batch(self, q: Query, lo: int, hi: int, seed: int) -> Batch | None:
-        """The same transactions as :meth:`keyed_txn`, run by the C loop
-        (:mod:`workloads.keyloop`), or None where that loop cannot drive this driver."""
-        return None
 
     def execute(self, sql: str) -> Rows:
         """Run one statement through the simple protocol (transaction control, SET...)."""

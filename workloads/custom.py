@@ -246,10 +246,8 @@ class Custom(Workload):
 
     def program(self, ctx: ClientCtx) -> Program | None:
         """The script for the native executor: every ``\\set`` expression, control statement and preparable
-        statement; None for pgbench -S's shape (the point-lookup C loop runs it). Unsupported (the Python
-        loop runs the script) for a utility statement with variables (spliced as literals in Python)."""
-        if self.keyed_shape() is not None:
-            return None
+        statement (pgbench -S's shape too). Unsupported (the Python loop runs the script) for a utility
+        statement with variables (spliced as literals in Python)."""
         p = Program()
         for cmd in self.cmds:
             if isinstance(cmd, SetCmd):
@@ -267,8 +265,7 @@ class Custom(Workload):
         shape = self.keyed_shape()
         if shape is not None:  # the driver's point-lookup path: what the built-in point-select runs
             lo, hi, sql = shape
-            q = c.prepare(sql.stmt)
-            return Runner(c.keyed_txn(q, lo, hi, ctx.rng().random), batch=c.keyed_batch(q, lo, hi, ctx.key_seed()))
+            return Runner(c.keyed_txn(c.prepare(sql.stmt), lo, hi, ctx.rng().random))
         ns: dict[str, Any] = {**_helpers(), "rnd": ctx.rng().random}
         body: list[str] = []
         nsql = 0

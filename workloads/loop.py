@@ -36,7 +36,6 @@ from diag.targets import Target
 from workloads.base import ClientCtx, Runner, Workload
 from workloads.client import Client, open_client
 from workloads.hist import fold
-from workloads.keyloop import LABEL as KEYLOOP_LABEL
 from workloads.messages import Aborted, Done, Fatal, Go, IntervalCounts, Lost, Ready, Reconnected
 from workloads.native import LABEL as NATIVE_LABEL
 from workloads.native import NativeClient, native_runner
@@ -284,7 +283,7 @@ class ClientLoop:
             t0 = t1
 
     def closed_batch(self) -> None:
-        """The closed loop with the transactions run by the C loop (``runner.batch``) until each
+        """The closed loop with the transactions run in C (``runner.batch``) until each
         tick; failures take the same path as in :meth:`closed` (a retry runs ``runner.txn``)."""
         pcn = time.perf_counter_ns
         batch = self.runner.batch
@@ -353,7 +352,7 @@ class ClientLoop:
 
 def run_loops(loop: ClientLoop, start_ns: int) -> None:
     """The loop this client's options and runner call for, started over after each reconnect (the new
-    runner may differ: the C loop may not be available again) until the client ends."""
+    runner may differ: the native executor may not be available again) until the client ends."""
     spec = loop.spec
     while True:
         runner = loop.runner
@@ -398,9 +397,8 @@ def client_main(index: int, spec: ClientSpec, pipe: Any, stop: Any) -> None:
         except DbError as e:
             pipe.send(Fatal(code=error_key(e), message=str(e), kind=e.kind))
             return
-        c_loop = runner.batch is not None and not spec.rate and not spec.think
-        pipe.send(Ready(pid=os.getpid(), c_loop=c_loop,
-                        loop=(NATIVE_LABEL if isinstance(client, NativeClient) else KEYLOOP_LABEL) if c_loop else ""))
+        c_loop = runner.batch is not None and isinstance(client, NativeClient) and not spec.rate and not spec.think
+        pipe.send(Ready(pid=os.getpid(), c_loop=c_loop, loop=NATIVE_LABEL if c_loop else ""))
         msg = pipe.recv()
         if not isinstance(msg, Go):
             return

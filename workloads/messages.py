@@ -48,9 +48,9 @@ class Go(NamedTuple):
 
 
 class Ready(NamedTuple):
-    """Connected and prepared; ``c_loop``: this client will run a C loop, ``loop`` its name (the point-lookup
-    loop of :mod:`workloads.keyloop` or the native executor of :mod:`workloads.native`; "" for the
-    Python loop, or from an older sender)."""
+    """Connected and prepared; ``c_loop``: this client will run its transactions in C, ``loop`` the name of
+    what runs them (the native executor of :mod:`workloads.native`; "" for the Python loop, or from an
+    older sender)."""
 
     pid: int
     c_loop: bool

@@ -11,7 +11,6 @@ from diag.engines import MYSQL
 from diag.targets import Target
 from workloads import mylib
 from workloads.clientbase import ISOLATION_SQL, Client, Query, Rows
-from workloads.keyloop import Batch, my_batch
 from workloads.sql import Stmt, my_literal
 
 
@@ -97,7 +96,6 @@ class MyLibClient(Client):
 
     engine = MYSQL.name
     product = MYSQL.products[0]
-    c_loop = True
 
     def __init__(self, target: Target, driver: DriverInfo, protocol: str, isolation: str,
                  product: str = "") -> None:
@@ -128,13 +126,6 @@ class MyLibClient(Client):
         if st is None or st.nparams != 1:
             return super().keyed_txn(q, lo, hi, rnd)
         return st.keyed(lo, hi, rnd)
-
-    def keyed_batch(self, q: Query, lo: int, hi: int, seed: int) -> Batch | None:
-        st = self._stmts.get(q.name)
-        if st is None or st.nparams != 1:
-            return None
-        st.bind_key()
-        return my_batch(st, lo, hi, seed)
 
     def execute(self, sql: str) -> Rows:
         return self.conn.query(sql)

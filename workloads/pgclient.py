@@ -15,7 +15,6 @@ from diag.engines import POSTGRES
 from diag.errors import DbError
 from diag.targets import Target
 from workloads.clientbase import ISOLATION_SQL, Client, Query, Rows
-from workloads.keyloop import Batch, pq_batch
 from workloads.sql import Stmt, pg_literal
 
 
@@ -24,7 +23,6 @@ class PgPqClient(Client):
 
     engine = POSTGRES.name
     product = POSTGRES.products[0]
-    c_loop = True
 
     def __init__(self, target: Target, driver: DriverInfo, protocol: str, isolation: str,
                  product: str = "") -> None:
@@ -104,11 +102,6 @@ class PgPqClient(Client):
                 raise fail(res)
             return res.ntuples
         return run
-
-    def keyed_batch(self, q: Query, lo: int, hi: int, seed: int) -> Batch | None:
-        if self.protocol != "prepared" or q.stmt.nparams != 1:
-            return None
-        return pq_batch(self.pg, q.name.encode(), lo, hi, seed, self._fail_text)
 
     def keyed_txn(self, q: Query, lo: int, hi: int, rnd: Callable[[], float]) -> Callable[[], int]:
         if self.protocol != "prepared" or q.stmt.nparams != 1:

@@ -125,7 +125,7 @@ class ClientPool:
 
 def _guarded(parent: int, main: Callable[..., None], *args: Any) -> None:
     """A client process: guarded against outliving ``parent`` (the run's PID before the fork), then ``main``."""
-    # No watch thread: the C query loop holds the GIL through each batch, and a thread waking to take it
+    # No watch thread: the native executor holds the GIL through each batch, and a thread waking to take it
     # would cost the measured loop; the pool forks from the run's main thread, so PDEATHSIG covers it.
     guard_child(parent, watch=False)
     main(*args)

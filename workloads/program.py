@@ -233,7 +233,7 @@ def compile_expr(src: str, var: Callable[[str], int]) -> list[int]:
 # -- the reference: the same program through a Python client ----------------------------------
 
 def seed_state(seed: int) -> bytearray:
-    """The generator's 8-byte state for ``seed`` (as workloads.keyloop seeds the C point-lookup loop)."""
+    """The generator's 8-byte state for ``seed`` (as workloads/_native.c reads it)."""
     return bytearray(((seed * 0x9E3779B97F4A7C15) & MASK).to_bytes(8, "little"))
 
 

@@ -29,7 +29,6 @@ from diag.targets import Target
 from workloads import hist
 from workloads.base import Workload
 from workloads.client import driver_label
-from workloads.keyloop import LABEL as KEYLOOP_LABEL
 from workloads.loop import LOST_KINDS, ClientSpec
 from workloads.merge import IntervalMerger, Merged, Totals
 from workloads.messages import Aborted, Done, Fatal, FromClient, Go, IntervalCounts, Lost, Reconnected
@@ -88,7 +87,7 @@ class Step:
                     else:
                         self.pids.append(msg.pid)
                         self.c_loops.append(bool(msg.c_loop))
-                        self.loops.append(msg.loop or (KEYLOOP_LABEL if msg.c_loop else ""))
+                        self.loops.append(msg.loop if msg.c_loop else "")
                 self._measure(pool)
             except KeyboardInterrupt:
                 self._stopping = True
@@ -241,8 +240,8 @@ class Step:
     # -- result ------------------------------------------------------------------
 
     def _driver_label(self) -> str:
-        """The driver and version; "+ C query loop" when every client ran workloads.keyloop, "+ native
-        executor" when every client ran workloads.native (a mix names no loop: the Python loop ran too)."""
+        """The driver and version; "+ native executor" when every client ran workloads.native (a mix names
+        no loop: the Python loop ran too)."""
         label = driver_label(self.drv)
         loops = set(self.loops)
         return f"{label} + {self.loops[0]}" if len(loops) == 1 and self.loops[0] else label

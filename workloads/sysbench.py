@@ -108,10 +108,15 @@ class PointSelect(Workload):
     def dataset(self, scale: float) -> Dataset:
         return sbtest_dataset(scale)
 
+    def program(self, ctx: ClientCtx) -> Program:
+        """The same transaction for the native executor: one uniform key, one prepared lookup."""
+        p = Program()
+        p.execute(POINT_SQL, [Param(p.uniform("id", 1, sbtest_rows(ctx.scale)))])
+        return p
+
     def client(self, c: Client, ctx: ClientCtx) -> Runner:
         q = c.prepare(POINT_SQL)
-        n = sbtest_rows(ctx.scale)
-        return Runner(c.keyed_txn(q, 1, n, ctx.rng().random), batch=c.keyed_batch(q, 1, n, ctx.key_seed()))
+        return Runner(c.keyed_txn(q, 1, sbtest_rows(ctx.scale), ctx.rng().random))
 
 
 class ReadOnly(Workload):

@@ -30,6 +30,7 @@ from workloads import load as wload
 from workloads import nativelib
 from workloads.nativelib import _native as c_module
 from workloads.base import ClientCtx
+from workloads.clientbase import Client
 from workloads.client import client_driver_text, fastest_driver, open_client
 from workloads.custom import Custom
 from workloads.driver import DriverOptions, run_sweep
@@ -40,7 +41,7 @@ from workloads.program import (OP_ABS, OP_ADD, OP_CONST, OP_DIV, OP_EXEC, OP_FDI
                                OP_MUL, OP_NEG, OP_RANDOM, OP_SIMPLE, OP_STORE, OP_SUB, OP_VAR, Draw, Param, Program,
                                Unsupported, reference_txn, seed_state)
 from workloads.sql import Stmt
-from workloads.sysbench import POINT_SQL, RANGE_SQL, ReadOnly, sbtest_dataset
+from workloads.sysbench import POINT_SQL, RANGE_SQL, PointSelect, ReadOnly, sbtest_dataset, sbtest_rows
 
 SCALE = 0.05
 TXNS = 150
@@ -104,6 +105,21 @@ def test_read_only_rows_equal_the_python_reference(target: Target) -> None:
     assert native == _run_reference(target, prog, 11, TXNS)
     # each point select finds its row, each range 100 rows (distinct c values), the sum one row
     assert native == (10 * TXNS, 100 * TXNS, TXNS, 100 * TXNS, 100 * TXNS)
+
+
+def test_point_select_rows_equal_the_python_reference(target: Target, tmp_path: Path) -> None:
+    """point-select and a pgbench -S-shaped script (what the retired point-lookup C loop ran) are programs:
+    one draw, one lookup that finds its row, on both paths."""
+    prog = PointSelect().program(_ctx(3))
+    assert prog.statements == 1 and [s.qmarks() for s in prog.stmts] == [POINT_SQL]
+    assert _run_native(target, prog, 13, TXNS) == _run_reference(target, prog, 13, TXNS) == (TXNS,)
+    script = tmp_path / "s.sql"
+    script.write_text(f"\\set id random(1, {sbtest_rows(SCALE)})\nSELECT c FROM dbdiag.sbtest1 WHERE id = :id;\n")
+    wl = Custom(str(script))
+    assert wl.keyed_shape() is not None  # the Python loop's fast path for the same script
+    prog = wl.program(_ctx(3))
+    assert prog is not None and prog.statements == 1
+    assert _run_native(target, prog, 17, TXNS) == _run_reference(target, prog, 17, TXNS) == (TXNS,)
 
 
 def _balances(target: Target) -> Counter[int]:
@@ -199,8 +215,6 @@ def test_script_outside_the_subset_falls_back(target: Target, tmp_path: Path) ->
     script.write_text("\\set n random(1, 5)\nSET LOCAL lock_timeout = :n;\nSELECT 1;\n")
     with pytest.raises(Unsupported):
         Custom(str(script)).program(_ctx(1))
-    script.write_text("\\set id random(1, 10)\nSELECT 1 WHERE 1 = :id;\n")  # pgbench -S's shape: the key loop
-    assert Custom(str(script)).program(_ctx(1)) is None
 
 
 def test_errors_come_back_as_the_python_loops_classes(target: Target) -> None:
@@ -376,6 +390,10 @@ class Recording:
     def commit(self) -> None:
         self.execute("COMMIT")
 
+    def keyed_txn(self, q: Any, lo: int, hi: int, rnd: Any) -> Any:
+        """The drivers' point-lookup paths call the library directly; the generic one calls q.run."""
+        return Client.keyed_txn(self, q, lo, hi, rnd)  # type: ignore[arg-type]
+
 
 def _program_log(prog: Program, n: int) -> list[tuple[Any, tuple[Any, ...]]]:
     log: list[tuple[Any, tuple[Any, ...]]] = []
@@ -392,7 +410,7 @@ def _program_log(prog: Program, n: int) -> list[tuple[Any, tuple[Any, ...]]]:
     return log
 
 
-@pytest.mark.parametrize("cls", [ReadOnly, ReadWrite, Insert], ids=lambda c: c.name)
+@pytest.mark.parametrize("cls", [PointSelect, ReadOnly, ReadWrite, Insert], ids=lambda c: c.name)
 def test_program_is_the_python_loops_transaction(target: Target, cls: type) -> None:
     """program() says what client()'s txn() does: the same statements in the same order, a parameter
     the program takes from one variable equal wherever the Python txn uses it, and values in the same

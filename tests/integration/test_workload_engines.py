@@ -8,7 +8,6 @@ from __future__ import annotations
 import _thread
 import importlib.util
 import json
-from array import array
 import os
 import signal
 import subprocess
@@ -25,6 +24,7 @@ import pytest
 from diag import servers
 from diag.bundle import BundleWriter, read_jsonl, safe_name
 from diag.db import Session
+from diag.engines import POSTGRES
 from diag.errors import UsageError
 from diag.schema import ResultRow
 from diag.targets import Target
@@ -338,8 +338,9 @@ KEYED = [("postgres", "psycopg", "psycopg"), ("postgres", "psycopg2", "psycopg2"
 @pytest.mark.parametrize("protocol", ["prepared", "simple"])
 def test_keyed_txn_draws_every_key_in_range(engine: str, name: str, module: str, protocol: str,
                                             request: pytest.FixtureRequest) -> None:
-    """The point-lookup fast path (point-select, pgbench -S scripts) sends the key it drew, uniformly
-    over lo..hi inclusive, through every driver's own path; a failing statement raises DbError."""
+    """The Python loop's point-lookup path (point-select, pgbench -S scripts, when the native executor
+    does not run them) sends the key it drew, uniformly over lo..hi inclusive, through every driver's own
+    path; a failing statement raises DbError."""
     import importlib
     import random
 
@@ -368,37 +369,21 @@ def test_keyed_txn_draws_every_key_in_range(engine: str, name: str, module: str,
         with pytest.raises(DbError):
             bad()
         c.after_error()
-        batch = c.keyed_batch(q, 5, 9, seed=7)
-        c_loop = protocol == "prepared" and name in ("psycopg", "libmariadb")
-        assert (batch is not None) == c_loop, "the C query loop (workloads/_keyloop.c) is not built: pip install -e ."
-        if batch is not None:
-            buf = array("q", bytes(8 * 500))
-            t0 = time.perf_counter_ns()
-            n, t1, err = batch(t0, t0 + 10**12, buf)  # stops when the buffer is full
-            assert (n, err) == (500, None) and t0 < t1 <= time.perf_counter_ns()
-            assert all(v > 0 for v in buf) and sum(buf) == t1 - t0  # back-to-back latencies, ns
-            bad_batch = c.keyed_batch(bad_q, 1, 1, seed=1)
-            assert bad_batch is not None
-            t0 = time.perf_counter_ns()
-            n, t1, err = bad_batch(t0, 0, buf)
-            assert n == 0 and isinstance(err, DbError) and err.code == ("22012" if engine == "postgres" else "1365")
-            assert t1 == t0  # on a failure: when the failed transaction started
-            c.after_error()
     finally:
         c.close()
     with Session(target) as s:
         rows = s.query("SELECT k, COUNT(*) AS n FROM dbdiag.keyed_test GROUP BY k ORDER BY k")
         s.execute("DROP TABLE dbdiag.keyed_test")
     counts = {int(r["k"]): int(r["n"]) for r in rows}
-    total = 1000 if c_loop else 500
+    total = 500
     assert sorted(counts) == [5, 6, 7, 8, 9] and sum(counts.values()) == total, counts
     assert min(counts.values()) > total / 5 * 0.6, counts  # uniform: total / 5 each expected
 
 
-@pytest.mark.parametrize("py_loop", ["", "1"], ids=["c-loop", "python-loop"])
+@pytest.mark.parametrize("py_loop", ["", "1"], ids=["native", "python-loop"])
 def test_point_select_loop_is_recorded_in_the_result(target: Target, py_loop: str, tmp_path: Path,
                                                       monkeypatch: pytest.MonkeyPatch) -> None:
-    """point-select runs the C query loop unless DBDIAG_PY_LOOP=1, and the result says which ran;
+    """point-select runs on the native executor unless DBDIAG_PY_LOOP=1, and the result says which ran;
     both give the same kind of result."""
     monkeypatch.setenv("DBDIAG_PY_LOOP", py_loop)
     rows = run_sweep(target, ["point-select"], _opts(clients=(2,), duration_s=1.0, warmup_s=0.2),
@@ -407,11 +392,11 @@ def test_point_select_loop_is_recorded_in_the_result(target: Target, py_loop: st
     assert r["transactions"] > 0 and r["errors"] == {} and r["qps"] == r["tps"], r
     # Every key the driver writes is declared in the bundle schema (a new key must be added there).
     assert not ResultRow.from_dict(r).extra, sorted(ResultRow.from_dict(r).extra)
-    assert r["driver"].endswith("+ C query loop") == (py_loop == ""), r["driver"]
+    assert r["driver"].endswith(" + native executor") == (py_loop == ""), r["driver"]
     assert 0 < r["latency_ms"]["p50"] <= r["latency_ms"]["p99"] <= r["latency_ms"]["max"]
     # The start-up line of a run says the same before the step runs.
     said = client_driver_text(target.dbms, "prepared", ["point-select"])
-    assert said == (r["driver"] + " for point lookups" if py_loop == "" else r["driver"]), (said, r["driver"])
+    assert said == (r["driver"] + " for point-select" if py_loop == "" else r["driver"]), (said, r["driver"])
     # read-write runs on the native executor (tests/integration/test_native_executor.py), unless asked not to
     native = " + native executor for read-write" if py_loop == "" else ""
     assert client_driver_text(target.dbms, "prepared", ["read-write"]) == r["driver"].split(" + ")[0] + native
@@ -545,9 +530,11 @@ def test_psycopg2_fallback_without_psycopg3(pg_service_db: str, tmp_path: Path) 
     assert len(out["rows"]) == 4 and not out["psycopg"]
     for r in out["rows"]:
         assert r["driver"].startswith("psycopg2 ") and r["transactions"] > 0 and r["errors"] == {}, r
-    assert out["said"] == out["rows"][0]["driver"]  # the start-up text: psycopg2, and no C loop for it
+    # the start-up text: psycopg2, and the native executor for point-select when the prepared step ran on it
+    first = out["rows"][0]["driver"]
+    assert out["said"] == first + (" for point-select" if nativelib.LABEL in first else ""), (out["said"], first)
     # every client process (4 steps x 2 clients) is seen once: through Pg2Client, or on the native executor for
-    # a step whose driver names it (read-write, prepared: workloads.client.NATIVE_WORKLOADS)
+    # a step whose driver names it (prepared point-select and read-write: workloads.client.NATIVE_WORKLOADS)
     assert len(clients) == 8 and len({c["pid"] for c in clients}) == 8, clients
     assert all(c["pid"] != out["pid"] and not c["psycopg"] for c in clients), clients
     native = [c for c in clients if c["class"] == "NativeClient"]
@@ -556,10 +543,12 @@ def test_psycopg2_fallback_without_psycopg3(pg_service_db: str, tmp_path: Path) 
 
 
 def test_normal_run_clients_do_not_load_psycopg2(pg_service_db: str, tmp_path: Path) -> None:
-    """``dbdiag run`` with psycopg 3 installed: its client processes drive psycopg 3 and never load psycopg2
-    (a second libpq); the start-up line names the clients' driver as the results do."""
+    """``dbdiag run`` with psycopg 3 installed: its client processes drive psycopg 3 (point-select: the native
+    executor on psycopg's own libpq) and never load psycopg2 (a second libpq); the start-up line names the
+    clients' driver as the results do."""
     p, clients = _spy_run(pg_service_db, "cli", tmp_path)
-    assert clients and all(c["class"] == "PgPqClient" and c["psycopg"] and not c["psycopg2"] for c in clients), clients
+    kind = "NativeClient" if nativelib.available(POSTGRES) else "PgPqClient"
+    assert clients and all(c["class"] == kind and c["psycopg"] and not c["psycopg2"] for c in clients), clients
     results = json.loads((tmp_path / "run" / "results.json").read_text())["results"]
     assert results and results[0]["driver"].startswith("psycopg ")
     said = [ln for ln in p.stderr.splitlines() if " via " in ln]

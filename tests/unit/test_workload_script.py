@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import inspect
 import random
 from pathlib import Path
 
@@ -12,10 +11,9 @@ from hypothesis import strategies as st
 
 from diag.engines import ENGINES, Engine
 from diag.errors import DbError, UsageError
-from workloads import custom, hist, insert, pgbench, sysbench, tpcc
+from workloads import hist
 from workloads import load as wload
-from workloads.base import Workload
-from workloads.client import CLIENT_CLASSES, POINT_LOOKUP_WORKLOADS
+from workloads.client import CLIENT_CLASSES
 from workloads.load import RowFormat, dialect
 from workloads.pgbench import pgbench_dataset
 from workloads.sysbench import sbtest_dataset
@@ -153,16 +151,6 @@ def test_keyed_shape_only_for_pgbench_s_scripts(text: str, shape: tuple[int, int
     w.cmds = parse_text(text)
     got = w.keyed_shape()
     assert (got[:2] if got else None) == shape
-
-
-def test_point_lookup_workloads_are_those_that_reach_the_c_loop() -> None:
-    """The start-up line names the C query loop for the workloads in POINT_LOOKUP_WORKLOADS: exactly those
-    whose clients hand their statement to Client.keyed_batch (custom only when its script is keyed)."""
-    classes = [v for m in (custom, insert, pgbench, sysbench, tpcc) for v in vars(m).values()
-               if isinstance(v, type) and issubclass(v, Workload) and v is not Workload and v.name]
-    assert {c.name for c in classes} == set(WORKLOADS)
-    keyed = {c.name for c in classes if "keyed_batch" in inspect.getsource(c.client)}
-    assert keyed == POINT_LOOKUP_WORKLOADS
 
 
 @pytest.mark.parametrize("engine", ENGINES, ids=[e.name for e in ENGINES])
