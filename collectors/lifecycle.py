@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from collectors.base import Collector, Probe
-from collectors.runner import CollectorRunner, collector_key, probe_all
+from collectors.runner import CollectorRunner, Running, collector_key, probe_all
 from diag.bundle import BundleWriter, read_jsonl, safe_name
 from diag.errors import DiagError
 
@@ -165,7 +165,9 @@ class Lifecycle:
         """Stop a batch: its sampled sources' processes (each writes its last record), then in-process ones."""
         try:
             if batch.runner is not None:
+                running = list(batch.runner.running)  # stop() forgets them
                 batch.runner.stop()
+                self._say_stopped(running)
         finally:
             for c in reversed(batch.in_process):
                 with contextlib.suppress(DiagError):
@@ -173,6 +175,17 @@ class Lifecycle:
             if batch in self.batches:
                 self.batches.remove(batch)
             self._collector_pids()
+
+    def _say_stopped(self, running: list[Running]) -> None:
+        """One line per source of the batch whose evidence stopped mid-run (a node_exporter gone): the report
+        says it too, but a run that looked fine on the terminal should not hide it there."""
+        keys = {r.key: r.collector for r in running}
+        for e in read_jsonl(self.bundle.path / "events.jsonl"):
+            c = keys.get(str(e.get("collector")))
+            if e.get("kind") == "collector_off" and c is not None and "stopped_at" in e:
+                name = f"{c.title} ({c.ctx.target.label})" if c.title and c.per_target else c.title or c.name
+                msg = str(e.get("message") or "").split(": ", 1)[-1]
+                self.say(f"dbdiag: note: {name}: {msg}")
 
     def step_started(self, info: Any) -> None:
         """A step begins: share its client PIDs, tell every started in-process source."""

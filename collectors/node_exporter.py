@@ -36,6 +36,7 @@ gives for a local path, so D (device flushes/s) is read from that disk's counter
 from __future__ import annotations
 
 import re
+import time
 import urllib.error
 import urllib.request
 from typing import Any
@@ -43,7 +44,7 @@ from typing import Any
 from collectors.base import Collector, Metric, Probe
 from collectors.host import CPU_FIELDS, HostCollector
 from collectors.promtext import Sample, parse_metrics
-from diag.errors import DiagError, ParseError
+from diag.errors import DiagError, ParseError, SourceStopped
 
 SCRAPE_TIMEOUT_S = 2.0
 MAX_FAILED_SCRAPES = 5  # in a row: a slow moment skips a record; a node_exporter gone switches the source off
@@ -72,6 +73,17 @@ def scrape(url: str, timeout_s: float = SCRAPE_TIMEOUT_S) -> str:
     except (urllib.error.URLError, OSError) as e:
         reason = getattr(e, "reason", e)
         raise DiagError(f"cannot read {url}: {reason}") from None
+
+
+def scrape_reason(e: DiagError) -> str:
+    """Why a scrape failed, in a few words for the report ("connection refused", "timed out", "HTTP 503 ...")."""
+    text = str(e)
+    for needle, why in (("refused", "connection refused"), ("timed out", "timed out"),
+                        ("Name or service not known", "host name not known"), ("unreachable", "host unreachable"),
+                        ("reset by peer", "connection reset")):
+        if needle in text:
+            return why
+    return text.split(": ", 1)[1] if text.startswith("cannot read ") and ": " in text else text
 
 
 def _one(samples: dict[str, list[Sample]], name: str) -> float | None:
@@ -216,6 +228,7 @@ class NodeExporterHost(Collector):
         self.url = str(ctx.options.get("host_metrics") or "")
         self.source = f"node_exporter {self.url}"
         self._failed = 0
+        self._last_t: float | None = None  # Unix s of the last record: where the series ends if node_exporter goes
 
     def probe(self) -> Probe:
         try:
@@ -231,19 +244,32 @@ class NodeExporterHost(Collector):
 
     def sample(self) -> dict[str, Any] | None:
         try:
-            samples = parse_metrics(scrape(self.url))
+            rec = self._record()
         except DiagError as e:
             self._failed += 1
             if self._failed >= MAX_FAILED_SCRAPES:
-                raise DiagError(f"{MAX_FAILED_SCRAPES} scrapes in a row failed, last: {e}") from None
+                raise self._stopped(e, f"{MAX_FAILED_SCRAPES} scrapes in a row failed") from None
             return None  # one slow or lost scrape: the rates span the gap
         self._failed = 0
-        return host_record(samples, self.source)
+        return rec
 
     def stop(self) -> list[dict[str, Any]] | None:
         """One last scrape: the target's sweep has just ended, so its last step's window is covered to its end
-        (with one-second sampling a step would otherwise lose up to its last second)."""
+        (with one-second sampling a step would otherwise lose up to its last second). When it fails, the
+        series ends at the last record: raised as :class:`SourceStopped`, so the bundle says when and why."""
         try:
-            return [host_record(parse_metrics(scrape(self.url)), self.source)]
-        except DiagError:
-            return None
+            return [self._record()]
+        except DiagError as e:
+            raise self._stopped(e, "the last scrape failed" if self._failed == 0 else
+                                f"the last {self._failed + 1} scrapes failed") from None
+
+    def _record(self) -> dict[str, Any]:
+        rec = host_record(parse_metrics(scrape(self.url)), self.source)
+        rec["t"] = self._last_t = time.time()  # stamped here: the time the scrape answered
+        return rec
+
+    def _stopped(self, e: DiagError, what: str) -> SourceStopped:
+        when = (time.strftime("%H:%M:%S UTC", time.gmtime(self._last_t)) if self._last_t is not None
+                else "before its first record")
+        return SourceStopped(f"{self.source} stopped answering: {what} (last: {e}); host evidence ends at {when}",
+                             self._last_t, scrape_reason(e))

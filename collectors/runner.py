@@ -24,7 +24,7 @@ from typing import Any
 
 from collectors.base import Collector, Probe
 from diag.bundle import BundleWriteError, BundleWriter, safe_name
-from diag.errors import DiagError
+from diag.errors import DiagError, SourceStopped
 from diag.procs import guard_child
 
 _FORK = mp.get_context("fork")
@@ -103,6 +103,8 @@ def _sample(c: Collector, key: str, bundle: BundleWriter, out: Any, stop: Any) -
         emit(c.stop())
     except BundleWriteError:
         raise
+    except SourceStopped as e:  # where its series ends and why, for the report
+        bundle.event("collector_off", f"{key}: {e}", collector=key, **e.fields())
     except DiagError as e:
         bundle.event("collector_off", f"{key}: {e}", collector=key)
     except Exception as e:

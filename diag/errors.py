@@ -27,6 +27,22 @@ class ToolUnavailable(DiagError):
     """An external program (perf, initdb, mariadbd...) is missing or not permitted."""
 
 
+class SourceStopped(DiagError):
+    """A sampled source lost what it reads mid-run (a node_exporter that stopped answering): its series ends
+    at ``last_t`` (Unix s, None when it never gave a record) for ``reason`` ("connection refused",
+    "timed out", ...). The run records it in the source's ``collector_off`` event, with these fields, so the
+    report can say where the evidence stops and why, and the run goes on without that source."""
+
+    def __init__(self, message: str, last_t: float | None, reason: str) -> None:
+        super().__init__(message)
+        self.last_t = last_t
+        self.reason = reason
+
+    def fields(self) -> dict[str, object]:
+        """The event fields: ``stopped_at`` (the last record's time) and ``reason``."""
+        return {"stopped_at": self.last_t, "reason": self.reason}
+
+
 class RunIncomplete(DiagError):
     """The run ended and its report is rendered, but a step was cut short: the CLI says where the report is
     and exits non-zero with the subclass's code."""

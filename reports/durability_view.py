@@ -55,6 +55,7 @@ from diag.engines import POSTGRES, Engine, engine_for
 from diag.errors import UsageError
 from diag.schema import FlushCapabilityInfo
 from reports.durability import PlausibilityVerdict, SettingsVerdict, plausibility_verdict, settings_verdict
+from reports.series import source_stopped
 
 # Share of a workload's transactions that write (and so must be flushed at commit).
 # insert: single-row autocommit inserts; read-write: every transaction updates.
@@ -277,9 +278,19 @@ def remote_device_flushes(b: Bundle, label: str, info: dict[str, Any], t0: float
     if not any(isinstance(r.get(k), (int, float)) for r in recs for k in keys):
         return None, f"not measured: {where} gave no node_disk_flush_requests_total for {', '.join(devs)}"
     D = window_rate(recs, keys, t0, t1)
+    # node_exporter stopped answering inside the step: D is the rate over the part its records cover (at
+    # least MIN_COVERAGE of the step, else none), and says so; the part after the stop is not measured.
+    st = source_stopped(b, safe_name(f"host--{label}"))
+    cut = st is not None and (st.t is None or st.t < t1)
+    stop = (f"{where} stopped answering at {st.text(b.run.get('started'))}" if st is not None and cut else "")
     if D is None:
-        return None, f"not measured: {where} records do not cover the step"
-    return D, f"{where}: node_disk_flush_requests_total of {', '.join(devs)} (all processes on that host)"
+        covered = max(0.0, min(t1, st.t) - t0) if st is not None and st.t is not None else 0.0
+        return None, (f"not measured: {stop}; its records cover {covered:.1f} s of the step's {t1 - t0:.1f} s"
+                      if stop else f"not measured: {where} records do not cover the step")
+    src = f"{where}: node_disk_flush_requests_total of {', '.join(devs)} (all processes on that host)"
+    if stop and st is not None and st.t is not None:
+        src += f"; over the step's first {st.t - t0:.1f} s of {t1 - t0:.1f} s only: {stop}"
+    return D, src
 
 
 def _numeric_keys(records: Sequence[dict[str, Any]], prefix: str, suffix: str) -> list[str]:

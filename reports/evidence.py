@@ -13,6 +13,7 @@ from typing import Any
 
 from diag.bundle import Bundle, safe_name
 from reports.durability_view import flush_capability
+from reports.series import source_stopped
 
 _REMOTE = "the server is on another host"
 
@@ -25,13 +26,20 @@ def _why(probe: dict[str, Any], default: str) -> str:
     return str(probe.get("reason") or default) if probe and not probe.get("ok") else default
 
 
+def _cut(b: Bundle, label: str) -> str:
+    """Why a target's node_exporter series ends before the run did ("" when it did not)."""
+    st = source_stopped(b, safe_name(f"host--{label}"))
+    return "" if st is None else (f"none after {st.text(b.run.get('started'))}: node_exporter stopped answering; "
+                                  "steps after that have no host figures")
+
+
 def _host_rows(b: Bundle, t: dict[str, Any]) -> list[dict[str, str]]:
     label, local = str(t.get("label")), bool(t.get("local"))
     own = b.series.get(safe_name(f"host--{label}"))
     rows = []
     if own:
         src = str(own[-1].get("source") or f"node_exporter {t.get('host_metrics')}")
-        rows.append({"evidence": "host CPU, context switches, disk I/O", "source": src, "missing": ""})
+        rows.append({"evidence": "host CPU, context switches, disk I/O", "source": src, "missing": _cut(b, label)})
     elif t.get("host_metrics"):
         rows.append({"evidence": "host CPU, context switches, disk I/O", "source": "",
                      "missing": _why(_probe(b, f"host--{label}"), "node_exporter gave no records")})
@@ -57,7 +65,8 @@ def _flush_rows(b: Bundle, t: dict[str, Any]) -> list[dict[str, str]]:
         devs = ", ".join(str(d) for d in storage.get("stat_devices") or [])
         rows.append({"evidence": "device flushes (D)",
                      "source": f"node_exporter {t['host_metrics']}: {devs}" if devs else "",
-                     "missing": "" if devs else str(storage.get("reason") or storage.get("error") or "device unknown")})
+                     "missing": _cut(b, label) if devs else
+                     str(storage.get("reason") or storage.get("error") or "device unknown")})
     elif flush.get("ok") and any(s.startswith("diskstats:") for s in
                                  (b.series.get(safe_name(f"flush--{label}")) or [{}])[-1].get("sources", [])):
         rows.append({"evidence": "device flushes (D)", "source": "this machine (/proc/diskstats)", "missing": ""})

@@ -10,7 +10,9 @@ cannot import collectors).
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from collectors.base import Collector
@@ -198,3 +200,34 @@ def window_sum(series: Sequence[tuple[float, list[float]]], t0: float, t1: float
     if not rows:
         return None
     return [sum(col) for col in zip(*rows)]
+
+
+# --------------------------------------------------------------------------- a source that stopped mid-run
+
+
+@dataclass(frozen=True)
+class Stopped:
+    """A sampled source whose series ends before the run did (its ``collector_off`` event with
+    ``stopped_at``: :class:`diag.errors.SourceStopped`): the last record's time (Unix s, None: no record)
+    and why in a few words."""
+
+    t: float | None
+    reason: str
+
+    def text(self, run_started: Any = None) -> str:
+        """"14:50:03 UTC (12.3 s into the run; connection refused)" for the report."""
+        if self.t is None:
+            return f"before its first record ({self.reason})"
+        into = (f"{self.t - run_started:.1f} s into the run; " if isinstance(run_started, (int, float))
+                and not isinstance(run_started, bool) else "")
+        return f"{time.strftime('%H:%M:%S UTC', time.gmtime(self.t))} ({into}{self.reason})"
+
+
+def source_stopped(b: Bundle, key: str) -> Stopped | None:
+    """Where series ``key`` (``host--db1``) stopped before the run's end, and why; None when it did not."""
+    for e in b.events:
+        if e.get("kind") == "collector_off" and e.get("collector") == key and "stopped_at" in e:
+            t = e.get("stopped_at")
+            return Stopped(float(t) if isinstance(t, (int, float)) and not isinstance(t, bool) else None,
+                           str(e.get("reason") or "reason not recorded"))
+    return None

@@ -19,6 +19,7 @@ from collectors.rates import counter_delta
 from diag.bundle import Bundle, safe_name
 from diag.engines import MYSQL, POSTGRES, Engine
 from diag.errors import DiagError
+from reports.durability_view import MIN_COVERAGE
 from reports.rules.base import Finding, Step, counter_in_step, num, pct, steps
 from reports.series import CPU_ALL, CPU_BUSY, group_deltas
 
@@ -216,7 +217,12 @@ def _target_host(b: Bundle, step: Step) -> tuple[float, float, float, float, int
         total += w * sum(d)  # type: ignore[arg-type]
         busy += w * sum(_delta(prev, cur, f"cpu.all.{f}") or 0.0 for f in CPU_BUSY)
         ctx += w * (_delta(prev, cur, "ctx_switches") or 0.0)
-    return span, total, busy, ctx, int(recs[-1].get("ncpu") or 0), str(recs[-1].get("source") or "")
+    ncpu, source = int(recs[-1].get("ncpu") or 0), str(recs[-1].get("source") or "")
+    if span < MIN_COVERAGE * (step.t1 - step.t0):
+        # node_exporter stopped answering early in the step (or before it): no host CPU for the step, rather
+        # than a sliver taken for the whole step or this machine's CPU taken for that host's.
+        return 0.0, 0.0, 0.0, 0.0, ncpu, source
+    return span, total, busy, ctx, ncpu, source
 
 
 def _delta(prev: Mapping[str, Any], cur: Mapping[str, Any], key: str) -> float | None:

@@ -43,9 +43,8 @@ def node_exporter_binary() -> str:
     return exe
 
 
-@pytest.fixture(scope="module")
-def node_exporter() -> Iterator[str]:
-    """node_exporter on a free loopback port with the collectors the host sections read; its /metrics URL."""
+def _serve() -> tuple[subprocess.Popen[str], str]:
+    """node_exporter on a free loopback port with the collectors the host sections read, and its /metrics URL."""
     port = servers.free_port()
     proc = subprocess.Popen([node_exporter_binary(), f"--web.listen-address=127.0.0.1:{port}",
                              "--collector.disable-defaults", *(f"--collector.{c}" for c in COLLECTORS)],
@@ -63,6 +62,13 @@ def node_exporter() -> Iterator[str]:
             proc.kill()
             pytest.fail(f"node_exporter did not serve {url}: {proc.stderr.read() if proc.stderr else ''}")
         time.sleep(0.1)
+    return proc, url
+
+
+@pytest.fixture(scope="module")
+def node_exporter() -> Iterator[str]:
+    """The module's node_exporter: its /metrics URL."""
+    proc, url = _serve()
     yield url
     proc.terminate()
     proc.wait(timeout=10)
@@ -156,3 +162,61 @@ def test_the_report_says_where_each_evidence_came_from(bundle: Bundle, node_expo
     assert rows["flush capability (F)"]["source"].startswith("given by the user")
     html = (bundle.path / "report.html").read_text()
     assert f"node_exporter {node_exporter}" in html and "missing, and why" in html
+
+
+def test_a_node_exporter_killed_mid_step_is_where_the_host_evidence_stops(pg_server: servers.ThrowawayServer,
+                                                                          tmp_path: Path) -> None:
+    proc, url = _serve()
+    out = tmp_path / "bundle"
+    run = subprocess.Popen([sys.executable, "-m", "diag", "run", f"db={pg_server.dsn()}", "-w", "insert", "-c", "1,2",
+                            "-T", "2", "--warmup", "0", "--no-profile", "--flush-capability", "100000",
+                            "--host-metrics", f"db={url}", "--out", str(out)],
+                           stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=str(REPO))
+    try:
+        # The first interval of the first step's measured part (about 1 s into its 2 s): kill node_exporter there.
+        deadline = time.monotonic() + 120
+        while not (out / "series" / "workload--db.jsonl").exists() or \
+                not (out / "series" / "workload--db.jsonl").read_text().strip():
+            assert run.poll() is None and time.monotonic() < deadline, run.communicate()[1][-3000:]
+            time.sleep(0.05)
+        killed_at = time.time()
+        proc.kill()
+        proc.wait(timeout=10)
+        _, err = run.communicate(timeout=180)
+    finally:
+        proc.kill()
+        if run.poll() is None:
+            run.kill()
+    assert run.returncode == 0 and "Traceback" not in err, err[-3000:]
+    b = load_bundle(out)
+    first, second = sorted((s for s in steps(b) if s.target == "db"), key=lambda s: s.t0)
+    assert first.t0 < killed_at < first.t1  # the kill fell inside the first step
+    # The bundle says when the series ends and why; the terminal said it in one line.
+    (ev,) = [e for e in b.events if e.get("collector") == "host--db" and e.get("kind") == "collector_off"]
+    last_t = max(r["t"] for r in b.series["host--db"])
+    assert ev["stopped_at"] == pytest.approx(last_t) and last_t <= killed_at, (ev, killed_at)
+    assert ev["reason"] == "connection refused", ev
+    notes = [ln for ln in err.splitlines() if "stopped answering" in ln]
+    assert len(notes) == 1 and notes[0].startswith("dbdiag: note: host metrics (node_exporter) (db): "), err
+    rows = {r["evidence"]: r for r in evidence_rows(b)["db"]}
+    for what in ("host CPU, context switches, disk I/O", "device flushes (D)"):
+        assert rows[what]["source"].startswith(f"node_exporter {url}"), rows[what]
+        assert rows[what]["missing"].startswith("none after ") and "connection refused" in rows[what]["missing"]
+    # The second step has no host figures at all: D and host CPU are not measured, never taken from before
+    # the stop or from this machine's /proc.
+    by_clients = {s.clients: s for s in durability_rows(b) if s.target == "db"}
+    d2 = by_clients[2]
+    assert d2.D is None and d2.D_source.startswith(f"not measured: node_exporter {url} stopped answering at "), d2
+    assert "connection refused" in d2.D_source and "cover 0.0 s" in d2.D_source
+    assert next(c for c in d2.plausibility.checks if c.name == "device_sees_flushes").status == "not_checked"
+    assert cpu_use(b, second) is None
+    # The first step: D over the part node_exporter covered, said so, when that is at least half the step
+    # (the window rule of every series); else not measured, as the second.
+    d1, covered = by_clients[1], last_t - first.t0
+    if covered >= 0.5 * (first.t1 - first.t0):
+        assert d1.D is not None and f"first {covered:.1f} s of {first.t1 - first.t0:.1f} s only" in d1.D_source, d1
+        u = cpu_use(b, first)
+        assert u is not None and u.span_s == pytest.approx(covered, abs=0.05)
+    else:
+        assert d1.D is None and "stopped answering" in d1.D_source, d1
+        assert cpu_use(b, first) is None
