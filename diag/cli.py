@@ -25,6 +25,7 @@ from diag.servers import ThrowawayServer, start_server
 from diag.targets import parse_target
 from reports.render import render_bundle
 from workloads.driver import DriverOptions
+from workloads.tpcc import MODES
 
 # Modules that add subcommands: each defines ``add_parsers(sub)`` and ``dispatch(args) -> int | None``
 # (None: not mine). An explicit tuple, not a folder scan.
@@ -70,6 +71,9 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("--fresh", action="store_true", help="reload data even if it matches")
     r.add_argument("--script", default=None, help="file for the custom workload")
     r.add_argument("--think", action="store_true", help="tpcc: keying and think times")
+    r.add_argument("--tpcc-mode", choices=MODES, default="client",
+                   help="tpcc: client (statements sent by the client) or sp (each transaction one call of stored "
+                        "procedures, as HammerDB runs it)")
     r.add_argument("-o", "--out", type=Path, default=None, help="bundle folder (default runs/<UTC time>-<name>)")
     r.add_argument("--name", default="", help="name used in the default bundle folder (default: the workload names)")
     r.add_argument("--no-collect", action="store_true", help="do not run collectors (driver only)")
@@ -110,7 +114,7 @@ def cmd_run(a: argparse.Namespace, argv: list[str]) -> int:
     drv = DriverOptions(clients=a.clients, duration_s=a.duration, warmup_s=max(0.0, a.warmup),
                         protocol=a.protocol, isolation=a.isolation, rate=a.rate, max_tries=a.max_tries,
                         report_interval_s=a.report_interval, scale=a.scale, fresh=a.fresh, script=a.script,
-                        think=a.think, on_error=a.on_error, repeat=a.repeat, workers=a.workers)
+                        think=a.think, tpcc_mode=a.tpcc_mode, on_error=a.on_error, repeat=a.repeat, workers=a.workers)
     opts = RunOptions(targets=a.targets or default_targets(), workloads=[w.strip() for w in a.workload.split(",")
                                                                           if w.strip()],
                       driver=drv, out=a.out, name=a.name, argv=["dbdiag", *argv], collect=not a.no_collect,

@@ -16,10 +16,11 @@ from array import array
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+from diag.db import Session
 from diag.errors import DbError
 from workloads.client import Client
 from workloads.load import Dataset
-from workloads.program import Program
+from workloads.program import Program, Tally
 
 # ``batch(t0_ns, until_ns, buf) -> (n, t_last_ns, error)``: transactions in C until the clock passes
 # ``until_ns`` (or ``buf``, an ``array('q')``, is full), each one's latency in ns (from the previous one's
@@ -85,6 +86,15 @@ class Workload:
     def program(self, ctx: ClientCtx) -> Program | None:
         """This client's transaction as a program for the native executor (workloads.native), or None:
         the Python loop runs ``client()``'s transaction. May raise program.Unsupported (same meaning)."""
+        return None
+
+    def setup(self, s: Session) -> None:
+        """Server-side objects the workload needs besides its dataset (TPC-C's routines), made before the steps
+        on ``s`` (whether the data were loaded now or reused); UsageError when the server cannot have them."""
+
+    def outcomes(self) -> Tally | None:
+        """How the native executor counts this workload's named outcomes (``Runner.extra``) from the draws of its
+        program (:func:`workloads.program.tallied`), or None: it has none."""
         return None
 
     def check(self, c: Client) -> None:

@@ -34,7 +34,7 @@ from workloads.pgbench import ReadWrite
 from workloads.progress import STEP_OVERHEAD_S, SweepBar
 from workloads.step import Step
 from workloads.sysbench import PointSelect, ReadOnly
-from workloads.tpcc import Tpcc
+from workloads.tpcc import MODES, Tpcc
 
 _REGISTRY: tuple[type[Workload], ...] = (PointSelect, ReadOnly, ReadWrite, Insert, Tpcc, Custom)
 WORKLOADS: tuple[str, ...] = tuple(w.name for w in _REGISTRY)
@@ -51,6 +51,8 @@ def validate(workloads: list[str], opts: DriverOptions) -> None:
         raise UsageError(f"unknown workload {unknown[0]!r}: choose from {', '.join(WORKLOADS)}")
     if len(set(workloads)) != len(workloads):
         raise UsageError("a workload is named twice in --workload")
+    if opts.tpcc_mode not in MODES:
+        raise UsageError(f"--tpcc-mode must be one of {', '.join(MODES)}")
     if not opts.clients or any(not isinstance(c, int) or c < 1 for c in opts.clients):
         raise UsageError("--clients needs positive whole numbers, e.g. 1,2,4,8")
     if opts.duration_s <= 0:
@@ -86,7 +88,9 @@ def validate(workloads: list[str], opts: DriverOptions) -> None:
 def make_workload(name: str, opts: DriverOptions) -> Workload:
     for cls in _REGISTRY:
         if cls.name == name:
-            return Custom(opts.script or "") if cls is Custom else cls()
+            if cls is Custom:
+                return Custom(opts.script or "")
+            return Tpcc(opts.tpcc_mode) if cls is Tpcc else cls()
     raise UsageError(f"unknown workload {name!r}: choose from {', '.join(WORKLOADS)}")
 
 
@@ -158,6 +162,8 @@ def prepare(target: Target, workloads: list[str], opts: DriverOptions, bundle: B
             secs = load(s, ds, progress)
             bundle.event("workload_load", f"{target.label}: loaded {ds.name} scale {ds.scale:g} in {secs:.1f} s",
                          target=target.label, dataset=ds.name, scale=ds.scale, seconds=round(secs, 3))
+        for wl in wls:
+            wl.setup(s)
     for wl in wls:
         if wl.needs_script:
             c = open_client(target, opts.protocol, opts.isolation, product, drv)

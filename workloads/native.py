@@ -37,7 +37,7 @@ from workloads.clientbase import APP_NAME, ISOLATION_SQL, Client, Rows
 from workloads.nativelib import LABEL, _native, enabled, my_library, pg_library
 from workloads.pgclient import _PgFailure
 from workloads.hist import fold
-from workloads.program import OP_EXEC, OP_SIMPLE, Program, Unsupported, seed_state
+from workloads.program import OP_EXEC, OP_SIMPLE, Program, Tally, Unsupported, seed_state, tallied
 from workloads.sql import Stmt
 
 CONNECT_TIMEOUT_S = 5
@@ -221,7 +221,28 @@ def native_runner(workload: Workload, target: Target, product: str, driver: Driv
     nc = open_native(target, product, driver, isolation, prog, ctx.key_seed())
     if nc is None:
         return None
-    return nc, Runner(nc.txn, batch=nc.batch, statements=prog.statements, statement_latency=nc.statement_latency)
+    runner = Runner(nc.txn, batch=nc.batch, statements=prog.statements, statement_latency=nc.statement_latency)
+    tally = workload.outcomes()
+    if tally is not None:
+        _count_outcomes(nc, runner, tally)
+    return nc, runner
+
+
+def _count_outcomes(nc: NativeClient, runner: Runner, tally: Tally) -> None:
+    """Make ``runner``'s batch and txn count the workload's outcomes into ``runner.extra`` from the generator's
+    state around them (one int conversion per batch: nothing added to the C loop)."""
+    st, extra, inner = nc.state, runner.extra, nc.batch
+
+    def state() -> int:
+        return int.from_bytes(st, "little")
+
+    def batch(t0: int, until: int, buf: array) -> tuple[int, int, DbError | None]:
+        s0 = state()
+        out = inner(t0, until, buf)
+        tally(s0, state(), out[2] is not None, extra)
+        return out
+    runner.batch = batch
+    runner.txn = tallied(nc.txn, state, tally, extra)
 
 
 def statement_labels(prog: Program) -> list[str]:

@@ -27,6 +27,7 @@ class DriverOptions:
     fresh: bool = False
     script: str | None = None           # custom workload file
     think: bool = False
+    tpcc_mode: str = "client"           # "client" | "sp": tpcc's statements from the client, or stored procedures
     # What a failed transaction does to the step, like pgbench: "continue" counts it and goes on (a lost
     # connection is re-established with a bounded back-off); "abort" ends the step at the first error
     # that is not a retried serialization failure or deadlock.

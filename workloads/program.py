@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import ast
 from array import array
+from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
@@ -107,6 +108,11 @@ class Program:
         self.words += [OP_SIMPLE, self.texts.index(sql)]
 
     # -- reading --------------------------------------------------------------------
+
+    @property
+    def draws(self) -> int:
+        """Uniform draws one transaction makes (every run makes them all: a program has no branches)."""
+        return sum(1 for op, _ in self.ops() if op == OP_RANDOM)
 
     @property
     def statements(self) -> int:
@@ -327,4 +333,41 @@ def reference_txn(prog: Program, run: Sequence[Callable[[Sequence[object]], int]
                 execute(texts[w[pc + 1]])
                 sent += 1
         return sent
+    return txn
+
+
+# -- replaying a program's draws -------------------------------------------------------------
+
+GOLDEN = 0x9E3779B97F4A7C15  # splitmix64's step: each draw adds it to the state
+GOLDEN_INV = pow(GOLDEN, -1, 1 << 64)
+
+
+def draw_at(state: int, k: int, lo: int, hi: int) -> int:
+    """Draw ``k`` (0-based) from generator state ``state``, as :meth:`Draw.uniform` would give it after
+    ``k`` earlier draws: splitmix64 advances its state by a constant, so any draw is reached at once."""
+    d = Draw(bytearray(((state + k * GOLDEN) & MASK).to_bytes(8, "little")))
+    return d.uniform(lo, hi)
+
+
+def draws_between(before: int, after: int) -> int:
+    """How many draws took the generator from state ``before`` to ``after``."""
+    return ((after - before) & MASK) * GOLDEN_INV & MASK
+
+
+# tally(state before, state after, whether the last run failed, counters): a workload's named outcomes of the
+# runs between two generator states (workloads whose outcomes follow from their draws: TPC-C's stored procedures).
+Tally = Callable[[int, int, bool, "Counter[str]"], None]
+
+
+def tallied(run: Callable[[], int], state: Callable[[], int], tally: Tally, extra: Counter[str]) -> Callable[[], int]:
+    """``run`` (one transaction) with its outcome tallied from the generator's ``state()`` around it."""
+    def txn() -> int:
+        s0 = state()
+        try:
+            n = run()
+        except DbError:
+            tally(s0, state(), True, extra)
+            raise
+        tally(s0, state(), False, extra)
+        return n
     return txn

@@ -12,6 +12,10 @@ as HammerDB reports it) and TPM (committed transactions of all kinds per minute)
 Rows of a transaction are locked in a fixed order (items sorted) so deadlocks are
 rare; the ones that happen are retried by the driver.
 
+``--tpcc-mode sp`` runs each transaction as one call of server-side routines, as HammerDB does
+(:mod:`workloads.tpcc_sp`: same mix, keying/think times, NOPM/TPM, retries); the default ``client``
+sends every statement from here.
+
 A fractional ``--scale`` (tests only) keeps one warehouse and shrinks items,
 customers and orders by that factor; its NOPM is not comparable.
 """
@@ -19,27 +23,48 @@ customers and orders by that factor; its NOPM is not comparable.
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Callable
 
+from diag.db import Session
+from workloads import tpcc_sp
 from workloads.base import ClientCtx, Runner, Workload
 from workloads.client import Client, text
 from workloads.load import Dataset
+from workloads.program import Program, Tally
 from workloads.tpcc_data import C_ID, C_LAST, C_OL, DISTRICTS, Sizes, last_name, nurand, tpcc_dataset
 
-__all__ = ["KEYING", "THINK", "Tpcc", "consistency_errors", "tpcc_dataset"]
+__all__ = ["KEYING", "MODES", "THINK", "Tpcc", "consistency_errors", "tpcc_dataset"]
 
 # Keying and mean think times (s) per transaction type, TPC-C 5.2.5.
 KEYING = {"new_order": 18, "payment": 3, "order_status": 2, "delivery": 2, "stock_level": 2}
 THINK = {"new_order": 12, "payment": 12, "order_status": 10, "delivery": 5, "stock_level": 5}
+MODES = ("client", "sp")  # --tpcc-mode: statements sent from the client; stored procedures (one call)
 
 
 class Tpcc(Workload):
     name = "tpcc"
     description = "TPC-C-like mix (New-Order 45, Payment 43, Order-Status 4, Delivery 4, Stock-Level 4); NOPM, TPM"
 
+    def __init__(self, mode: str = "client") -> None:
+        self.mode = mode
+        self.sp = mode == "sp"
+
     def dataset(self, scale: float) -> Dataset:
         return tpcc_dataset(scale)
 
+    def setup(self, s: Session) -> None:
+        if self.sp:
+            tpcc_sp.install(s)
+
+    def program(self, ctx: ClientCtx) -> Program | None:
+        return tpcc_sp.program(ctx.scale, ctx.index) if self.sp else None
+
+    def outcomes(self) -> Tally | None:
+        return tpcc_sp.tally if self.sp else None
+
     def client(self, c: Client, ctx: ClientCtx) -> Runner:
+        if self.sp:
+            return _sp_runner(c, ctx)
         return _TpccClient(c, ctx).runner
 
     def result_extra(self, totals: Counter[str], transactions: int, duration_s: float) -> dict[str, float]:
@@ -298,6 +323,27 @@ class _TpccClient:
         self.sl_count((w, d, nxt, nxt - 20, w, threshold))
         c.commit()
         return 4
+
+
+def think_pause(ctx: ClientCtx, next_kind: Callable[[], str]) -> Callable[[], int]:
+    """``pause_ns``: the think time after the last transaction plus the keying time of ``next_kind()``."""
+    r = ctx.rng()
+    prev = [0.0]
+
+    def pause_ns() -> int:
+        kind = next_kind()
+        secs = prev[0] + KEYING[kind]
+        prev[0] = min(r.expovariate(1 / THINK[kind]), 10 * THINK[kind])
+        return int(secs * 1e9)
+    return pause_ns
+
+
+def _sp_runner(c: Client, ctx: ClientCtx) -> Runner:
+    """Stored-procedure mode on the Python loop: the native executor's program through ``c``."""
+    extra: Counter[str] = Counter()
+    txn, draw = tpcc_sp.python_txn(c, tpcc_sp.program(ctx.scale, ctx.index), ctx.key_seed(), extra)
+    pause = think_pause(ctx, lambda: tpcc_sp.next_kind(draw.s)) if ctx.think else None
+    return Runner(txn, extra, pause)
 
 
 def consistency_errors(rows_district: list[tuple[int, int, int]], max_o: dict[tuple[int, int], int]) -> list[str]:
