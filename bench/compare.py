@@ -28,10 +28,8 @@ import argparse
 import json
 import os
 import re
-import resource
 import shutil
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
@@ -41,75 +39,18 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from bench.drivers import VARIANTS, measure  # noqa: E402
+from bench.pairs import run_pairs, summarize_pairs  # noqa: E402
+from bench.tools import ours, pgbench_figures, run_tool, server_cpu, us_per_txn  # noqa: E402
 from diag import servers  # noqa: E402
-from diag.bundle import BundleWriter  # noqa: E402
 from diag.db import Session  # noqa: E402
 from workloads import load as wload  # noqa: E402
-from workloads.driver import DriverOptions, run_sweep  # noqa: E402
 from workloads.pgbench import pgbench_dataset  # noqa: E402
 from workloads.sysbench import sbtest_dataset  # noqa: E402
 
 PGBENCH_S_SCRIPT = "\\set aid random(1, 100000 * 1)\nSELECT abalance FROM pgbench_accounts WHERE aid = :aid;\n"
 # Our point-select's statement on our sbtest table, for pgbench -f: the same query from both clients.
 POINT_SELECT_SCRIPT = "\\set id random(1, 100000)\nSELECT c FROM dbdiag.sbtest1 WHERE id = :id;\n"
-
-
-def _child_cpu() -> float:
-    r = resource.getrusage(resource.RUSAGE_CHILDREN)
-    return r.ru_utime + r.ru_stime
-
-
-def server_cpu(srv: servers.ThrowawayServer) -> float:
-    """CPU seconds the server has used so far: its own plus its exited children's (PostgreSQL backends
-    are reaped by the postmaster, so their time lands in cutime/cstime; mariadbd is one process)."""
-    time.sleep(0.5)  # let backends of the run that just ended exit and be reaped
-    fields = Path(f"/proc/{srv.pid}/stat").read_text().rsplit(")", 1)[1].split()
-    ticks = sum(int(x) for x in fields[11:15])  # utime stime cutime cstime
-    for child in Path("/proc").glob("[0-9]*"):
-        try:
-            st = (child / "stat").read_text().rsplit(")", 1)[1].split()
-        except OSError:
-            continue
-        if int(st[1]) == srv.pid:  # a live child (checkpointer, walwriter...)
-            ticks += int(st[11]) + int(st[12])
-    return ticks / os.sysconf("SC_CLK_TCK")
-
-
-def run_tool(cmd: list[str], timeout: float) -> tuple[str, float, float]:
-    """(output, wall seconds, child CPU seconds) of an external benchmark tool."""
-    c0, t0 = _child_cpu(), time.monotonic()
-    out = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
-    wall, cpu = time.monotonic() - t0, _child_cpu() - c0
-    if out.returncode != 0:
-        raise RuntimeError(f"{' '.join(cmd)} failed: {out.stderr.strip()[-500:]}")
-    return out.stdout + out.stderr, wall, cpu
-
-
-def ours(target: Any, workload: str, clients: int, duration: float, scale: float = 1, script: str | None = None,
-         protocol: str = "prepared", py_loop: bool = False) -> dict:
-    """One step of our driver; ``py_loop`` runs the Python query loop instead of the native executor
-    (DBDIAG_PY_LOOP=1, inherited by the forked clients)."""
-    if py_loop:
-        os.environ["DBDIAG_PY_LOOP"] = "1"
-        try:
-            return ours(target, workload, clients, duration, scale, script, protocol)
-        finally:
-            del os.environ["DBDIAG_PY_LOOP"]
-    # No warmup: like the tools, the whole run is measured (caches were warmed before the rounds).
-    opts = DriverOptions(clients=(clients,), duration_s=duration, warmup_s=0.0, scale=scale,  # type: ignore[arg-type]
-                         script=script, protocol=protocol)
-    with tempfile.TemporaryDirectory(prefix="dbdiag-bench-") as d:
-        return run_sweep(target, [workload], opts, BundleWriter(Path(d)), progress=None)[0]
-
-
-def _us(secs: float, txns: int) -> float:
-    return round(secs / max(txns, 1) * 1e6, 2)
-
-
-def _pgbench_figures(out: str) -> tuple[float, int]:
-    """(TPS without connection time, transactions processed) from pgbench's output."""
-    tps = float(re.search(r"tps = ([\d.]+) \(without", out).group(1))  # type: ignore[union-attr]
-    return tps, int(re.search(r"actually processed: (\d+)", out).group(1))  # type: ignore[union-attr]
 
 
 def alternated(srv: servers.ThrowawayServer, r: int, sides: list[tuple[str, Callable[[], Any]]]) -> dict[str, tuple[Any, float]]:
@@ -131,8 +72,8 @@ def _load() -> list[float]:
 
 def _ours_cols(prefix: str, res: dict, server_s: float) -> dict:
     """TPS, client and server µs per transaction of one of our result rows, as ``<prefix>_...`` keys."""
-    return {f"{prefix}_tps": res["tps"], f"{prefix}_us_per_txn": _us(res["client_cpu_s"], res["transactions"]),
-            f"{prefix}_server_us_per_txn": _us(server_s, res["transactions"])}
+    return {f"{prefix}_tps": res["tps"], f"{prefix}_us_per_txn": us_per_txn(res["client_cpu_s"], res["transactions"]),
+            f"{prefix}_server_us_per_txn": us_per_txn(server_s, res["transactions"])}
 
 
 def _cpu_ratio(row: dict, theirs: str, ours_: str) -> float:
@@ -213,17 +154,17 @@ def pg_section(args: argparse.Namespace, report: dict) -> None:
                 (out, _, cpu), pg_s = got["pgbench"]
                 (out_f, _, cpu_f), pgf_s = got["pgbench_f"]
                 ps, cs, py = got["ps"][0], got["cs"][0], got["py"][0]
-                tps, txns = _pgbench_figures(out)
-                tps_f, txns_f = _pgbench_figures(out_f)
+                tps, txns = pgbench_figures(out)
+                tps_f, txns_f = pgbench_figures(out_f)
                 row = {"clients": n, "round": r + 1, "order": "as listed" if r % 2 == 0 else "reversed",
                        "load": _load(), "pgbench_tps": round(tps, 1),
                        "pgbench_us_per_txn": round(cpu / txns * 1e6, 2),
-                       "pgbench_server_us_per_txn": _us(pg_s, txns),
+                       "pgbench_server_us_per_txn": us_per_txn(pg_s, txns),
                        **_ours_cols("ours_point_select", ps, got["ps"][1]),
                        **_ours_cols("ours_pgbench_script", cs, got["cs"][1]),
                        **_ours_cols("ours_python_loop", py, got["py"][1]),
-                       "pgbench_f_tps": round(tps_f, 1), "pgbench_f_us_per_txn": _us(cpu_f, txns_f),
-                       "pgbench_f_server_us_per_txn": _us(pgf_s, txns_f),
+                       "pgbench_f_tps": round(tps_f, 1), "pgbench_f_us_per_txn": us_per_txn(cpu_f, txns_f),
+                       "pgbench_f_server_us_per_txn": us_per_txn(pgf_s, txns_f),
                        "driver": ps["driver"], "driver_pgbench_script": cs["driver"],
                        "driver_python_loop": py["driver"]}
                 # What the CPU cost per transaction implies when the machine's CPUs are the limit
@@ -305,7 +246,7 @@ def my_section(args: argparse.Namespace, report: dict) -> None:
                 ps, py = got["ps"][0], got["py"][0]
                 row = {"clients": n, "round": r + 1, "order": "as listed" if r % 2 == 0 else "reversed",
                        "load": _load(), "sysbench_tps": tps, "sysbench_us_per_txn":
-                       round(cpu / txns * 1e6, 2), "sysbench_server_us_per_txn": _us(sb_s, txns),
+                       round(cpu / txns * 1e6, 2), "sysbench_server_us_per_txn": us_per_txn(sb_s, txns),
                        **_ours_cols("ours_point_select", ps, got["ps"][1]),
                        **_ours_cols("ours_python_loop", py, got["py"][1]),
                        "driver": ps["driver"], "driver_python_loop": py["driver"]}
@@ -326,8 +267,6 @@ def my_section(args: argparse.Namespace, report: dict) -> None:
 
 def driver_loops(target: Any, args: argparse.Namespace) -> list[dict]:
     """Point-select through each driver API, N = 2 x cores processes, variants alternated per round."""
-    from bench.drivers import VARIANTS, measure
-
     n = 2 * (os.cpu_count() or 1)
     runs: dict[str, list[dict]] = {}
     for r in range(args.rounds):
@@ -385,8 +324,6 @@ def main() -> None:
     report: dict[str, Any] = {"started": time.strftime("%Y-%m-%d %H:%M:%S"), "cpus": os.cpu_count(),
                               "duration_s": args.duration, "rounds": args.rounds}
     if args.pairs:
-        from bench.pairs import run_pairs, summarize_pairs  # it imports this module's helpers
-
         try:
             run_pairs(args, report)
         finally:

@@ -15,6 +15,7 @@ import time
 from typing import Any
 
 from diag.db import DriverInfo, connect
+from workloads.mylib import LibConnection  # libmariadb is loaded on the first connection, not here
 
 N_ROWS = 100_000
 SQL_PG = "SELECT c FROM dbdiag.sbtest1 WHERE id = %s"
@@ -72,8 +73,6 @@ def _loop(target: Any, variant: str, duration: float, q: Any) -> None:
                 cur.execute("SELECT c FROM dbdiag.sbtest1 WHERE id = %d" % (int(rnd() * N_ROWS) + 1))
                 cur.fetchone()
     elif variant.startswith("libmariadb"):
-        from workloads.mylib import LibConnection
-
         q1 = LibConnection(target).prepare("SELECT c FROM dbdiag.sbtest1 WHERE id = ?").rows
 
         def one() -> None:

@@ -34,7 +34,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from bench.compare import _pgbench_figures, _us, ours, run_tool, server_cpu
+from bench.tools import ours, pgbench_figures, run_tool, server_cpu, us_per_txn
 from diag import servers
 from diag.db import Session
 from workloads import load as wload
@@ -104,14 +104,14 @@ def _pair(srv: servers.ThrowawayServer, name: str, workload: str, scale: float, 
             if side == "tool":
                 out, _, cpu = run_tool(tool(n, args.duration), args.duration + 120)
                 tps, txns = parse(out)
-                row.update(tool_tps=round(tps, 1), tool_us_per_txn=_us(cpu, txns),
-                           tool_server_us_per_txn=_us(server_cpu(srv) - s0, txns))
+                row.update(tool_tps=round(tps, 1), tool_us_per_txn=us_per_txn(cpu, txns),
+                           tool_server_us_per_txn=us_per_txn(server_cpu(srv) - s0, txns))
             else:
                 before_ours()
                 s0 = server_cpu(srv)
                 res = ours(t, workload, n, args.duration, scale=scale, script=script)
-                row.update(ours_tps=res["tps"], ours_us_per_txn=_us(res["client_cpu_s"], res["transactions"]),
-                           ours_server_us_per_txn=_us(server_cpu(srv) - s0, res["transactions"]),
+                row.update(ours_tps=res["tps"], ours_us_per_txn=us_per_txn(res["client_cpu_s"], res["transactions"]),
+                           ours_server_us_per_txn=us_per_txn(server_cpu(srv) - s0, res["transactions"]),
                            driver=res["driver"], errors=res["errors"])
         row["ratio"] = round(row["ours_tps"] / row["tool_tps"], 3) if row["tool_tps"] else 0.0
         rows.append(row)
@@ -122,6 +122,32 @@ def _pair(srv: servers.ThrowawayServer, name: str, workload: str, scale: float, 
     return {"pair": name, "tool_command": " ".join(tool(n, args.duration)).replace(str(srv.port), "PORT"),
             "ours": f"dbdiag {workload} scale {scale:g}, {n} clients, {args.duration:g} s, prepared",
             "rounds": rows, "median": med, "range": [min(r["ratio"] for r in rows), max(r["ratio"] for r in rows)]}
+
+
+def _sysbench_run(base: list[str], *extra: str) -> Tool:
+    """sysbench's ``run`` of ``base`` (with ``extra`` options) at c threads for d seconds."""
+    return lambda c, d: [*base, *extra, f"--threads={c}", f"--time={int(d)}", "--report-interval=0", "run"]
+
+
+def _read_only_pairs(out: list[dict], srv: servers.ThrowawayServer, product: str, ro: list[str], table: str,
+                     args: argparse.Namespace, n: int) -> None:
+    """Our read-only, and oltp_read_only's transaction as our custom script on sysbench's ``table``, each
+    against sysbench oltp_read_only (``ro``); appended to ``out`` as each ends."""
+    tool = _sysbench_run(ro, "--rand-type=uniform")
+    out.append(_pair(srv, f"{product} read-only vs sysbench oltp_read_only", "read-only", 1, tool,
+                     _sysbench_figures, args, n))
+    out.append(_pair(srv, f"{product} oltp_read_only's transaction as a custom script on sysbench's table", "custom",
+                     1, tool, _sysbench_figures, args, n, script=_script_file(read_only_script(table))))
+
+
+def _insert_pairs(out: list[dict], srv: servers.ThrowawayServer, product: str, ins: list[str], conn: list[str],
+                  args: argparse.Namespace, n: int) -> None:
+    """Our insert against sysbench oltp_insert (``ins``) and against sysbench running our own INSERT
+    (bench/insert_data.lua on ``conn``); appended to ``out`` as each ends."""
+    out.append(_pair(srv, f"{product} insert vs sysbench oltp_insert", "insert", 1, _sysbench_run(ins),
+                     _sysbench_figures, args, n))
+    out.append(_pair(srv, f"{product} insert vs sysbench running the same INSERT (bench/insert_data.lua)", "insert",
+                     1, _sysbench_run(_lua(conn)), _sysbench_figures, args, n))
 
 
 def pg_pairs(args: argparse.Namespace, out: list[dict]) -> None:
@@ -150,22 +176,11 @@ def pg_pairs(args: argparse.Namespace, out: list[dict]) -> None:
                 s.execute("VACUUM dbdiag.pgbench_branches, dbdiag.pgbench_tellers")
                 s.execute("TRUNCATE dbdiag.pgbench_history")
         n = 2 * (os.cpu_count() or 1)
-        out.append(_pair(srv, "PostgreSQL read-only vs sysbench oltp_read_only", "read-only", 1,
-                         lambda c, d: [*ro, "--rand-type=uniform", f"--threads={c}", f"--time={int(d)}",
-                                       "--report-interval=0", "run"], _sysbench_figures, args, n))
-        out.append(_pair(srv, "PostgreSQL oltp_read_only's transaction as a custom script on sysbench's table", "custom",
-                         1, lambda c, d: [*ro, "--rand-type=uniform", f"--threads={c}", f"--time={int(d)}",
-                                          "--report-interval=0", "run"], _sysbench_figures, args, n,
-                         script=_script_file(read_only_script("public.sbtest1"))))
+        _read_only_pairs(out, srv, "PostgreSQL", ro, "public.sbtest1", args, n)
         out.append(_pair(srv, f"PostgreSQL read-write vs pgbench TPC-B (scale {RW_SCALE})", "read-write", RW_SCALE,
                          lambda c, d: [pgbench, *base, "-M", "prepared", "-c", str(c), "-j", str(c), "-T", str(int(d)),
-                                       "postgres"], _pgbench_figures, args, n, before_ours=like_pgbench))
-        out.append(_pair(srv, "PostgreSQL insert vs sysbench oltp_insert", "insert", 1,
-                         lambda c, d: [*ins, f"--threads={c}", f"--time={int(d)}", "--report-interval=0", "run"],
-                         _sysbench_figures, args, n))
-        out.append(_pair(srv, "PostgreSQL insert vs sysbench running the same INSERT (bench/insert_data.lua)", "insert",
-                         1, lambda c, d: [*_lua(conn), f"--threads={c}", f"--time={int(d)}", "--report-interval=0",
-                                          "run"], _sysbench_figures, args, n))
+                                       "postgres"], pgbench_figures, args, n, before_ours=like_pgbench))
+        _insert_pairs(out, srv, "PostgreSQL", ins, conn, args, n)
     finally:
         srv.stop()
 
@@ -185,19 +200,8 @@ def my_pairs(args: argparse.Namespace, out: list[dict]) -> None:
         ro, ins = _sysbench_base(conn, "oltp_read_only"), _sysbench_base(conn, "oltp_insert")
         run_tool([*ro, "prepare"], 900)
         n = 2 * (os.cpu_count() or 1)
-        out.append(_pair(srv, "MariaDB read-only vs sysbench oltp_read_only", "read-only", 1,
-                         lambda c, d: [*ro, "--rand-type=uniform", f"--threads={c}", f"--time={int(d)}",
-                                       "--report-interval=0", "run"], _sysbench_figures, args, n))
-        out.append(_pair(srv, "MariaDB oltp_read_only's transaction as a custom script on sysbench's table", "custom",
-                         1, lambda c, d: [*ro, "--rand-type=uniform", f"--threads={c}", f"--time={int(d)}",
-                                          "--report-interval=0", "run"], _sysbench_figures, args, n,
-                         script=_script_file(read_only_script("sbtest.sbtest1"))))
-        out.append(_pair(srv, "MariaDB insert vs sysbench oltp_insert", "insert", 1,
-                         lambda c, d: [*ins, f"--threads={c}", f"--time={int(d)}", "--report-interval=0", "run"],
-                         _sysbench_figures, args, n))
-        out.append(_pair(srv, "MariaDB insert vs sysbench running the same INSERT (bench/insert_data.lua)", "insert",
-                         1, lambda c, d: [*_lua(conn), f"--threads={c}", f"--time={int(d)}", "--report-interval=0",
-                                          "run"], _sysbench_figures, args, n))
+        _read_only_pairs(out, srv, "MariaDB", ro, "sbtest.sbtest1", args, n)
+        _insert_pairs(out, srv, "MariaDB", ins, conn, args, n)
     finally:
         srv.stop()
 

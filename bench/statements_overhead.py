@@ -39,7 +39,7 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 import diag.run as drun  # noqa: E402
-from bench.compare import server_cpu  # noqa: E402
+from bench.tools import server_cpu  # noqa: E402
 from diag import servers  # noqa: E402
 from diag.bundle import load_bundle  # noqa: E402
 from diag.db import Session  # noqa: E402

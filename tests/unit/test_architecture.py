@@ -9,6 +9,9 @@ so they fail with the file and line that broke a rule.
   imports (``if TYPE_CHECKING:``) are exempt.
 - No import cycle between modules at import time, and no project import inside a
   function (the usual way to dodge a cycle).
+- bench/ (the measurement scripts) sits above the app: it may import any layer, nothing
+  imports it, and the two rules above hold in it too. The other rules are for the
+  product's code only.
 - No engine-name comparison (``engine == "postgres"``, ``"mariadb" in text``,
   ``TABLE["mysql"]``) outside the engine modules in diag/engines/.
 - No module over :data:`MAX_MODULE_LINES` lines and no function over
@@ -27,6 +30,7 @@ import diag.engines as engines_pkg
 
 ROOT = Path(__file__).resolve().parents[2]
 PACKAGES = ("diag", "collectors", "workloads", "reports")
+BENCH = "bench"  # checked for its imports only (see the module docstring)
 ENGINE_NAMES = {"postgres", "postgresql", "pg", "mysql", "mariadb"}
 MAX_MODULE_LINES = 500
 MAX_FUNCTION_LINES = 80
@@ -41,15 +45,16 @@ LAYERS: tuple[tuple[str, int], ...] = (
     ("collectors", 1),
     ("reports", 2),
     ("diag", 3),
+    (BENCH, 4),
 )
-LAYER_NAMES = ("core", "workloads and sources", "reports", "app")
+LAYER_NAMES = ("core", "workloads and sources", "reports", "app", "bench")
 # Peers in one layer that must not import each other: the workload driver and the sources run side by
 # side in a step and meet only in the run (app) and the bundle.
 PEERS = (("workloads", "collectors"),)
 
 
-def _modules() -> Iterator[tuple[str, Path]]:
-    for pkg in PACKAGES:
+def _modules(packages: tuple[str, ...] = PACKAGES) -> Iterator[tuple[str, Path]]:
+    for pkg in packages:
         for p in sorted((ROOT / pkg).rglob("*.py")):
             parts = list(p.relative_to(ROOT).with_suffix("").parts)
             if parts[-1] == "__init__":
@@ -91,15 +96,16 @@ def _project_imports(module: str, tree: ast.AST) -> Iterator[tuple[ast.stmt, str
             elif node.module:
                 names = [node.module]
         for n in names:
-            if n.split(".")[0] in PACKAGES:
+            if n.split(".")[0] in (*PACKAGES, BENCH):
                 yield node, n
 
 
-def _parsed() -> list[tuple[str, Path, ast.Module]]:
-    return [(m, p, ast.parse(p.read_text(encoding="utf-8"), filename=str(p))) for m, p in _modules()]
+def _parsed(packages: tuple[str, ...] = PACKAGES) -> list[tuple[str, Path, ast.Module]]:
+    return [(m, p, ast.parse(p.read_text(encoding="utf-8"), filename=str(p))) for m, p in _modules(packages)]
 
 
 PARSED = _parsed()
+WITH_BENCH = PARSED + _parsed((BENCH,))  # for the import rules
 
 
 def _function_bodies(tree: ast.AST) -> Iterator[ast.FunctionDef | ast.AsyncFunctionDef]:
@@ -110,7 +116,7 @@ def _function_bodies(tree: ast.AST) -> Iterator[ast.FunctionDef | ast.AsyncFunct
 
 def test_imports_only_go_down() -> None:
     bad = []
-    for module, path, tree in PARSED:
+    for module, path, tree in WITH_BENCH:
         tc = _type_checking_lines(tree)
         mine = layer_of(module)
         for node, target in _project_imports(module, tree):
@@ -128,7 +134,7 @@ def test_imports_only_go_down() -> None:
 
 def test_no_project_import_inside_a_function() -> None:
     bad = []
-    for module, path, tree in PARSED:
+    for module, path, tree in WITH_BENCH:
         for fn in _function_bodies(tree):
             for node, target in _project_imports(module, fn):
                 bad.append(f"{path.relative_to(ROOT)}:{node.lineno}: {fn.name}() imports {target}")
@@ -136,9 +142,9 @@ def test_no_project_import_inside_a_function() -> None:
 
 
 def _import_graph() -> dict[str, set[str]]:
-    known = {m for m, _, _ in PARSED}
+    known = {m for m, _, _ in WITH_BENCH}
     graph: dict[str, set[str]] = {m: set() for m in known}
-    for module, _, tree in PARSED:
+    for module, _, tree in WITH_BENCH:
         tc = _type_checking_lines(tree)
         in_functions = {id(n) for fn in _function_bodies(tree) for n, _ in _project_imports(module, fn)}
         for node, target in _project_imports(module, tree):
@@ -244,7 +250,7 @@ def test_functions_are_short_or_say_why() -> None:
 
 @pytest.mark.parametrize("module,layer", [("diag.engines.postgres", 0), ("collectors.pg.stats", 1),
                                           ("reports.rules.waits", 2), ("diag.run", 3), ("workloads.driver", 1),
-                                          ("diag", 0), ("diag.supervisor", 0)])
+                                          ("diag", 0), ("diag.supervisor", 0), ("bench.pairs", 4)])
 def test_layer_map(module: str, layer: int) -> None:
     assert layer_of(module) == layer
 
