@@ -2,17 +2,17 @@
 
 from __future__ import annotations
 
-from diag.db import Session
+from diag.db import Session, own_app_name
 from diag.engines import Engine
 from diag.errors import DbError
 from diag.targets import Target
 
-APP_PREFIX = "dbdiag-"
 
 
 def app_name(collector_name: str) -> str:
-    """The application_name a collector's session uses, so wait samplers can leave it out (PostgreSQL)."""
-    return APP_PREFIX + collector_name
+    """The application_name a collector's session uses: one of dbdiag's own (:data:`diag.db.OWN_PREFIX`),
+    which the wait samplers leave out."""
+    return own_app_name(collector_name)
 
 
 def open_session(target: Target, engine: Engine, collector_name: str, statement_timeout_ms: int) -> Session:

@@ -15,7 +15,17 @@ from diag.engines import DriverInfo
 from diag.errors import DbError
 from diag.targets import Target
 
-__all__ = ["DriverInfo", "Session", "connect"]
+__all__ = ["OWN_PREFIX", "DriverInfo", "Session", "connect", "own_app_name"]
+
+# Every session dbdiag opens for itself (collectors, data loads, probes, workers) is named with this prefix
+# (application_name; MySQL / MariaDB: the program_name connection attribute), so the wait samplers leave
+# them all out by one rule. The workload's clients ("dbdiag-workload") are what is measured: not this prefix.
+OWN_PREFIX = "dbdiag:"
+
+
+def own_app_name(kind: str) -> str:
+    """The application_name of one of dbdiag's own sessions: "dbdiag:pg_waits", "dbdiag:load"."""
+    return OWN_PREFIX + kind
 
 
 def connect(target: Target, *, autocommit: bool = True, timeout_s: int = 5,

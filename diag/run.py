@@ -30,7 +30,7 @@ from collectors.registry import SourcePlan, sources_for
 from collectors.runner import CollectorRunner
 from diag import __version__, servers
 from diag.bundle import BundleWriteError, BundleWriter, safe_name
-from diag.db import Session
+from diag.db import Session, own_app_name
 from diag.errors import DiagError, ServerLost, StepsAborted, ToolUnavailable, UsageError
 from diag.procs import Supervisor, interrupt_reason
 from diag.serverloss import aborted_line, loss_facts, loss_line
@@ -138,7 +138,7 @@ def identify(rt: TargetRuntime, host_metrics: str | None = None) -> None:
 
     ``host_metrics``: the node_exporter URL of the target's host; its storage facts then come from
     there (the host the server runs on), not from this machine's /proc."""
-    with Session(rt.target) as s:
+    with Session(rt.target, application_name=own_app_name("run")) as s:
         rt.pid = rt.server.pid if rt.server else server_pid(s)
         rt.data_dir = str(rt.server.data_dir) if rt.server else data_directory(s)
         rt.info = {

@@ -32,7 +32,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from diag.db import Session
+from diag.db import Session, own_app_name
 from diag.engines import MYSQL, POSTGRES, Engine, engine_for
 from diag.errors import DiagError, ToolUnavailable
 from diag.procs import Supervisor, pdeathsig_preexec
@@ -324,7 +324,7 @@ def _instrument_sql(srv: ThrowawayServer, instrument: bool) -> None:
     keys = {k for k, _v, _o in srv.dbms.instrumentation}
     if not instrument or not srv.dbms.instrumentation_sql or keys & set(srv.settings):
         return
-    with contextlib.suppress(DiagError), Session(srv.target(), application_name="dbdiag-server") as s:
+    with contextlib.suppress(DiagError), Session(srv.target(), application_name=own_app_name("server")) as s:
         for sql in srv.dbms.instrumentation_sql:
             s.execute(sql)
 

@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from typing import TextIO
 
 from diag.bundle import BundleWriter
-from diag.db import DriverInfo, Session
+from diag.db import DriverInfo, Session, own_app_name
 from diag.errors import UsageError
 from diag.targets import Target
 from workloads.base import Workload
@@ -145,7 +145,7 @@ def prepare(target: Target, workloads: list[str], opts: DriverOptions, bundle: B
     """Load each workload's dataset unless it is there already, check custom scripts on one client."""
     wls = [make_workload(n, opts) for n in workloads]
     drv = fastest_driver(target.engine)
-    with Session(target, statement_timeout_ms=0, application_name="dbdiag-load") as s:
+    with Session(target, statement_timeout_ms=0, application_name=own_app_name("load")) as s:
         product = s.product
         ensure_schema(s)
         done: set[str] = set()

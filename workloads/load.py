@@ -38,7 +38,7 @@ from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import Any, TextIO
 
-from diag.db import Session
+from diag.db import Session, own_app_name
 from diag.engines import MYSQL, POSTGRES, Engine, engine_for
 from diag.errors import DbError
 from workloads.sql import my_literal
@@ -304,7 +304,7 @@ def _parallel(s: Session, statements: list[str]) -> None:
 
     def one(sql: str) -> None:
         try:
-            with Session(s.target, statement_timeout_ms=0, application_name="dbdiag-load") as s2:
+            with Session(s.target, statement_timeout_ms=0, application_name=own_app_name("load")) as s2:
                 s2.execute(sql)
         except BaseException as e:  # handed to the caller below
             errors.append(e)

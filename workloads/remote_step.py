@@ -33,7 +33,7 @@ from typing import Any
 import psutil
 
 from diag.bundle import BundleWriter, read_jsonl, safe_name
-from diag.db import Session
+from diag.db import Session, own_app_name
 from diag.procs import pdeathsig_preexec
 from diag.targets import Target
 from workloads.base import Workload
@@ -85,7 +85,7 @@ def run_share(spec: WorkerSpec) -> dict[str, Any]:
     try:
         bundle = BundleWriter(tmp)
         series = _EchoSeries(bundle.series(f"workload--{spec.target.label}"))
-        with Session(spec.target, statement_timeout_ms=0, application_name="dbdiag-worker") as s:
+        with Session(spec.target, statement_timeout_ms=0, application_name=own_app_name("worker")) as s:
             product = s.product
         step = Step(spec.target, product, fastest_driver(spec.target.engine), spec.workload, spec.clients,
                     spec.opts, bundle, series, None, SweepBar(None, 1, 1.0), seed=spec.seed)

@@ -13,7 +13,7 @@ import contextlib
 from dataclasses import dataclass
 from typing import Any
 
-from diag.db import connect
+from diag.db import connect, own_app_name
 from diag.errors import DbError
 from diag.targets import Target
 
@@ -27,7 +27,7 @@ def server_gone(target: Target, timeout_s: int = PROBE_TIMEOUT_S) -> str | None:
 
     Errors of another kind (a wrong password, too many connections) mean a server is there."""
     try:
-        conn = connect(target, timeout_s=timeout_s, application_name="dbdiag-probe")
+        conn = connect(target, timeout_s=timeout_s, application_name=own_app_name("probe"))
     except DbError as e:
         return str(e) if e.kind in GONE_KINDS else None
     with contextlib.suppress(Exception):

@@ -47,8 +47,13 @@ ticks only: InnoDB refreshes that table's cache only after 100 ms without
 readers, so reading it every tick would freeze it. Another client polling it
 faster than that freezes it for us too.
 
-Our own statements (SQL files start with ``/* dbdiag */``), this session and
-server background threads are left out. Privileges: PROCESS to see other
+Left out: dbdiag's own statements (SQL files start with ``/* dbdiag */``), this
+session, server background threads and, with performance_schema ON, every
+connection of dbdiag's own (collectors, data loads, probes: the program_name
+connection attribute starts with :data:`diag.db.OWN_PREFIX`, read from
+session_connect_attrs each tick). With performance_schema OFF the server shows
+no connection attributes: another dbdiag session counts while it is idle
+(``idle``) or runs a statement not from the SQL files. Privileges: PROCESS to see other
 users' threads and INNODB_TRX; SELECT on performance_schema for the p_s parts.
 """
 
@@ -63,7 +68,7 @@ from typing import Any
 from collectors.base import CollectorContext, Metric, Probe
 from collectors.mysql.common import GRANT_PROCESS, GRANT_PS, MyCollector, Parts, query_named
 from collectors.sql import MARKER
-from diag.db import Session
+from diag.db import OWN_PREFIX, Session
 from diag.errors import DbError
 
 TICK_S = 0.1
@@ -83,6 +88,7 @@ HINTS = {
     "waits_current": GRANT_PS,
     "innodb_trx": GRANT_PROCESS,
     "processlist": GRANT_PROCESS,
+    "own_sessions": GRANT_PS,
 }
 
 IDLE = "idle"
@@ -130,16 +136,19 @@ def thread_state(row: dict[str, Any], trx_state: str | None, source: str) -> str
 
 
 def classify(rows: Iterable[dict[str, Any]], trx: dict[int, str], source: str,
-             cpu_states: Counter[str] | None = None) -> tuple[Counter[str], int]:
+             cpu_states: Counter[str] | None = None, own: frozenset[int] = frozenset()) -> tuple[Counter[str], int]:
     """(states counted, idle threads) of one sampling tick.
 
     p_s rows may repeat a thread (nested current waits): the innermost one,
     the highest wait_id, stands for it. ``cpu_states``, when given, counts the
-    thread state of each sample counted as ``CPU``.
+    thread state of each sample counted as ``CPU``. Threads in ``own`` (dbdiag's
+    own connections) are not counted.
     """
     by_thread: dict[Any, dict[str, Any]] = {}
     for r in rows:
         key = r.get("id")
+        if key is not None and int(key) in own:
+            continue
         old = by_thread.get(key)
         if old is None or (r.get("wait_id") or 0) > (old.get("wait_id") or 0):
             by_thread[key] = r
@@ -154,6 +163,11 @@ def classify(rows: Iterable[dict[str, Any]], trx: dict[int, str], source: str,
             if st == "CPU" and cpu_states is not None:
                 cpu_states[_text(r.get("state")).strip() or "-"] += 1
     return counts, idle
+
+
+def own_threads(s: Session) -> frozenset[int]:
+    """Thread ids of dbdiag's own connections (performance_schema's session_connect_attrs)."""
+    return frozenset(int(r["id"]) for r in query_named(s, "own_threads", {"prefix": OWN_PREFIX}))
 
 
 class _Plan:
@@ -179,6 +193,7 @@ class _Plan:
                 else:
                     self.source = "performance_schema"
             parts.call("waits_summary", lambda: query_named(s, "waits_summary"))
+            parts.call("own_sessions", lambda: own_threads(s))
         parts.call("innodb_trx", lambda: query_named(s, "innodb_trx"))
         if not parts.is_on("innodb_trx"):
             # INNODB_TRX and other users' threads need the same privilege (PROCESS).
@@ -249,7 +264,10 @@ class MyWaitsCollector(MyCollector):
             trx_rows = self.parts.call("innodb_trx", lambda: query_named(s, "innodb_trx")) or []
             self.trx = {int(r["id"]): _text(r["state"]).upper() for r in trx_rows if r.get("id") is not None}
         self.ticks_total += 1
-        counts, idle = classify(rows, self.trx, source, self.cpu_states)
+        own = frozenset[int]()
+        if self.plan.ps_on and self.parts.is_on("own_sessions"):
+            own = self.parts.call("own_sessions", lambda: own_threads(s)) or own
+        counts, idle = classify(rows, self.trx, source, self.cpu_states, own)
         self.waits.update(counts)
         self.idle += idle
         self.ticks += 1

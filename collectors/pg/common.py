@@ -14,7 +14,6 @@ from typing import Any
 
 from collectors.base import Probe
 from collectors.parts import Parts
-from collectors.session import app_name
 from collectors.session import open_session as _open_session
 from collectors.sql import session_sql
 from diag.db import Session
@@ -22,9 +21,6 @@ from diag.engines import POSTGRES
 from diag.errors import DbError
 from diag.targets import Target
 
-# application_name of each PostgreSQL collector's own session; the wait sampler leaves them out.
-COLLECTOR_NAMES = ("pg_stats", "pg_waits", "pg_settings", "pg_blocking")
-OWN_APPLICATION_NAMES = tuple(app_name(n) for n in COLLECTOR_NAMES)
 OLDEST_SUPPORTED = 130000  # server_version_num: the oldest server the SQL files cover
 MONITOR_HINT = "GRANT pg_monitor TO the role dbdiag connects as"
 DEFAULT_HZ = 10.0  # the wait and blocking samplers' least rate (ticks a second)

@@ -1,8 +1,9 @@
 """Wait-event sampling of the workload's PostgreSQL sessions (ASH-like), 10 times a second or more.
 
 Each tick reads pg_stat_activity once: client backends in the target's
-database, leaving out our own sessions (this one, and the other collectors' by
-their application_name). A backend that is ``active`` counts under its
+database, leaving out dbdiag's own sessions (this one, the other collectors',
+data loads and probes: every application_name starting with
+:data:`diag.db.OWN_PREFIX`). A backend that is ``active`` counts under its
 ``wait_event_type:wait_event``, or ``CPU`` when it waits for nothing (running,
 or in a wait PostgreSQL does not instrument). A backend ``idle in transaction``
 counts under its wait event too, which is ``Client:ClientRead``: the server
@@ -28,10 +29,11 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from collectors.base import Metric, Probe
-from collectors.pg.common import (DEFAULT_HZ, OWN_APPLICATION_NAMES, SAMPLER_TIMEOUT_MS, new_parts, open_session,
-                                  probe_sampler, sampling_options)
+from collectors.pg.common import (DEFAULT_HZ, SAMPLER_TIMEOUT_MS, new_parts, open_session, probe_sampler,
+                                  sampling_options)
 from collectors.sampling import TickSampler
 from collectors.sql import session_sql
+from diag.db import OWN_PREFIX
 
 ACTIVE_STATES = ("active", "fastpath function call")
 IN_TRANSACTION_STATES = ("idle in transaction", "idle in transaction (aborted)")
@@ -108,12 +110,12 @@ class PgWaitsCollector(TickSampler[WaitWindow]):
     def __init__(self, ctx: Any) -> None:
         super().__init__(ctx)
         self.interval_s, self.all_databases = sampling_options(ctx)
-        self.exclude = [*OWN_APPLICATION_NAMES, *ctx.options.get("pg_waits_exclude_apps", ())]
+        self.exclude = list(ctx.options.get("pg_waits_exclude_apps", ()))  # more application_names to leave out
         self.parts = new_parts()
         self._sql = ""
 
     def _params(self) -> dict[str, Any]:
-        return {"exclude": self.exclude, "all_databases": self.all_databases}
+        return {"own_prefix": OWN_PREFIX, "exclude": self.exclude, "all_databases": self.all_databases}
 
     def probe(self) -> Probe:
         return probe_sampler(self.ctx.target, self.name, lambda s: s.query(session_sql(s, "activity"), self._params()),

@@ -17,7 +17,7 @@ from collectors.fsync_test import format_table, run_fsync_test, writable_dir_on_
 from collectors.hostinfo import data_directory
 from diag import servers
 from diag.argtypes import DefaultsHelpFormatter, key_values, positive
-from diag.db import Session
+from diag.db import Session, own_app_name
 from diag.errors import DiagError, UsageError
 from diag.procs import Supervisor, supervised
 from diag.targets import Target, parse_target
@@ -54,7 +54,7 @@ def _test_target(t: Target, settings: dict[str, str], seconds: float,
             if not t.is_local():
                 raise DiagError(f"{t.label}: the server is not on this machine; run fsync-test on its host "
                                 "(or give --dir)")
-            with Session(t) as s:
+            with Session(t, application_name=own_app_name("fsync-test")) as s:
                 ddir = data_directory(s)
             if not ddir:
                 raise DiagError(f"{t.label}: the server did not say where its data directory is; use --dir")

@@ -141,6 +141,11 @@ class MysqlEngine(Engine):
         kw["passwd" if driver.name == "mysqlclient" else "password"] = target.password or ""
         if target.database:
             kw["database" if driver.name == "PyMySQL" else "db"] = target.database
+        if driver.name == "PyMySQL":
+            # MySQL's counterpart of application_name: the program_name connection attribute, which
+            # performance_schema.session_connect_attrs shows (the wait sampler leaves dbdiag's own sessions
+            # out by it). mysqlclient cannot set connection attributes.
+            kw["program_name"] = application_name
         if target.socket:
             kw["unix_socket"] = target.socket
         else:

@@ -94,3 +94,11 @@ def test_cpu_samples_keep_their_thread_state():
     counts, _ = classify(rows, {}, PS, cpu)
     assert counts["CPU"] == 3
     assert dict(cpu) == {"Commit": 2, "-": 1}
+
+
+def test_own_threads_are_not_counted():
+    # dbdiag's own connections (by program_name): neither a state nor idle, whatever they do
+    rows = [row(id=7, command="Sleep", info=None), row(id=8, state="Commit"), row(id=9, command="Sleep", info=None),
+            row(id=10, state="Commit")]
+    counts, idle = classify(rows, {7: "RUNNING", 8: "RUNNING"}, PL, own=frozenset({7, 9, 10}))
+    assert counts == Counter({"State:Commit": 1}) and idle == 0
