@@ -9,7 +9,8 @@ import pytest
 from diag.engines import MYSQL, POSTGRES
 from diag.errors import DiagError
 from diag.sqlfiles import SqlUnavailable, pick_in
-from workloads import tpcc_sp
+from workloads import tpcc, tpcc_sp
+from workloads.base import ClientCtx
 from workloads.program import Draw, reference_txn, seed_state
 
 N = 3000
@@ -89,3 +90,24 @@ def test_older_servers_are_told_what_they_need() -> None:
         pick_in(tpcc_sp.SQL_DIRS[POSTGRES.name], "tpcc_txn", POSTGRES, 100000)
     with pytest.raises(SqlUnavailable, match="tpcc_new_order: needs mysql 8.0.4"):
         pick_in(tpcc_sp.SQL_DIRS[MYSQL.name], "tpcc_new_order", MYSQL, 50700, "mysql")
+
+
+def test_think_pause_keys_the_transaction_that_runs_next() -> None:
+    """--think in sp mode: the keying time of each pause is that of the transaction the program runs next."""
+    prog = tpcc_sp.program(0.05, 0)
+    draw = Draw(seed_state(3))
+    calls: list[list[object]] = []
+    txn = reference_txn(prog, [lambda args: calls.append(list(args)) or 0], lambda sql: None, draw, [0])
+    pause = tpcc.think_pause(ClientCtx(0, 1, 0.05, think=True, seed=3), lambda: tpcc_sp.next_kind(draw.s))
+    prev = ""
+    for i in range(500):
+        ns = pause()
+        txn()
+        kind = tpcc_sp.kind_of(int(calls[-1][0]))
+        keying = int(tpcc.KEYING[kind] * 1e9)
+        if i == 0:
+            assert ns == keying  # no think time before the first transaction
+        else:
+            assert keying <= ns <= keying + 10 * tpcc.THINK[prev] * 1e9 + 1
+        prev = kind
+    assert len({tpcc_sp.kind_of(int(a[0])) for a in calls}) == 5

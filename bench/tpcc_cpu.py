@@ -1,0 +1,115 @@
+"""TPC-C client CPU per transaction against the server's (issue 15), both modes, both engines.
+
+    python3 -m bench.tpcc_cpu [--rounds 5] [--duration 8] [--clients 2] [--scale 1] [--only pg|mariadb]
+                              [--out FILE]
+
+One throwaway server per engine (PostgreSQL 18 from the embedded wheel, MariaDB 10.11; default settings),
+TPC-C loaded once at ``--scale`` warehouses, the routines created, one unmeasured 3 s step of each side.
+Then ``--rounds`` rounds of three sides, in one order in even rounds and reversed in odd ones (a drift of
+the shared machine hits all sides alike): ``client`` (client-side mode: every statement from the client,
+Python loop, the only loop it has), ``sp`` (``--tpcc-mode sp``: one CALL per transaction, native
+executor) and ``sp-py`` (the same with ``DBDIAG_PY_LOOP=1``). Per side and round: TPS, NOPM, TPM, client
+CPU per transaction (our client processes' user+sys, the result row's client_cpu_s) and server CPU per
+transaction (the server process and its reaped children over the side's run, bench.compare.server_cpu),
+and the load average. The table gives the medians over the rounds.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import sys
+import tempfile
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from bench.compare import _load, _us, alternated  # noqa: E402
+from diag import servers  # noqa: E402
+from diag.bundle import BundleWriter  # noqa: E402
+from workloads.driver import DriverOptions, run_sweep  # noqa: E402
+
+SIDES = (("client", "client", False), ("sp", "sp", False), ("sp-py", "sp", True))
+
+
+def step(target: Any, mode: str, py_loop: bool, clients: int, duration: float, scale: float) -> dict:
+    """One measured tpcc step (no warmup, as bench.compare's sides); ``py_loop``: DBDIAG_PY_LOOP=1."""
+    if py_loop:
+        os.environ["DBDIAG_PY_LOOP"] = "1"
+    try:
+        opts = DriverOptions(clients=(clients,), duration_s=duration, warmup_s=0.0, scale=scale,  # type: ignore[arg-type]
+                             tpcc_mode=mode)
+        with tempfile.TemporaryDirectory(prefix="dbdiag-bench-") as d:
+            return run_sweep(target, ["tpcc"], opts, BundleWriter(Path(d)), progress=None)[0]
+    finally:
+        os.environ.pop("DBDIAG_PY_LOOP", None)
+
+
+def engine_rounds(srv: servers.ThrowawayServer, name: str, args: argparse.Namespace) -> list[dict]:
+    """Warm-up, then the alternated rounds of the three sides on ``srv``."""
+    target = srv.target()
+    sides = [(side, (lambda m=mode, p=py: step(target, m, p, args.clients, args.duration, args.scale)))
+             for side, mode, py in SIDES]
+    for side, mode, py in SIDES:  # loads the data the first time, creates the routines, warms caches
+        step(target, mode, py, args.clients, 3.0, args.scale)
+    rows = []
+    for r in range(args.rounds):
+        got = alternated(srv, r, sides)
+        for side, (res, server_s) in got.items():
+            rows.append({"engine": name, "round": r, "side": side, "order": list(got), "load": _load(),
+                         "tps": res["tps"], "nopm": res["nopm"], "tpm": res["tpm"], "transactions": res["transactions"],
+                         "errors": res["errors"], "retries": res["retries"], "driver": res["driver"],
+                         "client_us_per_txn": _us(res["client_cpu_s"], res["transactions"]),
+                         "server_us_per_txn": _us(server_s, res["transactions"])})
+            print(json.dumps(rows[-1]), flush=True)
+    return rows
+
+
+def table(rows: list[dict]) -> str:
+    """Markdown: medians per engine and side."""
+    out = ["| engine | side | rounds | TPS | NOPM | client µs/txn | server µs/txn | client share of the CPU per txn |",
+           "|---|---|---|---|---|---|---|---|"]
+    for eng in dict.fromkeys(r["engine"] for r in rows):
+        for side, _, _ in SIDES:
+            rs = [r for r in rows if r["engine"] == eng and r["side"] == side]
+            if not rs:
+                continue
+
+            def med(k: str) -> float:
+                return statistics.median(r[k] for r in rs)
+            share = statistics.median(r["client_us_per_txn"] / (r["client_us_per_txn"] + r["server_us_per_txn"])
+                                      for r in rs)
+            out.append(f"| {eng} | {side} | {len(rs)} | {med('tps'):,.0f} | {med('nopm'):,.0f} | "
+                       f"{med('client_us_per_txn'):,.0f} | {med('server_us_per_txn'):,.0f} | {share:.1%} |")
+    return "\n".join(out)
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--rounds", type=int, default=5)
+    ap.add_argument("--duration", type=float, default=8.0)
+    ap.add_argument("--clients", type=int, default=2)
+    ap.add_argument("--scale", type=float, default=1.0)
+    ap.add_argument("--only", choices=("pg", "mariadb"), default=None)
+    ap.add_argument("--out", default=None)
+    args = ap.parse_args(argv)
+    rows: list[dict] = []
+    for name, start in (("pg", servers.start_postgres), ("mariadb", servers.start_mysql)):
+        if args.only and args.only != name:
+            continue
+        srv = start()
+        try:
+            rows += engine_rounds(srv, name, args)
+        finally:
+            srv.stop()
+    print(table(rows))
+    if args.out:
+        Path(args.out).write_text(json.dumps({"argv": sys.argv, "rows": rows}, indent=1) + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
