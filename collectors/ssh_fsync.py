@@ -106,7 +106,8 @@ def _result(out: dict[str, Any], spec: str) -> FsyncTestResult:
         res = FsyncTestResult.from_dict(out["result"])
     except (KeyError, TypeError, ValueError) as e:
         raise DiagError(f"on {host}: the fsync test's answer is not a result ({type(e).__name__}: {e})") from None
-    return replace(res, notes=(f"run on {host} over ssh {spec} by python3 there: the same tests as a local fsync test", *res.notes))
+    first = f"run on {host} over ssh {spec} by python3 there: the same tests as a local fsync test"
+    return replace(res, notes=(first, *res.notes))
 
 
 class SshFsyncTest(Collector):

@@ -45,6 +45,7 @@ from diag.errors import DiagError, ParseError
 from diag.procs import pdeathsig_preexec
 
 CONNECT_TIMEOUT_S = 5
+SSH_FAILED = 255  # ssh's own exit status for its errors (the remote command's otherwise)
 PROBE_TIMEOUT_S = 20.0
 FREQ_HZ = 249  # half the local rate: the text of every sample crosses the network
 WINDOW_SHARE = 0.8
@@ -117,8 +118,8 @@ def ssh_probe(spec: str, command: str, hint: str, what: str = "") -> tuple[Probe
         rc, out, err = run_ssh(spec, command, PROBE_TIMEOUT_S)
     except DiagError as e:
         return Probe(False, str(e), hint), ""
-    if rc != 0:
-        return Probe(False, f"ssh {spec}: {what}{err or f'exit status {rc}'}", hint), ""
+    if rc != 0:  # 255: ssh itself failed (unreachable, refused, no key): the command never ran, so no ``what``
+        return Probe(False, f"ssh {spec}: {what if rc != SSH_FAILED else ''}{err or f'exit status {rc}'}", hint), ""
     lines = out.decode("utf-8", "replace").strip().splitlines()
     return None, lines[-1] if lines else ""
 

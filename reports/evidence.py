@@ -70,6 +70,9 @@ def _flush_rows(b: Bundle, t: dict[str, Any]) -> list[dict[str, str]]:
     elif flush.get("ok") and any(s.startswith("diskstats:") for s in
                                  (b.series.get(safe_name(f"flush--{label}")) or [{}])[-1].get("sources", [])):
         rows.append({"evidence": "device flushes (D)", "source": "this machine (/proc/diskstats)", "missing": ""})
+    elif t.get("ssh"):  # perf over ssh counts the server's calls, not the device's completions, reachable or not
+        rows.append({"evidence": "device flushes (D)", "source": "", "missing": "not read over ssh: give "
+                     f"--host-metrics {label}=http://HOST:9100/metrics (node_exporter on the database host)"})
     else:
         rows.append({"evidence": "device flushes (D)", "source": "", "missing": _why(flush, "not counted")})
     counted_by = f"perf over ssh {t['ssh']}" if t.get("ssh") else "perf on this machine"

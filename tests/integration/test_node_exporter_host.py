@@ -11,11 +11,9 @@ machine, which both see alike).
 from __future__ import annotations
 
 import dataclasses
-import shutil
 import subprocess
 import sys
 import time
-import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -31,47 +29,14 @@ from reports.durability_view import durability_rows, window_rate
 from reports.evidence import evidence_rows
 from reports.rules.base import steps
 from reports.rules.cpu import cpu_use
+from tests.remote_hosts import node_exporter_running, serve_node_exporter
 
 REPO = Path(__file__).resolve().parents[2]
-COLLECTORS = ("cpu", "stat", "diskstats", "meminfo", "loadavg", "filesystem")
-
-
-def node_exporter_binary() -> str:
-    exe = shutil.which("prometheus-node-exporter") or shutil.which("node_exporter")
-    if not exe:
-        pytest.fail("node_exporter is not installed (Debian: apt-get install prometheus-node-exporter)")
-    return exe
-
-
-def _serve() -> tuple[subprocess.Popen[str], str]:
-    """node_exporter on a free loopback port with the collectors the host sections read, and its /metrics URL."""
-    port = servers.free_port()
-    proc = subprocess.Popen([node_exporter_binary(), f"--web.listen-address=127.0.0.1:{port}",
-                             "--collector.disable-defaults", *(f"--collector.{c}" for c in COLLECTORS)],
-                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
-    url = f"http://127.0.0.1:{port}/metrics"
-    deadline = time.monotonic() + 10
-    while True:
-        try:
-            with urllib.request.urlopen(url, timeout=1) as r:
-                if r.status == 200:
-                    break
-        except OSError:
-            pass
-        if proc.poll() is not None or time.monotonic() > deadline:
-            proc.kill()
-            pytest.fail(f"node_exporter did not serve {url}: {proc.stderr.read() if proc.stderr else ''}")
-        time.sleep(0.1)
-    return proc, url
-
-
 @pytest.fixture(scope="module")
 def node_exporter() -> Iterator[str]:
     """The module's node_exporter: its /metrics URL."""
-    proc, url = _serve()
-    yield url
-    proc.terminate()
-    proc.wait(timeout=10)
+    with node_exporter_running() as url:
+        yield url
 
 
 @pytest.fixture(scope="module")
@@ -166,7 +131,7 @@ def test_the_report_says_where_each_evidence_came_from(bundle: Bundle, node_expo
 
 def test_a_node_exporter_killed_mid_step_is_where_the_host_evidence_stops(pg_server: servers.ThrowawayServer,
                                                                           tmp_path: Path) -> None:
-    proc, url = _serve()
+    proc, url = serve_node_exporter()
     out = tmp_path / "bundle"
     run = subprocess.Popen([sys.executable, "-m", "diag", "run", f"db={pg_server.dsn()}", "-w", "insert", "-c", "1,2",
                             "-T", "2", "--warmup", "0", "--no-profile", "--flush-capability", "100000",

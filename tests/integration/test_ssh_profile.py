@@ -23,12 +23,14 @@ from collectors.base import CollectorContext
 from collectors.fsync_test import _specs
 from collectors.hostinfo import storage_facts
 from collectors.profile.parse import load_folded
+from collectors.ssh_fsync import SshFsyncTest
 from collectors.ssh_host import SshProfileSource
 from diag import servers
 from diag.bundle import Bundle, load_bundle
 from diag.targets import parse_target
 from reports.durability_view import durability_rows, flush_capability
 from reports.evidence import evidence_rows
+from tests.remote_hosts import node_exporter_running
 
 REPO = Path(__file__).resolve().parents[2]
 SSHD = "/usr/sbin/sshd"
@@ -46,7 +48,12 @@ def ssh_config(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
     d = tmp_path_factory.mktemp("sshd")
     _keygen(d / "host_key")
     _keygen(d / "client_key")
-    shutil.copy(d / "client_key.pub", d / "authorized_keys")
+    _keygen(d / "nopython_key")
+    # A second key whose sessions run with a PATH that has hostname and no python3: a host without python3.
+    (d / "nopython_bin").mkdir()
+    (d / "nopython_bin" / "hostname").symlink_to(shutil.which("hostname") or "/bin/hostname")
+    forced = f'command="PATH={d}/nopython_bin exec /bin/sh -c \\"$SSH_ORIGINAL_COMMAND\\"" '
+    (d / "authorized_keys").write_text((d / "client_key.pub").read_text() + forced + (d / "nopython_key.pub").read_text())
     port = servers.free_port()
     (d / "sshd_config").write_text(
         f"Port {port}\nListenAddress 127.0.0.1\nHostKey {d}/host_key\nAuthorizedKeysFile {d}/authorized_keys\n"
@@ -66,18 +73,30 @@ def ssh_config(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
         time.sleep(0.1)
     cfg = d / "ssh_config"
     cfg.write_text(f"Host dbdiag-test\n  HostName 127.0.0.1\n  Port {port}\n  User root\n  IdentityFile {d}/client_key\n"
-                   "  IdentitiesOnly yes\n  StrictHostKeyChecking no\n  UserKnownHostsFile /dev/null\n  LogLevel ERROR\n")
+                   "  IdentitiesOnly yes\n  StrictHostKeyChecking no\n  UserKnownHostsFile /dev/null\n  LogLevel ERROR\n"
+                   f"Host dbdiag-nopython\n  HostName 127.0.0.1\n  Port {port}\n  User root\n"
+                   f"  IdentityFile {d}/nopython_key\n  IdentitiesOnly yes\n  StrictHostKeyChecking no\n"
+                   "  UserKnownHostsFile /dev/null\n  LogLevel ERROR\n")
     yield cfg
     proc.terminate()
     proc.wait(timeout=10)
 
 
 @pytest.fixture(scope="module")
-def bundle(pg_server: servers.ThrowawayServer, ssh_config: Path, tmp_path_factory: pytest.TempPathFactory) -> Bundle:
+def node_exporter() -> Iterator[str]:
+    """That host's node_exporter too (--host-metrics beside --ssh): its /metrics URL."""
+    with node_exporter_running() as url:
+        yield url
+
+
+@pytest.fixture(scope="module")
+def bundle(pg_server: servers.ThrowawayServer, ssh_config: Path, node_exporter: str,
+           tmp_path_factory: pytest.TempPathFactory) -> Bundle:
+    """One run with both remote sources on the target: ssh (profiles, S, F) and node_exporter (host, D)."""
     out = tmp_path_factory.mktemp("sshrun") / "bundle"
     p = subprocess.run([sys.executable, "-m", "diag", "run", f"db={pg_server.dsn()}", "-w", "insert", "-c", "1",
                         "-T", "3", "--warmup", "0.5", "--profile-seconds", "1.5", "--fsync-seconds", "0.1",
-                        "--ssh", "db=root@dbdiag-test",
+                        "--ssh", "db=root@dbdiag-test", "--host-metrics", f"db={node_exporter}",
                         "--out", str(out)], capture_output=True, text=True, timeout=240, cwd=str(REPO),
                        env={**os.environ, "DBDIAG_SSH_CONFIG": str(ssh_config)})
     assert p.returncode == 0, p.stderr[-3000:]
@@ -125,11 +144,31 @@ def test_an_unreachable_host_is_a_reason(ssh_config: Path, pg_server: servers.Th
     assert "BatchMode" in p.hint
 
 
-def test_the_report_says_the_profile_came_over_ssh(bundle: Bundle) -> None:
+def test_a_host_without_python3_is_the_reason_f_is_missing(ssh_config: Path, pg_server: servers.ThrowawayServer,
+                                                            tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("DBDIAG_SSH_CONFIG", str(ssh_config))
+    ctx = CollectorContext(target=parse_target(f"db={pg_server.dsn()}"), artifacts=tmp_path,
+                           data_dir=str(pg_server.data_dir), options={"ssh": "root@dbdiag-nopython"})
+    p = SshFsyncTest(ctx).probe()
+    assert not p.ok and p.reason == f"ssh root@dbdiag-nopython: python3 is not installed on {socket.gethostname()}", p
+    assert "python3 >= 3.7" in p.hint
+
+
+def test_the_report_says_which_evidence_came_over_ssh_and_which_from_node_exporter(bundle: Bundle,
+                                                                                    node_exporter: str) -> None:
     rows = {r["evidence"]: r for r in evidence_rows(bundle)["db"]}
     assert rows["server CPU profiles"] == {"evidence": "server CPU profiles", "source": "ssh root@dbdiag-test",
                                            "missing": ""}
-    assert rows["server flush calls (S)"]["source"] == "perf over ssh root@dbdiag-test"
+    assert rows["server flush calls (S)"] == {"evidence": "server flush calls (S)",
+                                              "source": "perf over ssh root@dbdiag-test", "missing": ""}
+    assert rows["host CPU, context switches, disk I/O"]["source"] == f"node_exporter {node_exporter}"
+    assert rows["device flushes (D)"]["source"].startswith(f"node_exporter {node_exporter}: ") and \
+        not rows["device flushes (D)"]["missing"], rows
+    (s,) = durability_rows(bundle)
+    assert s.D_source.startswith(f"node_exporter {node_exporter}: node_disk_flush_requests_total"), s.D_source
+    # S over ssh and D from node_exporter in one verdict: the server's flushes reach the device.
+    check = next(c for c in s.plausibility.checks if c.name == "device_sees_flushes")  # type: ignore[union-attr]
+    assert check.status == "passed", check
 
 
 def test_flush_calls_counted_over_ssh_give_s_of_the_durability_checks(bundle: Bundle) -> None:
@@ -200,9 +239,11 @@ def test_an_unreachable_ssh_host_with_writes_degrades_and_the_run_goes_on(
     probe = b.run["collectors"]["flush_capability--db"]
     assert probe["ok"] is False and "refused" in probe["reason"], probe
     rows = {r["evidence"]: r for r in evidence_rows(b)["db"]}
+    assert rows["device flushes (D)"]["missing"].startswith("not read over ssh: give --host-metrics"), rows
     for ev in ("flush capability (F)", "server flush calls (S)", "server CPU profiles"):
         assert rows[ev]["source"] == "" and "refused" in rows[ev]["missing"], rows[ev]
     assert rows["flush capability (F)"]["missing"].startswith("not measured: fsync test over ssh: ssh root@"), rows
+    assert rows["server flush calls (S)"]["missing"].startswith("ssh root@dbdiag-closed: ssh: connect to host"), rows
     (s,) = durability_rows(b)
     assert s.F is None and "refused" in s.F_source
     check = next(c for c in s.plausibility.checks if c.name == "flush_capacity")  # type: ignore[union-attr]
