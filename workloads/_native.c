@@ -136,6 +136,9 @@ typedef struct {
     Py_ssize_t nprog;
     char **texts; /* OP_SIMPLE texts */
     int ntexts;
+    /* MySQL: the OP_SIMPLE texts prepared (NULL: the server cannot prepare it, sent as text). BEGIN and
+     * COMMIT as COM_STMT_EXECUTE, as sysbench sends them: the server skips parsing them each time. */
+    void *tst[MAX_STMTS];
     char ***pools; int *pool_n; unsigned long **pool_len; int npools;
     int nvars;
     int nexec; /* statements per transaction (OP_EXEC and OP_SIMPLE): the per-statement latency slots */
@@ -162,6 +165,11 @@ static inline int64_t draw(uint64_t *s, int64_t lo, uint64_t span) {
 #define CAPSULE "dbdiag.native"
 
 static void free_program(native_t *n) {
+    for (int i = 0; i < MAX_STMTS; i++) {
+        if (n->tst[i] && n->s_close)
+            n->s_close(n->tst[i]);
+        n->tst[i] = NULL;
+    }
     free(n->prog);
     n->prog = NULL;
     n->nprog = 0;
@@ -186,6 +194,7 @@ static void free_program(native_t *n) {
 }
 
 static void close_native(native_t *n) {
+    free_program(n); /* first: it closes the program's prepared texts while the connection is open */
     for (int i = 0; i < n->nstmts; i++) {
         stmt_t *s = &n->st[i];
         if (s->mst && n->s_close)
@@ -212,7 +221,6 @@ static void close_native(native_t *n) {
             n->m_close(n->conn);
         n->conn = NULL;
     }
-    free_program(n);
     /* The library stays loaded: other connections of this process may use it, and unloading libpq
      * with its OpenSSL state is not safe. */
 }
@@ -421,6 +429,36 @@ static PyObject *simple(native_t *n, const char *sql, long long *rows) {
     /* text results of control statements are not counted: mysql_num_rows is not among the symbols */
     n->m_free(res);
     return NULL;
+}
+
+/* MySQL: one prepared control statement (no parameters; a result, if any, is read and dropped). */
+static PyObject *my_simple_prepared(native_t *n, void *m) {
+    if (n->s_execute(m))
+        return or_failed(my_error(n, m));
+    if (n->s_field_count(m)) {
+        if (n->s_store(m)) {
+            PyObject *e = or_failed(my_error(n, m));
+            n->s_free_result(m);
+            return e;
+        }
+        n->s_free_result(m);
+    }
+    return NULL;
+}
+
+/* MySQL: prepare each OP_SIMPLE text of the loaded program; a text the server will not prepare (error
+ * 1295, or one the run will report) stays a text. */
+static void my_prepare_texts(native_t *n) {
+    for (int i = 0; n->engine == ENGINE_MY && i < n->ntexts && i < MAX_STMTS; i++) {
+        void *m = n->s_init(n->conn);
+        if (!m)
+            return;
+        if (n->s_prepare(m, n->texts[i], (unsigned long)strlen(n->texts[i])) || n->s_param_count(m) != 0) {
+            n->s_close(m);
+            continue;
+        }
+        n->tst[i] = m;
+    }
 }
 
 /* exec_simple(cap, sql) -> None | (code, message, lost) */
@@ -724,6 +762,7 @@ static PyObject *load(PyObject *self, PyObject *args) {
             goto done;
         }
     }
+    my_prepare_texts(n);
     ret = Py_None;
     Py_INCREF(ret);
 done:
@@ -879,7 +918,8 @@ static PyObject *run_once(native_t *n, uint64_t *state, int64_t *vars, long long
             break;
         }
         case OP_SIMPLE: {
-            PyObject *e = simple(n, n->texts[p[pc + 1]], simple_rows);
+            void *m = n->tst[p[pc + 1]];
+            PyObject *e = m ? my_simple_prepared(n, m) : simple(n, n->texts[p[pc + 1]], simple_rows);
             if (e)
                 return e;
             if (sl) {

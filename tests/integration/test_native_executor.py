@@ -122,6 +122,48 @@ def test_point_select_rows_equal_the_python_reference(target: Target, tmp_path: 
     assert _run_native(target, prog, 17, TXNS) == _run_reference(target, prog, 17, TXNS) == (TXNS,)
 
 
+def _status(s: Session, names: tuple[str, ...]) -> dict[str, int]:
+    return {r["Variable_name"]: int(r["Value"]) for r in s.query("SHOW GLOBAL STATUS") if r["Variable_name"] in names}
+
+
+def test_mysql_sends_what_sysbench_sends_on_tables_of_the_servers_charset(target: Target) -> None:
+    """MariaDB: BEGIN and COMMIT go as prepared statements (COM_STMT_EXECUTE, as sysbench's
+    oltp_read_only sends them), and the tables have the server's default collation, as sysbench's."""
+    if target.engine != "mysql":
+        pytest.skip("MySQL's command counters and table collations")
+    with Session(target, statement_timeout_ms=0) as s:
+        bad = s.query("SELECT t.TABLE_NAME AS name FROM information_schema.TABLES t JOIN information_schema.SCHEMATA d "
+                      "ON d.SCHEMA_NAME = t.TABLE_SCHEMA WHERE t.TABLE_SCHEMA = 'dbdiag' "
+                      "AND t.TABLE_COLLATION <> d.DEFAULT_COLLATION_NAME")
+        assert bad == [] and wload.is_loaded(s, insert_dataset(SCALE))
+        server = s.query("SELECT @@character_set_server AS cs")[0]["cs"]
+        other = "utf8mb4" if server != "utf8mb4" else "latin1"
+        # a table of another charset (an older dbdiag made them utf8mb4): not loaded, so it is remade
+        s.execute("CREATE TABLE dbdiag.charset_probe (id integer PRIMARY KEY)")
+        try:
+            probe = wload.Dataset("charset_probe", 1, 1, [wload.Table("charset_probe", "id integer", "id")])
+            s.execute("INSERT INTO dbdiag.dbdiag_meta VALUES ('charset_probe', 1, '1')")
+            assert wload.is_loaded(s, probe)
+            s.execute(f"ALTER TABLE dbdiag.charset_probe CONVERT TO CHARACTER SET {other}")
+            assert not wload.is_loaded(s, probe)
+        finally:
+            wload.drop(s, probe)
+    prog = ReadOnly().program(_ctx(3))
+    names = ("Com_stmt_execute", "Com_begin", "Com_commit", "Com_select")
+    nc = _native(target, prog, 11)
+    try:
+        with Session(target, statement_timeout_ms=0) as s:  # one session: its own start is not counted
+            before = _status(s, names)
+            buf = array("q", bytes(8 * TXNS))
+            t0 = time.perf_counter_ns()
+            assert nc.batch(t0, t0 + 10**13, buf)[0] == TXNS
+            after = _status(s, names)
+    finally:
+        nc.close()
+    sent = {k: after[k] - before[k] for k in names}
+    assert sent == {"Com_stmt_execute": 16 * TXNS, "Com_begin": TXNS, "Com_commit": TXNS, "Com_select": 14 * TXNS}
+
+
 def _balances(target: Target) -> Counter[int]:
     with Session(target, statement_timeout_ms=0) as s:
         rows = s.query("SELECT aid, abalance FROM dbdiag.pgbench_accounts WHERE abalance <> 0")
