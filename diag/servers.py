@@ -378,16 +378,19 @@ def start_mysql(settings: dict[str, str] | None = None, port: int | None = None,
     srv = ThrowawayServer(MYSQL.name, port or free_port(), base, settings, binary=str(server), supervisor=supervisor)
     data = srv.data_dir
     user_args = [f"--user={user.pw_name}"] if user is not None else []
+    # Its own temporary directory: in the shared /tmp, mariadb-install-db failed now and then on this
+    # machine ("Could not remove temporary table '/tmp/#sql-temptable-...'": removed by someone else).
+    tmp = [f"--tmpdir={base}"]
     try:
         srv.supervise()
         if mariadb and install is not None:
             _check([str(install), "--no-defaults", f"--datadir={data}", "--auth-root-authentication-method=normal",
-                    "--skip-test-db", "--skip-name-resolve", *user_args], None, "mariadb-install-db")
+                    "--skip-test-db", "--skip-name-resolve", *tmp, *user_args], None, "mariadb-install-db")
         else:
-            _check([str(server), "--no-defaults", "--initialize-insecure", f"--datadir={data}", *user_args], None,
-                   "mysqld --initialize-insecure")
+            _check([str(server), "--no-defaults", "--initialize-insecure", f"--datadir={data}", *tmp, *user_args],
+                   None, "mysqld --initialize-insecure")
         sock = base / "mysqld.sock"
-        args = [str(server), "--no-defaults", f"--datadir={data}", f"--port={srv.port}", f"--socket={sock}",
+        args = [str(server), "--no-defaults", f"--datadir={data}", f"--port={srv.port}", f"--socket={sock}", *tmp,
                 "--bind-address=127.0.0.1", f"--pid-file={base / 'mysqld.pid'}", "--skip-name-resolve",
                 f"--log-error={base / 'server.log'}", "--max-connections=300", *user_args]
         for k, v in _instrumented(MYSQL, 0, settings, instrument):
