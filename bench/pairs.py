@@ -8,7 +8,8 @@ Pairs, at N = 2 x cores clients (4 here):
 
 - ``read-only`` vs ``sysbench oltp_read_only`` (10 point selects, 4 ranges of 100, BEGIN/COMMIT), both
   engines, 100,000 rows, ``--rand-type=uniform``;
-- ``read-write`` vs ``pgbench`` built-in TPC-B-like, ``-M prepared``, scale 10 both (PostgreSQL);
+- ``read-write`` vs ``pgbench`` built-in TPC-B-like, ``-M prepared``, scale 10 both (PostgreSQL), and vs
+  sysbench running the same TPC-B transaction from bench/tpcb.lua on the same tables, scale 10 (MariaDB);
 - ``insert`` vs ``sysbench oltp_insert`` (single-row autocommit inserts; sysbench's row is
   (id, k, c char(120), pad char(60)), ours (id, val, txt varchar(20)): the same shape of work, not the
   same bytes), both engines; and vs sysbench running our own INSERT on our table from
@@ -78,8 +79,8 @@ def _script_file(text: str) -> str:
     return f.name
 
 
-def _lua(conn: list[str]) -> list[str]:
-    return [shutil.which("sysbench") or "sysbench", str(Path(__file__).with_name("insert_data.lua")), *conn]
+def _lua(conn: list[str], script: str = "insert_data.lua") -> list[str]:
+    return [shutil.which("sysbench") or "sysbench", str(Path(__file__).with_name(script)), *conn]
 
 
 Tool = Callable[[int, float], list[str]]
@@ -98,7 +99,8 @@ def _pair(srv: servers.ThrowawayServer, name: str, workload: str, scale: float, 
     ours(t, workload, n, 3, scale=scale, script=script)
     rows = []
     for r in range(args.rounds):
-        row: dict[str, Any] = {"round": r + 1, "clients": n}
+        # the machine is shared: each round records the 1-minute load average it started at
+        row: dict[str, Any] = {"round": r + 1, "clients": n, "load_1m": round(os.getloadavg()[0], 2)}
         for side in (("tool", "ours") if r % 2 == 0 else ("ours", "tool")):
             s0 = server_cpu(srv)
             if side == "tool":
@@ -192,7 +194,7 @@ def my_pairs(args: argparse.Namespace, out: list[dict]) -> None:
         with Session(t, statement_timeout_ms=0) as s:
             s.execute("CREATE DATABASE IF NOT EXISTS sbtest")
             wload.ensure_schema(s)
-            for ds in (sbtest_dataset(1), insert_dataset(1)):
+            for ds in (sbtest_dataset(1), pgbench_dataset(RW_SCALE), insert_dataset(1)):
                 if not wload.is_loaded(s, ds):
                     wload.load(s, ds, None)
         conn = ["--db-driver=mysql", "--mysql-host=127.0.0.1", f"--mysql-port={srv.port}", "--mysql-user=root",
@@ -201,6 +203,9 @@ def my_pairs(args: argparse.Namespace, out: list[dict]) -> None:
         run_tool([*ro, "prepare"], 900)
         n = 2 * (os.cpu_count() or 1)
         _read_only_pairs(out, srv, "MariaDB", ro, "sbtest.sbtest1", args, n)
+        out.append(_pair(srv, f"MariaDB read-write vs sysbench running the same TPC-B (bench/tpcb.lua, scale {RW_SCALE})",
+                         "read-write", RW_SCALE, _sysbench_run(_lua(conn, "tpcb.lua"), f"--scale={RW_SCALE}"),
+                         _sysbench_figures, args, n))
         _insert_pairs(out, srv, "MariaDB", ins, conn, args, n)
     finally:
         srv.stop()
