@@ -27,7 +27,8 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from bench.compare import _load, _us, alternated  # noqa: E402
+from bench.compare import _load, alternated  # noqa: E402
+from bench.tools import us_per_txn  # noqa: E402
 from diag import servers  # noqa: E402
 from diag.bundle import BundleWriter  # noqa: E402
 from workloads.driver import DriverOptions, run_sweep  # noqa: E402
@@ -62,8 +63,8 @@ def engine_rounds(srv: servers.ThrowawayServer, name: str, args: argparse.Namesp
             rows.append({"engine": name, "round": r, "side": side, "order": list(got), "load": _load(),
                          "tps": res["tps"], "nopm": res["nopm"], "tpm": res["tpm"], "transactions": res["transactions"],
                          "errors": res["errors"], "retries": res["retries"], "driver": res["driver"],
-                         "client_us_per_txn": _us(res["client_cpu_s"], res["transactions"]),
-                         "server_us_per_txn": _us(server_s, res["transactions"])})
+                         "client_us_per_txn": us_per_txn(res["client_cpu_s"], res["transactions"]),
+                         "server_us_per_txn": us_per_txn(server_s, res["transactions"])})
             print(json.dumps(rows[-1]), flush=True)
     return rows
 
