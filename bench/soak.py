@@ -17,8 +17,9 @@ every ``--every`` s, samples:
 
 The JSON (``--out``) is rewritten after every sample, so a soak cut short still has its figures up to
 then (``status`` says how far it got); a table is printed at the end. ``--rate`` keeps the soak cheap
-on a shared machine (open loop, transactions/s in total). ``--short``: 15 s measured, a sample every
-2 s (the integration test's mode). The bundle goes to a temporary folder, removed at the end unless
+on a shared machine (open loop, transactions/s in total). ``--short``: 8 s measured, a sample every
+2 s (the integration test's mode: with the 2 s warm-up, 4-5 samples while the clients run, around the 3 s
+mid-step profile). The bundle goes to a temporary folder, removed at the end unless
 ``--keep``.
 """
 
@@ -303,10 +304,10 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--every", type=float, default=60.0, help="seconds between samples")
     p.add_argument("--out", type=Path, default=None, help="JSON (default bench/results/DATE-soak[-short].json)")
     p.add_argument("--keep", action="store_true", help="keep the bundle (its path is in the JSON)")
-    p.add_argument("--short", action="store_true", help="15 s measured, a sample every 2 s")
+    p.add_argument("--short", action="store_true", help="8 s measured, a sample every 2 s")
     a = p.parse_args(argv)
     if a.short:
-        a.duration, a.every = 15.0, 2.0
+        a.duration, a.every = 8.0, 2.0
     date = _dt.datetime.now(_dt.timezone.utc).strftime("%Y-%m-%d")
     out = a.out or ROOT / "bench" / "results" / f"{date}-soak{'-short' if a.short else ''}.json"
     work = Path(tempfile.mkdtemp(prefix="dbdiag-soak-"))

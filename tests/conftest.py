@@ -11,7 +11,10 @@ from __future__ import annotations
 
 import os
 import signal
+import subprocess
+import sys
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 
@@ -28,6 +31,7 @@ if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
 
 PG_SERVICE = os.environ.get("DBDIAG_TEST_PG", "postgresql://postgres@127.0.0.1:5432/postgres")
 MY_SERVICE = os.environ.get("DBDIAG_TEST_MY", "mysql://root@127.0.0.1:3306/")
+REPO = Path(__file__).resolve().parents[1]
 
 
 @pytest.fixture(scope="session")
@@ -44,6 +48,37 @@ def my_server() -> Iterator[servers.ThrowawayServer]:
     srv = servers.start_mysql()
     yield srv
     srv.stop()
+
+
+@pytest.fixture(scope="session")
+def pg_fsync_off() -> Iterator[servers.ThrowawayServer]:
+    """A throwaway PostgreSQL server with fsync=off for the whole session (the planted relaxed durability of
+    test_findings_planted, the "off" side of test_repeat_significance): one initdb instead of one per module.
+    Tests may add rows to it; none changes its settings."""
+    srv = servers.start_postgres({"fsync": "off"})
+    yield srv
+    srv.stop()
+
+
+@pytest.fixture(scope="session")
+def point_select_bundles(pg_server: servers.ThrowawayServer, my_server: servers.ThrowawayServer,
+                         tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    """One ``dbdiag run`` per session server, each its own bundle: point-select at 2 clients, 2 s steps, 0.5 s
+    warm-up, collectors on, no profile. Labels ``pg`` and ``maria``; folders ``pg`` and ``my``.
+
+    Read by test_compare (two bundles, one alone) and test_findings_planted (a clean point-select raises no
+    critical finding), which used to run the same steps on the same servers three times. Readers may add files
+    beside (a comparison page); none changes what the runs wrote."""
+    base = tmp_path_factory.mktemp("point_select")
+    out = {}
+    for label, folder, srv in (("pg", "pg", pg_server), ("maria", "my", my_server)):
+        path = base / folder
+        p = subprocess.run([sys.executable, "-m", "diag", "run", f"{label}={srv.dsn()}", "-c", "2", "-T", "2",
+                            "--warmup", "0.5", "--no-profile", "--out", str(path)], capture_output=True, text=True,
+                           timeout=300, cwd=str(REPO))
+        assert p.returncode == 0, p.stderr[-2000:]
+        out[label] = path
+    return out
 
 
 def _service(dsn: str) -> Target:

@@ -13,22 +13,14 @@ import pytest
 REPO = Path(__file__).resolve().parents[2]
 
 
-def _run(target: str, out: Path) -> None:
-    p = subprocess.run([sys.executable, "-m", "diag", "run", target, "-c", "2", "-T", "2", "--warmup", "0.5",
-                        "--no-profile", "--out", str(out)], capture_output=True, text=True, timeout=300, cwd=str(REPO))
-    assert p.returncode == 0, p.stderr[-2000:]
-
-
 def _tps(bundle: Path) -> float:
     """The measured rate of a bundle's only step, as results.json has it."""
     (row,) = json.loads((bundle / "results.json").read_text())["results"]
     return float(row["tps"])
 
 
-def test_compare_two_bundles(tmp_path, pg_server, my_server):
-    a, b = tmp_path / "pg", tmp_path / "my"
-    _run(f"pg={pg_server.dsn()}", a)
-    _run(f"maria={my_server.dsn()}", b)
+def test_compare_two_bundles(point_select_bundles):
+    a, b = point_select_bundles["pg"], point_select_bundles["maria"]  # tests/conftest.py: one run per server
     p = subprocess.run([sys.executable, "-m", "diag", "compare", str(a), str(b)], capture_output=True, text=True,
                        timeout=60, cwd=str(REPO))
     assert p.returncode == 0, p.stderr
@@ -60,9 +52,7 @@ def test_compare_two_bundles(tmp_path, pg_server, my_server):
     assert f"comparison page: {page}" in text and e["sentences"][0].split(":")[0] in page.read_text()
 
 
-def test_compare_without_common_steps_says_so(tmp_path, pg_server):
-    a = tmp_path / "one"
-    _run(f"pg={pg_server.dsn()}", a)
-    p = subprocess.run([sys.executable, "-m", "diag", "compare", str(a)], capture_output=True, text=True,
-                       timeout=60, cwd=str(REPO))
+def test_compare_without_common_steps_says_so(point_select_bundles):
+    p = subprocess.run([sys.executable, "-m", "diag", "compare", str(point_select_bundles["pg"])],
+                       capture_output=True, text=True, timeout=60, cwd=str(REPO))
     assert p.returncode == 1 and "no comparable steps" in p.stdout

@@ -37,7 +37,7 @@ class Runs:
 
     def start(self, out: Path, preexec: Callable[[], None] | None = None) -> subprocess.Popen[str]:
         argv = [sys.executable, "-m", "diag", "run", "embedded:postgres", "-w", "point-select", "-c", "2",
-                "-T", "8", "--warmup", "1", "--no-profile", "--out", str(out)]
+                "-T", "8", "--warmup", "0", "--no-profile", "--out", str(out)]
         with open(self.tmp / "stderr.txt", "w") as err:
             p = subprocess.Popen(argv, cwd=str(REPO), stdout=subprocess.DEVNULL, stderr=err, text=True,
                                  preexec_fn=preexec)

@@ -46,9 +46,10 @@ def _pg_cli_env(t: Target) -> tuple[list[str], dict[str, str]]:
     return ["-h", t.socket or t.host or "127.0.0.1", "-p", str(t.port or 5432), "-U", t.user], env
 
 
-@pytest.fixture()
+@pytest.fixture(scope="module")
 def scratch_db(pg_service: Target) -> Iterator[Target]:
-    """A pgbench scale-1 database on the local service, dropped afterwards."""
+    """A pgbench scale-1 database on the local service, dropped after the module (both scopes' select-only
+    pgbench runs read it; nothing writes to it, so one initialisation serves both)."""
     pgbench = shutil.which("pgbench")
     if pgbench is None:
         pytest.fail("pgbench not found (Debian: postgresql-client)")

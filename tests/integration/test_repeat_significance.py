@@ -22,7 +22,6 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -60,10 +59,9 @@ def _results(bundle: Path) -> list[dict[str, Any]]:
 
 
 @pytest.fixture(scope="module")
-def fsync_off() -> Iterator[servers.ThrowawayServer]:
-    srv = servers.start_postgres({"fsync": "off"})
-    yield srv
-    srv.stop()
+def fsync_off(pg_fsync_off: servers.ThrowawayServer) -> servers.ThrowawayServer:
+    """PostgreSQL with fsync=off: the session's (tests/conftest.py), shared with test_findings_planted."""
+    return pg_fsync_off
 
 
 @pytest.fixture(scope="module")

@@ -35,7 +35,8 @@ def hostile_bundle(tmp_path_factory) -> Path:
     script.write_text("\\set id random(1, 10)\nSELECT ('<script>document.title=\"pwned\"</script>' || :id)::int;\n")
     out = d / "bundle"
     p = subprocess.run([sys.executable, "-m", "diag", "run", "embedded:postgres", "-w", "custom", "--script",
-                        str(script), "-c", "1,2", "-T", "1", "--warmup", "0", "--no-profile", "--out", str(out)],
+                        str(script), "-c", "1,2", "-T", "1", "--warmup", "0", "--no-profile", "--fsync-seconds", "0.1",
+                        "--out", str(out)],
                        capture_output=True, text=True, timeout=300, cwd=str(REPO))
     assert p.returncode == 0, p.stderr[-3000:]
     return out

@@ -47,7 +47,7 @@ def planted(tmp_path_factory) -> dict[str, Any]:
     # embedded: targets, as a default `dbdiag run` has: servers started (instrumented) by the run itself.
     path = Run(RunOptions(targets=["pg=embedded:postgres", "my=embedded:mysql"],
                           workloads=["point-select", "custom"], driver=drv, out=d / "bundle", argv=["dbdiag", "run"],
-                          profile=False), out=log).execute()
+                          profile=False, fsync_seconds=0.1), out=log).execute()  # F: not checked here
     results = json.loads((path / "results.json").read_text())["results"]
     assert len(results) == 4, log.getvalue()[-3000:]
     return {"path": path, "log": log.getvalue(), "results": results,
