@@ -51,7 +51,7 @@ Left out: dbdiag's own statements (SQL files start with ``/* dbdiag */``), this
 session, server background threads and, with performance_schema ON, every
 connection of dbdiag's own (collectors, data loads, probes: the program_name
 connection attribute starts with :data:`diag.db.OWN_PREFIX`, read from
-session_connect_attrs each tick). With performance_schema OFF the server shows
+session_connect_attrs with INNODB_TRX). With performance_schema OFF the server shows
 no connection attributes: another dbdiag session counts while it is idle
 (``idle``) or runs a statement not from the SQL files. Privileges: PROCESS to see other
 users' threads and INNODB_TRX; SELECT on performance_schema for the p_s parts.
@@ -227,6 +227,7 @@ class MyWaitsCollector(MyCollector):
         self.source = "processlist"
         self.ticks_total = 0
         self.trx: dict[int, str] = {}
+        self.own: frozenset[int] = frozenset()  # thread ids of dbdiag's own connections
 
     def _reset(self, now: float) -> None:
         self.window_start = now
@@ -263,11 +264,12 @@ class MyWaitsCollector(MyCollector):
         if self.ticks_total % TRX_EVERY_TICKS == 0:
             trx_rows = self.parts.call("innodb_trx", lambda: query_named(s, "innodb_trx")) or []
             self.trx = {int(r["id"]): _text(r["state"]).upper() for r in trx_rows if r.get("id") is not None}
+            if self.plan.ps_on and self.parts.is_on("own_sessions"):
+                # With INNODB_TRX, not every tick: the read cost ~0.7 ms a tick (16 connections, MariaDB 10.11)
+                # and dbdiag's sessions live for seconds; thread ids are not reused, so a stale set drops no one.
+                self.own = self.parts.call("own_sessions", lambda: own_threads(s)) or frozenset()
         self.ticks_total += 1
-        own = frozenset[int]()
-        if self.plan.ps_on and self.parts.is_on("own_sessions"):
-            own = self.parts.call("own_sessions", lambda: own_threads(s)) or own
-        counts, idle = classify(rows, self.trx, source, self.cpu_states, own)
+        counts, idle = classify(rows, self.trx, source, self.cpu_states, self.own)
         self.waits.update(counts)
         self.idle += idle
         self.ticks += 1
