@@ -334,7 +334,8 @@ class Run:
         return CollectorContext(target=rt.target, artifacts=self.bundle.path / "artifacts", server_pid=rt.pid,
                                 data_dir=rt.data_dir, client_pids=self.sources.client_pids,
                                 servers=(rt.facts(),), bundle=self.bundle,
-                                options={k: rt.info[k] for k in ("host_metrics", "ssh") if rt.info.get(k)})
+                                options={"progress": self.out,
+                                         **{k: rt.info[k] for k in ("host_metrics", "ssh") if rt.info.get(k)}})
 
     def _sweep_all(self) -> None:
         """The one loop over the registry: run-wide sources around everything, each target's around its sweep."""

@@ -6,11 +6,14 @@ collectors.runner writes for a SourceStopped; the integration test (test_node_ex
 
 from __future__ import annotations
 
+import socket
 from pathlib import Path
 
 import pytest
 
+from collectors.node_exporter import scrape, scrape_reason
 from diag.bundle import Bundle
+from diag.errors import DiagError
 from reports.durability_view import remote_device_flushes
 from reports.evidence import evidence_rows
 from reports.series import source_stopped
@@ -60,3 +63,19 @@ def test_a_collector_off_without_stopped_at_is_not_a_stop() -> None:
     b = _bundle(20)
     b.events[0].pop("stopped_at")
     assert source_stopped(b, "host--db1") is None
+
+
+def test_why_a_scrape_failed_in_a_few_words_from_real_sockets() -> None:
+    """A port nothing listens on refuses; one that accepts and never answers times out."""
+    with socket.socket() as free:
+        free.bind(("127.0.0.1", 0))
+        port = free.getsockname()[1]
+    with pytest.raises(DiagError) as refused:
+        scrape(f"http://127.0.0.1:{port}/metrics", timeout_s=2.0)
+    assert scrape_reason(refused.value) == "connection refused", refused.value
+    with socket.socket() as mute:  # listens (the kernel completes the handshake) but never reads or answers
+        mute.bind(("127.0.0.1", 0))
+        mute.listen(1)
+        with pytest.raises(DiagError) as slow:
+            scrape(f"http://127.0.0.1:{mute.getsockname()[1]}/metrics", timeout_s=0.3)
+    assert scrape_reason(slow.value) == "timed out", slow.value
