@@ -2,7 +2,7 @@
 
     python3 -m bench.versions OLD_TREE [--engine mysql|postgres] [--rounds 5] [--duration 8] [--clients 4]
 
-OLD_TREE is a source tree of another commit with its C loop built in place, e.g.::
+OLD_TREE is a source tree of another commit with its C modules built in place, e.g.::
 
     git archive 7851820 | tar -x -C /tmp/old && (cd /tmp/old && python setup.py build_ext --inplace)
 
@@ -16,10 +16,10 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import statistics
 import subprocess
 import sys
-import tempfile
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
@@ -40,7 +40,7 @@ with tempfile.TemporaryDirectory() as d:
                      BundleWriter(Path(d) / "b"), progress=None)
 import workloads.driver as wd
 print(json.dumps({"tps": rows[0]["tps"], "driver": rows[0]["driver"], "client_cpu_s": rows[0].get("client_cpu_s"),
-                  "code": wd.__file__}))
+                  "transactions": rows[0]["transactions"], "code": wd.__file__}))
 """
 
 
@@ -76,7 +76,11 @@ def main() -> int:
             got = {name: one(tree, dsn, a.clients, a.duration) for name, tree in order}
             ratio = float(got["new"]["tps"]) / float(got["old"]["tps"])
             rounds.append({"round": r + 1, **{f"{k}_tps": v["tps"] for k, v in got.items()},
-                           **{f"{k}_driver": v["driver"] for k, v in got.items()}, "ratio_new_old": round(ratio, 3)})
+                           **{f"{k}_driver": v["driver"] for k, v in got.items()},
+                           # client CPU per transaction (µs): what a faster loop should lower, load or not
+                           **{f"{k}_client_us_per_txn": round(float(v["client_cpu_s"] or 0) / max(int(v["transactions"]), 1)
+                                                              * 1e6, 2) for k, v in got.items()},
+                           "load": [round(x, 2) for x in os.getloadavg()], "ratio_new_old": round(ratio, 3)})
             print(json.dumps(rounds[-1]), flush=True)
         med = statistics.median(x["ratio_new_old"] for x in rounds)
         print(f"{a.engine} point-select c={a.clients}: new/old median {med:.3f} "

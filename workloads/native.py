@@ -24,6 +24,7 @@ the supported subset), the Python loop runs; ``DBDIAG_PY_LOOP=1`` forces it.
 from __future__ import annotations
 
 from array import array
+from collections import Counter
 from collections.abc import Callable
 from typing import Any
 
@@ -36,12 +37,10 @@ from workloads.base import ClientCtx, Runner, Workload
 from workloads.clientbase import APP_NAME, ISOLATION_SQL, Client, Rows
 from workloads.nativelib import LABEL, _native, enabled, my_library, pg_library
 from workloads.pgclient import _PgFailure
-from workloads.hist import fold
 from workloads.program import OP_EXEC, OP_SIMPLE, Program, Tally, Unsupported, seed_state, tallied
 from workloads.sql import Stmt
 
 CONNECT_TIMEOUT_S = 5
-STATEMENT_SLOTS = 1 << 13  # transactions' statement latencies one batch may keep (a batch ends when full)
 
 
 def _conninfo(target: Target) -> bytes:
@@ -124,22 +123,21 @@ class NativeClient(Client):
                      tuple(tuple(s.encode() for s in p) for p in prog.pools), len(prog.names))
         self._one = array("q", [0])
         run, state, fail = _native.run, self.state, self._fail
-        # Per-statement latencies: one slot per statement of a transaction, folded per distinct statement
-        # (the 10 point selects of read-only are one) at each report interval.
+        # Per-statement latencies: the C side counts them per statement slot ({µs: count}); they are
+        # merged per distinct statement (the 10 point selects of read-only are one) at each batch's end,
+        # which also empties the C side's store of long ones before it fills.
         self.labels = statement_labels(prog)
-        width = len(self.labels)
-        slat = array("q", bytes(8 * max(width, 1) * STATEMENT_SLOTS))
-        keys = sorted(set(self.labels))
-        pending: dict[str, list[int]] = {k: [] for k in keys}
-        columns = [(j, pending[label]) for j, label in enumerate(self.labels)]
+        pending: dict[str, Counter[int]] = {k: Counter() for k in sorted(set(self.labels))}
+        columns = [pending[label] for label in self.labels]
         self._pending = pending
+        drain = _native.drain
 
         def batch(t0: int, until: int, buf: array) -> tuple[int, int, DbError | None]:
-            n, t1, err = run(cap, state, t0, until, buf, slat)
-            if n and width:
-                end = n * width
-                for j, dest in columns:
-                    dest += slat[j:end:width]
+            n, t1, err = run(cap, state, t0, until, buf, True)
+            if n:
+                for dest, counts in zip(columns, drain(cap)):
+                    if counts:
+                        dest.update(counts)
             return n, t1, (None if err is None else fail(err))
         self.batch = batch
 
@@ -165,9 +163,9 @@ class NativeClient(Client):
     def statement_latency(self) -> dict[str, dict[int, int]]:
         """``{statement: {µs: count}}`` of the statements of the batched transactions since the last call
         (what an interval sends; the retry path's single transactions are not in it)."""
-        out = {label: fold(lat) for label, lat in self._pending.items() if lat}
-        for lat in self._pending.values():
-            lat.clear()
+        out = {label: dict(counts) for label, counts in self._pending.items() if counts}
+        for counts in self._pending.values():
+            counts.clear()
         return out
 
     def after_error(self) -> None:

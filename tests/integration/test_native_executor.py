@@ -164,6 +164,35 @@ def test_mysql_sends_what_sysbench_sends_on_tables_of_the_servers_charset(target
     assert sent == {"Com_stmt_execute": 16 * TXNS, "Com_begin": TXNS, "Com_commit": TXNS, "Com_select": 14 * TXNS}
 
 
+def test_statement_latencies_are_counted_per_statement(target: Target) -> None:
+    """The C side's per-statement counts: every statement of every batched transaction once, under its
+    label, short ones (< 1024 µs, binned) and long ones (a 1.5 ms sleep: kept exactly) alike; the retry
+    path's single transactions are not counted; each drain empties them."""
+    sleep = "SELECT pg_sleep(0.0015)" if target.dbms.name == "postgres" else "DO SLEEP(0.0015)"
+    prog = Program()
+    key = prog.uniform("id", 1, sbtest_rows(SCALE))
+    prog.execute(POINT_SQL, [Param(key)])
+    prog.simple(sleep)
+    prog.execute(POINT_SQL, [Param(key)])
+    nc = _native(target, prog, 19)
+    try:
+        n = 40
+        buf = array("q", bytes(8 * n))
+        t0 = time.perf_counter_ns()
+        assert nc.batch(t0, t0 + 10**13, buf)[:2] != (0, 0)
+        nc.txn()  # the retry path: not counted
+        got = nc.statement_latency()
+        assert set(got) == {POINT_SQL, sleep}
+        assert sum(got[POINT_SQL].values()) == 2 * n and sum(got[sleep].values()) == n, got
+        assert min(got[sleep]) >= 1500, got  # the long ones' exact path
+        assert sum(c for us, c in got[POINT_SQL].items() if us < 1024) > n, got  # most point selects: binned
+        # each transaction's latency is its statements' (one clock read per statement, none lost between)
+        assert sum(buf) >= sum(us * c for counts in got.values() for us, c in counts.items()) * 1000
+        assert nc.statement_latency() == {}
+    finally:
+        nc.close()
+
+
 def _balances(target: Target) -> Counter[int]:
     with Session(target, statement_timeout_ms=0) as s:
         rows = s.query("SELECT aid, abalance FROM dbdiag.pgbench_accounts WHERE abalance <> 0")
