@@ -240,8 +240,8 @@ class Run:
             options={"clients": list(o.driver.clients), "duration_s": o.driver.duration_s,
                      "warmup_s": o.driver.warmup_s, "protocol": o.driver.protocol,
                      "isolation": o.driver.isolation, "rate": o.driver.rate, "scale": o.driver.scale,
-                     "on_error": o.driver.on_error, "repeat": o.driver.repeat,
-                     "flush_capability": o.flush_capability, "profile": self.plan.profile, **self.plan.to_dict()},
+                     "on_error": o.driver.on_error, "repeat": o.driver.repeat, "think": o.driver.think,
+                     "tpcc_mode": o.driver.tpcc_mode, "flush_capability": o.flush_capability, "profile": self.plan.profile, **self.plan.to_dict()},
             targets=[t.to_dict() for t in self.targets], collectors={}, metrics={})
         status, error = "complete", ""
         try:
