@@ -1,6 +1,7 @@
 -- dbdiag's read-write transaction (pgbench's built-in TPC-B-like) for sysbench 1.0: the same five
 -- prepared statements, in the same order, on the same tables (dbdiag.pgbench_*, created by dbdiag's
--- pgbench dataset), between a text BEGIN and COMMIT, as workloads/pgbench.py's program sends them.
+-- pgbench dataset), between BEGIN and COMMIT, which are prepared too (as sysbench's oltp_common.lua
+-- does, and as dbdiag's native executor sends them on MariaDB).
 -- Used by bench/pairs.py for MariaDB, where pgbench cannot run: the like-for-like read-write pair.
 --
 --   sysbench bench/tpcb.lua --db-driver=mysql ... --scale=10 --threads=4 --time=8 run
@@ -16,6 +17,8 @@ function thread_init()
    nt = 10 * nb
    na = 100000 * nb
    local int = sysbench.sql.type.INT  -- bound as int64, as sysbench binds every integer type
+   begin_ = con:prepare("BEGIN")
+   commit_ = con:prepare("COMMIT")
    upd_a = con:prepare("UPDATE dbdiag.pgbench_accounts SET abalance = abalance + ? WHERE aid = ?")
    sel_a = con:prepare("SELECT abalance FROM dbdiag.pgbench_accounts WHERE aid = ?")
    upd_t = con:prepare("UPDATE dbdiag.pgbench_tellers SET tbalance = tbalance + ? WHERE tid = ?")
@@ -38,17 +41,17 @@ function event()
    tid:set(sysbench.rand.uniform(1, nt))
    -- sysbench.rand.uniform takes and returns uint32: -5000..5000 as an offset of 0..10000
    delta:set(sysbench.rand.uniform(0, 10000) - 5000)
-   con:query("BEGIN")
+   begin_:execute()
    upd_a:execute()
    sel_a:execute()
    upd_t:execute()
    upd_b:execute()
    ins_h:execute()
-   con:query("COMMIT")
+   commit_:execute()
 end
 
 function thread_done()
-   for _, s in ipairs({upd_a, sel_a, upd_t, upd_b, ins_h}) do
+   for _, s in ipairs({begin_, upd_a, sel_a, upd_t, upd_b, ins_h, commit_}) do
       s:close()
    end
    con:disconnect()
