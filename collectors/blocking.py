@@ -18,6 +18,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from collectors.base import Metric
 from diag.schema.blocking import Blocker, BlockingWindow
 
 STATEMENT_CHARS = 200  # the SQL files cut statements to this many characters too
@@ -62,6 +63,22 @@ class _Acc:
     waits_for: set[int] = field(default_factory=set)
     longest_wait_s: float | None = None
     seen: Seen | None = None
+
+
+def blocking_metrics(ticks: str, who: str, since: str, blockers: str) -> tuple[Metric, ...]:
+    """The metrics of a blocking sampler's records, in the engine's words: what a tick reads (``ticks``), what
+    waits (``who``: "sessions", "threads"), the sample a waiter's time runs from (``since``), the fields of
+    each blocker (``blockers``)."""
+    return (
+        Metric("ticks", "count", "gauge", ticks),
+        Metric("window_s", "s", "gauge", "length of the window"),
+        Metric("waiting_s", "s", "gauge", f"time the {who} spent waiting for locks this window (sum over "
+               f"{who}, each sample counting the time since {since})"),
+        Metric("unattributed_s", "s", "gauge", "part of waiting_s with no blocker seen"),
+        Metric("blockers", who, "gauge", blockers),
+        Metric("chains", "s", "gauge", "each blocking chain seen in one sample (waiter first, the holder last) -> "
+               "seconds its waiter spent in it this window"),
+    )
 
 
 def _num(v: float | None, digits: int = 3) -> float | None:

@@ -25,8 +25,8 @@ import re
 import time
 from typing import Any
 
-from collectors.base import CollectorContext, Metric, Probe
-from collectors.blocking import Seen, Wait, WindowBuilder, seconds, text
+from collectors.base import CollectorContext, Probe
+from collectors.blocking import Seen, Wait, WindowBuilder, blocking_metrics, seconds, text
 from collectors.mysql.common import GRANT_PROCESS, GRANT_PS, MyCollector, Parts, query_named
 from collectors.mysql.waits import TICK_S, TRX_EVERY_TICKS
 from collectors.sampling import TickSampler
@@ -104,18 +104,10 @@ class MyBlockingCollector(TickSampler[WindowBuilder], MyCollector):
     interval_s = TICK_S
     hints = HINTS
     statement_timeout_ms = 1000
-    metrics = (
-        Metric("ticks", "count", "gauge", "processlist samples this window"),
-        Metric("window_s", "s", "gauge", "length of the window"),
-        Metric("waiting_s", "s", "gauge", "time the threads spent waiting for locks this window (sum over "
-               "threads, each sample counting the time since the previous one of its kind)"),
-        Metric("unattributed_s", "s", "gauge", "part of waiting_s with no blocker seen"),
-        Metric("blockers", "threads", "gauge", "each blocking thread: pid (thread id), user, client (host), "
-               "state, statement, xact_s, state_s (s), first_t/last_t (Unix s), ticks, blocked_s (s), blocked "
-               "thread ids, lock, waits_for, longest_wait_s (s)"),
-        Metric("chains", "s", "gauge", "each blocking chain seen in one sample (waiter first, the holder last) -> "
-               "seconds its waiter spent in it this window"),
-    )
+    metrics = blocking_metrics("processlist samples this window", "threads", "the previous one of its kind",
+                               "each blocking thread: pid (thread id), user, client (host), state, statement, xact_s, "
+                               "state_s (s), first_t/last_t (Unix s), ticks, blocked_s (s), blocked thread ids, lock, "
+                               "waits_for, longest_wait_s (s)")
 
     def __init__(self, ctx: CollectorContext) -> None:
         super().__init__(ctx)

@@ -17,8 +17,8 @@ from __future__ import annotations
 import time
 from typing import Any
 
-from collectors.base import Metric, Probe
-from collectors.blocking import Seen, Wait, WindowBuilder, seconds, text
+from collectors.base import Probe
+from collectors.blocking import Seen, Wait, WindowBuilder, blocking_metrics, seconds, text
 from collectors.pg.common import (DEFAULT_HZ, SAMPLER_TIMEOUT_MS, new_parts, open_session, plain, probe_sampler,
                                   sampling_options)
 from collectors.sampling import TickSampler
@@ -103,18 +103,10 @@ class PgBlockingCollector(TickSampler[WindowBuilder]):
     name = "pg_blocking"
     title = "blocking sessions"
     interval_s = 1.0 / DEFAULT_HZ
-    metrics = (
-        Metric("ticks", "count", "gauge", "samples this window"),
-        Metric("window_s", "s", "gauge", "length of the window"),
-        Metric("waiting_s", "s", "gauge", "time the sessions spent waiting for locks this window (sum over "
-               "sessions, each sample counting the time since the previous one)"),
-        Metric("unattributed_s", "s", "gauge", "part of waiting_s with no blocker seen"),
-        Metric("blockers", "sessions", "gauge", "each blocking session: pid, user, client, state, statement, "
-               "xact_s, state_s (s), first_t/last_t (Unix s), ticks, blocked_s (s), blocked pids, lock, "
-               "waits_for pids, longest_wait_s (s)"),
-        Metric("chains", "s", "gauge", "each blocking chain seen in one sample (waiter first, the holder last) -> "
-               "seconds its waiter spent in it this window"),
-    )
+    metrics = blocking_metrics("samples this window", "sessions", "the previous one",
+                               "each blocking session: pid, user, client, state, statement, xact_s, state_s (s), "
+                               "first_t/last_t (Unix s), ticks, blocked_s (s), blocked pids, lock, waits_for pids, "
+                               "longest_wait_s (s)")
 
     def __init__(self, ctx: Any) -> None:
         super().__init__(ctx)
