@@ -16,8 +16,10 @@ No user value reaches a shell or ssh's options: the remote command is the fixed
 program as Python literals (:func:`remote_program`); ssh's destination goes after
 ``--`` (:func:`collectors.ssh_host.ssh_argv`).
 
-Needs python3 >= 3.7 on that host (dataclasses) and write access on the data
-directory's filesystem (root, or the server's user). A host that cannot be
+Needs python3 on that host, 3.7 or later for every method (the shipped modules use
+dataclasses; an older python3 there runs F's own method alone, 8 kB pwrite + fdatasync,
+said in the result's notes), and write access on the data directory's filesystem
+(root, or the server's user). A host that cannot be
 reached, has no python3, or where the test fails is a reason, not the end of
 the run: the probe or the target's ``flush_capability`` entry says why, and the
 run goes on without F for that target.
@@ -37,7 +39,8 @@ import collectors.fsync_test
 import diag.errors
 from collectors.base import Collector, CollectorContext, Probe
 from collectors.flush_capability import TESTS_PER_DEVICE
-from collectors.fsync_test import FsyncTestResult
+from collectors.diskstats import DeviceInfo
+from collectors.fsync_test import GROUP_ONE, FsyncMethodResult, FsyncTestResult
 from collectors.ssh_host import PROBE_TIMEOUT_S, ssh_argv, ssh_probe
 from diag.errors import DiagError
 from diag.procs import pdeathsig_preexec
@@ -48,13 +51,12 @@ FSYNC_SECONDS = 0.3  # per method when the run does not say (diag.run.FSYNC_TEST
 SHIPPED = (diag.errors, collectors.diskstats, collectors.fsync_test)
 MIN_PYTHON = (3, 7)
 HINT = ("give dbdiag ssh access to the database host (BatchMode: a key, no password prompt) as a user that may "
-        "write in the server's data directory (root, or the server's user), with python3 >= 3.7 there")
+        "write in the server's data directory (root, or the server's user), with python3 there (3.7+ for every "
+        "method)")
 
-# Why the test cannot run there, as one line each; the last line is the host's name.
+# Why the test cannot run there, in one line; else the host's name.
 _PROBE_SH = """command -v python3 >/dev/null 2>&1 || { echo "python3 is not installed on $(hostname)" >&2; exit 5; }
-python3 -c 'import sys; sys.exit(sys.version_info < (%d, %d))' || { echo "python3 on $(hostname) is \
-$(python3 -c 'import sys; print("%%d.%%d" %% sys.version_info[:2])'): the fsync test needs %d.%d or later" >&2; exit 9; }
-hostname""" % (*MIN_PYTHON, *MIN_PYTHON)
+hostname"""
 
 # Runs on that host; no f-strings, so an older python3 still reads it and says why it cannot go on.
 _BOOT = r'''
@@ -64,9 +66,30 @@ def done(out):
     out["host"] = socket.gethostname()
     sys.stdout.write(json.dumps(out) + "\n")
     sys.exit(0)
-if sys.version_info < tuple(P["min_python"]):
-    done({"error": "python3 %%d.%%d: the fsync test needs %%d.%%d or later"
-          %% (sys.version_info[0], sys.version_info[1], P["min_python"][0], P["min_python"][1])})
+if sys.version_info < tuple(P["min_python"]):  # too old for the shipped modules: the fdatasync test alone
+    import os, tempfile, time
+    old = "python3 %%d.%%d" %% sys.version_info[:2]
+    try:
+        fd, path = tempfile.mkstemp(prefix=".dbdiag-fsync-", dir=P["directory"])
+    except OSError as e:
+        done({"error": "%%s: cannot create a file in %%s: %%s" %% (old, P["directory"], e.strerror)})
+    try:
+        buf = os.urandom(8192)
+        os.pwrite(fd, buf, 0)
+        os.fdatasync(fd)
+        n, t0 = 0, time.perf_counter()
+        while n == 0 or time.perf_counter() - t0 < P["seconds"]:
+            os.pwrite(fd, buf, 0)
+            os.fdatasync(fd)
+            n += 1
+        el = time.perf_counter() - t0
+        st = os.fstat(fd)
+    finally:
+        os.close(fd)
+        os.unlink(path)
+    dev = "/sys/dev/block/%%d:%%d" %% (os.major(st.st_dev), os.minor(st.st_dev))
+    done({"fallback": old, "ops": n, "seconds": el, "directory": P["directory"], "kernel": os.uname()[2],
+          "device": os.path.basename(os.path.realpath(dev)) if os.path.exists(dev) else None})
 for name, source in P["modules"]:
     for i in range(name.count(".")):  # the packages, empty: only the shipped modules are in them
         pkg = name.rsplit(".", name.count(".") - i)[0]
@@ -103,11 +126,26 @@ def _result(out: dict[str, Any], spec: str) -> FsyncTestResult:
     if out.get("error"):
         raise DiagError(f"on {host}: {out['error']}")
     try:
+        if out.get("fallback"):
+            return _fdatasync_only(out, f"run on {host} over ssh {spec} by {out['fallback']} there")
         res = FsyncTestResult.from_dict(out["result"])
-    except (KeyError, TypeError, ValueError) as e:
+    except (KeyError, TypeError, ValueError, ZeroDivisionError) as e:
         raise DiagError(f"on {host}: the fsync test's answer is not a result ({type(e).__name__}: {e})") from None
     first = f"run on {host} over ssh {spec} by python3 there: the same tests as a local fsync test"
     return replace(res, notes=(first, *res.notes))
+
+
+def _fdatasync_only(out: dict[str, Any], where: str) -> FsyncTestResult:
+    """The answer of a python3 older than :data:`MIN_PYTHON` there: 8 kB pwrite + fdatasync, F's method alone."""
+    ops, secs, d = int(out["ops"]), float(out["seconds"]), str(out["directory"])
+    dev = DeviceInfo(path=d, name=str(out["device"]) if out.get("device") else None,
+                     reason="" if out.get("device") else "its /sys/dev/block entry was not found")
+    test = FsyncMethodResult(GROUP_ONE, "fdatasync", "fdatasync", True, ops=ops, seconds=round(secs, 3),
+                             ops_per_s=round(ops / secs, 1), us_per_op=round(secs * 1e6 / ops, 1))
+    why = (f"{where}, older than {MIN_PYTHON[0]}.{MIN_PYTHON[1]}: the fdatasync test only (one 8 kB write + "
+           "fdatasync); no other method, no device facts or flush counters")
+    return FsyncTestResult(directory=d, seconds_per_test=round(secs, 3), device=dev, tests=(test,),
+                           flush_counters=False, kernel=str(out.get("kernel") or ""), notes=(why,))
 
 
 class SshFsyncTest(Collector):

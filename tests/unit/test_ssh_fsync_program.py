@@ -8,20 +8,27 @@ from __future__ import annotations
 
 import ast
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 
-from collectors.fsync_test import _specs
+from collectors.diskstats import device_for_path
+from collectors.fsync_test import _specs, best_flush_capability
 from collectors.ssh_fsync import SHIPPED, _result, remote_program
 from collectors.ssh_host import ssh_argv
 from diag.errors import DiagError
 
 
-def _remote(program: bytes, cwd: Path) -> dict[str, object]:
-    p = subprocess.run(["python3", "-I", "-"], input=program, capture_output=True, cwd=str(cwd), timeout=60)
+# CentOS/RHEL 7's python3 is 3.6: one that pyenv installed here (its python3.6 shim may not be on the version path).
+OLD_PYTHON3 = next(iter(sorted(Path(os.environ.get("PYENV_ROOT", Path.home() / ".pyenv")).glob(
+    "versions/3.6*/bin/python3"))), Path("/nonexistent"))
+
+
+def _remote(program: bytes, cwd: Path, python3: str = "python3") -> dict[str, object]:
+    p = subprocess.run([python3, "-I", "-"], input=program, capture_output=True, cwd=str(cwd), timeout=60)
     assert p.returncode == 0, p.stderr.decode()[-2000:]
     out = json.loads(p.stdout.decode().strip().splitlines()[-1])
     assert isinstance(out, dict)
@@ -64,3 +71,21 @@ def test_ssh_never_gets_a_destination_it_could_read_as_an_option(spec: str) -> N
     with pytest.raises(DiagError, match="expected USER@HOST"):
         ssh_argv(spec, "true")
     assert ssh_argv("root@db1", "true")[-3:] == ["--", "root@db1", "true"]
+
+
+def test_a_python3_older_than_3_7_runs_the_fdatasync_test_alone(tmp_path: Path) -> None:
+    if not OLD_PYTHON3.exists():
+        pytest.skip("no Python 3.6 here (under $PYENV_ROOT/versions)")
+    (tmp_path / "cwd").mkdir()
+    out = _remote(remote_program(str(tmp_path), 0.05), tmp_path / "cwd", str(OLD_PYTHON3))
+    assert out["fallback"] == "python3 3.6", out
+    res = _result(out, "root@db1")
+    (t,) = res.tests
+    assert (t.group, t.method, t.supported) == ("one_8kB_write", "fdatasync", True) and t.ops > 0
+    assert best_flush_capability(res) == t.ops_per_s and t.ops_per_s == pytest.approx(t.ops / t.seconds, rel=0.01)
+    assert "older than 3.7: the fdatasync test only" in res.notes[0] and res.kernel == os.uname().release
+    assert res.device.name == device_for_path(tmp_path).name  # the same disk the full test names
+    assert not list(tmp_path.glob(".dbdiag-fsync-*"))
+    hostile = _remote(remote_program(f"/nonexistent'$(touch {tmp_path}/x)", 0.05), tmp_path, str(OLD_PYTHON3))
+    assert str(hostile["error"]).startswith("python3 3.6: cannot create a file in /nonexistent'") and \
+        not (tmp_path / "x").exists()
