@@ -44,9 +44,14 @@ def step(target: Any, mode: str, py_loop: bool, clients: int, duration: float, s
         opts = DriverOptions(clients=(clients,), duration_s=duration, warmup_s=0.0, scale=scale,  # type: ignore[arg-type]
                              tpcc_mode=mode)
         with tempfile.TemporaryDirectory(prefix="dbdiag-bench-") as d:
-            return run_sweep(target, ["tpcc"], opts, BundleWriter(Path(d)), progress=None)[0]
+            row = run_sweep(target, ["tpcc"], opts, BundleWriter(Path(d)), progress=None)[0]
     finally:
         os.environ.pop("DBDIAG_PY_LOOP", None)
+    if row["errors"] or not row["transactions"]:  # a broken side must not become a row of figures
+        raise SystemExit(f"tpcc {mode} (py_loop={py_loop}) failed: {row['errors']} {row.get('error_samples')}")
+    if ("native executor" in row["driver"]) != (mode == "sp" and not py_loop):
+        raise SystemExit(f"tpcc {mode} (py_loop={py_loop}) ran on {row['driver']!r}, not the loop this side names")
+    return row
 
 
 def engine_rounds(srv: servers.ThrowawayServer, name: str, args: argparse.Namespace) -> list[dict]:
