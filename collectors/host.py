@@ -60,7 +60,8 @@ class HostCollector(Collector):
         Metric("procs.server.<label>.<pid>", "s,count,bytes", "counter",
                "per server process: " + ", ".join(PROC_FIELDS)),
         Metric("procs.client.<pid>", "s,count,bytes", "counter",
-               "per workload client process: " + ", ".join(PROC_FIELDS)),
+               "per workload client process (a Dask worker on this host: it and every process under it): "
+               + ", ".join(PROC_FIELDS)),
         Metric("procs.collector.<pid>", "s,count,bytes", "counter",
                "per dbdiag collector process and its children (perf): " + ", ".join(PROC_FIELDS)),
     )
@@ -122,7 +123,11 @@ class HostCollector(Collector):
         procs.begin()
         rec["procs.server"] = {label: self._rows(procs.tree(pid)) for label, pid in self._server_pids().items()}
         getter = self.ctx.client_pids
-        rec["procs.client"] = self._rows(getter() if callable(getter) else [])
+        # A Dask worker on this host (--workers) forks its share's clients after the step starts: its tree is
+        # read each sample, so they are clients here, not "other processes".
+        roots = self.ctx.options.get("client_roots")
+        rec["procs.client"] = self._rows([*(getter() if callable(getter) else []),
+                                          *(p for r in (roots() if callable(roots) else []) for p in procs.tree(r))])
         # dbdiag's own collector processes (and their perf children): measured so a
         # report can tell their cost apart from the server's and the driver's.
         getter = self.ctx.options.get("collector_pids")

@@ -90,6 +90,7 @@ class Lifecycle:
         self.say = say
         self.runner = runner
         self.client_pids = SharedPids()
+        self.client_roots = SharedPids(64)  # the step's Dask workers on this host: their trees are clients
         self.collector_pids = SharedPids(256)
         self.probes: dict[str, dict[str, Any]] = {}
         self.metrics: dict[str, list[dict[str, str]]] = {}
@@ -188,8 +189,9 @@ class Lifecycle:
                 self.say(f"dbdiag: note: {name}: {msg}")
 
     def step_started(self, info: Any) -> None:
-        """A step begins: share its client PIDs, tell every started in-process source."""
+        """A step begins: share its client PIDs (and client trees' roots), tell every started in-process source."""
         self.client_pids.set(list(info.client_pids))
+        self.client_roots.set(list(getattr(info, "client_roots", ())))
         for c in self._in_process():
             c.step_started(info)
 
@@ -201,6 +203,7 @@ class Lifecycle:
                 if extra:
                     result.update(extra)
         self.client_pids.set([])
+        self.client_roots.set([])
 
     def _in_process(self) -> list[Collector]:
         return [c for b in self.batches for c in b.in_process]

@@ -325,7 +325,7 @@ class Run:
         lc = self.sources
         return CollectorContext(
             target=self.runtimes[0].target, artifacts=self.bundle.path / "artifacts", client_pids=lc.client_pids,
-            options={"collector_pids": lc.collector_pids, "progress": self.out,
+            options={"collector_pids": lc.collector_pids, "client_roots": lc.client_roots, "progress": self.out,
                      "server_pids": {rt.target.label: rt.pid for rt in self.runtimes
                                      if rt.pid and rt.target.is_local()}},
             servers=tuple(rt.facts() for rt in self.runtimes), bundle=self.bundle)

@@ -20,10 +20,18 @@ its clients are counted in ``lost_clients``, the worker is named in
 ``workers_lost`` with the reason, and the step's row says ``complete: false``.
 
 Each worker streams its intervals as its clients report them (a Dask worker event
-per interval on the step's topic); interval k of the step is written to
-``series/workload--<target>.jsonl`` once every worker has sent its interval k or
-ended, so the series grows while the step runs. The histograms and the result
-rows come with each worker's answer at the end of its share. A lost worker's
+per interval on the step's topic), each with its HDR latency histogram (``hdr``);
+interval k of the step is written to ``series/workload--<target>.jsonl`` once every
+worker has sent its interval k or ended, its counts added and its histogram the HDR
+sum of theirs (so its p50/p95/p99/max are what a local step's interval says), and
+the workers' own interval k records to ``series/workers--<target>.jsonl``: the
+series grows while the step runs. The step's histogram and the result rows come
+with each worker's answer at the end of its share.
+
+Workers on this host (same kernel boot and process, :func:`workloads.remote_step.on_this_host`)
+are the step's client trees for the host evidence (``StepInfo.client_roots``): their
+CPU is the clients', not other processes'. distributed's log lines go to the
+bundle (``artifacts/dask-client.log``) while a sweep holds the cluster (:class:`Cluster`). A lost worker's
 streamed intervals stay in the series (what it measured before it was lost, as a
 lost client's do); its transactions are ``lost_transactions`` in the row, outside
 the row's totals and histogram, which are those of the workers that answered.
@@ -33,11 +41,13 @@ from __future__ import annotations
 
 import contextlib
 import importlib
+import logging
 import pickle
 import time
 import uuid
 from collections import deque
 from collections.abc import Sequence
+from pathlib import Path
 from typing import Any
 
 from diag.bundle import BundleWriter, SeriesWriter, safe_name
@@ -46,21 +56,29 @@ from diag.targets import Target
 from workloads import hist
 from workloads.base import Workload
 from workloads.options import DriverOptions, StepHooks, StepInfo
-from workloads.remote_step import WorkerSpec, worker_task
+from workloads.remote_step import WorkerSpec, on_this_host, whoami, worker_task
+from workloads.step import FULL_INTERVAL
 
 START_DELAY_S = 2.0   # between submitting and the common start: the tasks reach every worker first
 END_GRACE_S = 15.0    # past the step's planned end (clients connect, the child process starts)
 SATURATED_PCT = 90.0  # a worker host this busy over the step: its clients may be the limit
 CONNECT_TIMEOUT_S = 10.0
 _ADD = ("transactions", "queries", "retries", "reconnects")
+LOG_NAME = "dask-client.log"  # under artifacts/: distributed's own log lines while the sweep used the cluster
+_LOGGERS = ("distributed", "tornado", "bokeh")  # the ones distributed's logging config gives a stderr handler
+
+
+def _distributed() -> Any:
+    """The dask.distributed module (an extra: imported when --workers is used, never at this module's import)."""
+    try:
+        return importlib.import_module("distributed")
+    except ImportError:
+        raise ToolUnavailable("--workers needs dask.distributed: pip install 'dbdiag[dask]'") from None
 
 
 def connect(address: str) -> Any:
     """A dask.distributed Client of the scheduler at ``address``; ToolUnavailable / DiagError in one line."""
-    try:
-        distributed = importlib.import_module("distributed")
-    except ImportError:
-        raise ToolUnavailable("--workers needs dask.distributed: pip install 'dbdiag[dask]'") from None
+    distributed = _distributed()
     try:
         # A malformed address fails inside Client() with a ValueError and leaves a half-made Client whose
         # finaliser prints a traceback 20 s later: check it first.
@@ -71,6 +89,48 @@ def connect(address: str) -> Any:
         return distributed.Client(address, timeout=f"{CONNECT_TIMEOUT_S:g}s", set_as_default=False)
     except (OSError, TimeoutError) as e:
         raise DiagError(f"--workers {address}: cannot reach the Dask scheduler: {e}") from None
+
+
+class _LogsToFile:
+    """While it is open, every ``distributed`` / ``tornado`` logger that writes to the terminal writes to
+    ``path`` instead: a scheduler that dies mid-step is the step's one line, not that beside distributed's
+    own ERROR lines (which stay in the bundle, ``artifacts/dask-client.log``)."""
+
+    def __init__(self, path: Path) -> None:
+        self.handler = logging.FileHandler(path, encoding="utf-8", delay=True)
+        self.handler.setFormatter(logging.Formatter("%(asctime)s %(name)s %(levelname)s: %(message)s"))
+        self.saved: list[tuple[logging.Logger, list[logging.Handler]]] = []
+        for name, lg in list(logging.root.manager.loggerDict.items()):
+            if isinstance(lg, logging.Logger) and lg.handlers and name.split(".")[0] in _LOGGERS:
+                self.saved.append((lg, list(lg.handlers)))
+                lg.handlers = [self.handler]
+
+    def restore(self) -> None:
+        for lg, handlers in self.saved:
+            lg.handlers = handlers
+        self.saved = []
+        self.handler.close()
+
+
+class Cluster:
+    """The sweep's connection to the Dask scheduler at ``address`` (``.client``); distributed's log lines go
+    to the bundle (:class:`_LogsToFile`) until :meth:`close`."""
+
+    def __init__(self, address: str, bundle: BundleWriter) -> None:
+        _distributed()  # importing it gives its loggers their terminal handlers, which the next line moves
+        self._logs = _LogsToFile(bundle.artifact(LOG_NAME))
+        try:
+            self.client = connect(address)
+        except BaseException:
+            self._logs.restore()
+            raise
+
+    def close(self) -> None:
+        try:
+            with contextlib.suppress(_closed_client(), OSError, TimeoutError):
+                self.client.close()
+        finally:
+            self._logs.restore()
 
 
 def _closed_client() -> type[Exception]:
@@ -88,16 +148,25 @@ def split_clients(n: int, workers: int) -> list[int]:
     return [base + (1 if i < extra else 0) for i in range(workers) if base + (1 if i < extra else 0) > 0]
 
 
-def merge_interval(parts: Sequence[dict[str, Any]]) -> dict[str, Any]:
+def merge_interval(parts: Sequence[dict[str, Any]], into: Any = None) -> dict[str, Any]:
     """One interval of the step from the shares' same interval: counts add (``t`` and length: the latest of
-    them); latency percentiles are not additive, so an interval keeps only counts (the step's latency is its
-    merged histogram's)."""
+    them); the latency histogram is the HDR sum of the shares' (``hdr``, each worker's interval k), so
+    ``latency_ms`` (p50, p95, p99, max) is what a local step's interval of all these clients would say.
+    ``into``: a histogram to sum in (emptied first, reused: see :func:`workloads.hist.encode_counts`).
+    A part without ``hdr`` (a worker running an older dbdiag) leaves the interval with counts only."""
     rec: dict[str, Any] = {key: sum(int(p.get(key) or 0) for p in parts) for key in _ADD}
     rec["errors"] = sum(int(p.get("errors") or 0) for p in parts)
     rec["t"] = max(float(p["t"]) for p in parts)
     rec["interval_s"] = max(float(p.get("interval_s") or 0) for p in parts)
     rec["workload"], rec["clients"] = parts[0].get("workload"), sum(int(p.get("clients") or 0) for p in parts)
     rec["workers"] = len(parts)
+    if all(p.get("hdr") for p in parts):
+        h = into if into is not None else hist.new()
+        h.reset()
+        for p in parts:
+            h.decode_and_add(p["hdr"])
+        rec["latency_ms"] = hist.summary_ms(h, with_p999=False)
+        rec["hdr"] = hist.encode(h)
     return rec
 
 
@@ -109,6 +178,7 @@ class IntervalStream:
         self.recs: list[list[dict[str, Any]]] = [[] for _ in range(shares)]
         self.ended: set[int] = set()
         self.next_k = 0
+        self._hist = hist.new()  # every interval's merge sums in this one
 
     def add(self, share: int, rec: dict[str, Any]) -> None:
         self.recs[share].append(rec)
@@ -119,8 +189,9 @@ class IntervalStream:
             self.recs[share] = list(final)
         self.ended.add(share)
 
-    def ready(self) -> list[dict[str, Any]]:
-        """The merged intervals not handed out before that every share has settled."""
+    def ready(self) -> list[tuple[dict[str, Any], list[tuple[int, dict[str, Any]]]]]:
+        """The merged intervals not handed out before that every share has settled, each with its parts
+        (share index, that share's record)."""
         out = []
         while True:
             k = self.next_k
@@ -128,7 +199,8 @@ class IntervalStream:
                 return out
             if not all(len(r) > k or s in self.ended for s, r in enumerate(self.recs)):
                 return out
-            out.append(merge_interval([r[k] for r in self.recs if len(r) > k]))
+            parts = [(s, r[k]) for s, r in enumerate(self.recs) if len(r) > k]
+            out.append((merge_interval([p for _, p in parts], self._hist), parts))
             self.next_k += 1
 
 
@@ -163,10 +235,17 @@ class DaskStep:
     """One step spread over the workers of ``client`` (a dask.distributed Client); :meth:`run` returns its row."""
 
     def __init__(self, client: Any, target: Target, wl: Workload, n: int, opts: DriverOptions,
-                 bundle: BundleWriter, series: SeriesWriter, seed: int, hooks: StepHooks | None = None) -> None:
+                 bundle: BundleWriter, series: SeriesWriter, seed: int, hooks: StepHooks | None = None,
+                 repeat: int = 0) -> None:
         self.client, self.target, self.wl, self.n, self.opts = client, target, wl, n, opts
         self.bundle, self.series, self.seed, self.hooks = bundle, series, seed, hooks
+        self.repeat = repeat  # 1..N under --repeat N > 1, else 0 (as workloads.step.Step)
+        self._rep = {"repeat": repeat} if repeat else {}  # in the row, its events and its series records
+        self.interval_tps: list[float] = []  # transactions/s of each full merged interval (the row's samples)
+        self._workers: list[str] = []
+        self._parts: SeriesWriter | None = None  # series/workers--<target>: each share's interval k as merged
         self._events: deque[tuple[int, dict[str, Any]]] = deque()  # (share, interval) from the workers
+        self._here: dict[str, int] = {}  # the step's workers on this host: address -> PID
 
     def _submit(self, workers: list[str], split: list[int], start: float, timeout_s: float, topic: str
                 ) -> list[Any]:
@@ -186,6 +265,8 @@ class DaskStep:
             raise DiagError("--workers: the Dask scheduler has no workers")
         split = split_clients(self.n, len(workers))
         workers = workers[:len(split)]
+        self._here = self._on_this_host(workers)
+        self._workers = workers
         start = time.time() + START_DELAY_S
         planned_end = start + self.opts.warmup_s + self.opts.duration_s
         topic = f"dbdiag-intervals-{uuid.uuid4().hex[:12]}"
@@ -193,14 +274,26 @@ class DaskStep:
             self.client.subscribe_topic(topic, self._on_event)
         except _closed_client() as e:  # the scheduler went away between two steps
             raise DiagError(f"--workers: the Dask scheduler is gone: {e}") from None
+        self._parts = self.bundle.series(f"workers--{self.target.label}")
         try:
             futures = self._submit(workers, split, start, planned_end - time.time() + END_GRACE_S, topic)
             return self._measure(futures, workers, split, start, planned_end)
         finally:
+            self._parts.close()
             # A scheduler that died during the step closed the client: the step's own error (its shares were
             # cancelled) says so; unsubscribing then raised ClosedClientError over it, as a traceback.
             with contextlib.suppress(_closed_client()):
                 self.client.unsubscribe_topic(topic)
+
+    def _on_this_host(self, workers: list[str]) -> dict[str, int]:
+        """The step's workers that run on this host, by address: their PIDs. This machine's host evidence counts
+        their process trees as the step's clients (else their load reads as other processes). A worker that
+        does not answer is taken as remote: its host is judged from its own CPU share, as any remote one."""
+        try:
+            seen = self.client.run(whoami, workers=workers, on_error="return")
+        except (_closed_client(), OSError, TimeoutError):
+            return {}
+        return {w: int(who["pid"]) for w, who in seen.items() if w in workers and on_this_host(who)}
 
     def _on_event(self, event: Any) -> None:
         """A worker's interval (``(timestamp, {"share", "record"})``, in the Dask client's thread)."""
@@ -213,10 +306,12 @@ class DaskStep:
         intervals written as they come, their answers merged."""
         measure = start + self.opts.warmup_s
         time.sleep(max(0.0, measure - time.time()))
-        info = StepInfo(self.target.label, self.wl.name, self.n, self.opts.duration_s, measure, ())
+        info = StepInfo(self.target.label, self.wl.name, self.n, self.opts.duration_s, measure, (),
+                        tuple(self._here.values()))
         self.bundle.event("step_started", f"{self.target.label}: {self.wl.name} with {self.n} clients on "
-                          f"{len(workers)} Dask worker(s)", target=self.target.label, workload=self.wl.name,
-                          clients=self.n, t_start=measure, workers=workers)
+                          f"{len(workers)} Dask worker(s)" + (f" (repeat {self.repeat})" if self.repeat else ""),
+                          target=self.target.label, workload=self.wl.name, clients=self.n, t_start=measure,
+                          workers=workers, **self._rep)
         if self.hooks is not None:
             self.hooks.step_started(info)
         stream = IntervalStream(len(futures))
@@ -227,7 +322,8 @@ class DaskStep:
         self.bundle.event("step_finished", f"{self.target.label}: {self.wl.name} with {self.n} clients: "
                           f"{row['tps']:g} tps from {len(shares)} worker(s)"
                           + (f", {row['lost_clients']} client(s) lost with their worker" if lost else ""),
-                          target=self.target.label, workload=self.wl.name, clients=self.n, complete=row["complete"])
+                          target=self.target.label, workload=self.wl.name, clients=self.n, complete=row["complete"],
+                          histogram=row["histogram"], **self._rep)
         if self.hooks is not None:
             self.hooks.step_finished(info, row)
         return row
@@ -235,8 +331,15 @@ class DaskStep:
     def _write_ready(self, stream: IntervalStream) -> None:
         while self._events:
             stream.add(*self._events.popleft())
-        for rec in stream.ready():
+        for rec, parts in stream.ready():
+            rec.update(self._rep)
             self.series.write(rec)
+            # A short last interval (the step's end, a cut) is noisier: only full ones are samples (as a local step).
+            if rec["interval_s"] >= FULL_INTERVAL * self.opts.report_interval_s:
+                self.interval_tps.append(round(rec["transactions"] / rec["interval_s"], 2))
+            if self._parts is not None:
+                for i, part in parts:
+                    self._parts.write({**part, "share": i, "worker": self._workers[i], **self._rep})
 
     def _gather(self, futures: list[Any], workers: list[str], split: list[int], deadline: float,
                 stream: IntervalStream) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
@@ -290,7 +393,7 @@ class DaskStep:
         row["workers"] = [{"worker": s["worker"], "host": s["host"]["hostname"], "clients": s["clients"],
                            "transactions": s["row"]["transactions"], "tps": s["row"]["tps"],
                            "latency_ms": s["row"]["latency_ms"], "host_cpu_busy_pct": s["host"]["busy_pct"],
-                           "client_cpu_pct": s["row"].get("client_cpu_pct"),
+                           "client_cpu_pct": s["row"].get("client_cpu_pct"), "this_host": s["worker"] in self._here,
                            "saturated": s["host"]["busy_pct"] >= SATURATED_PCT} for s in shares]
         row["workers_lost"] = lost
         row["lost_clients"] = sum(w["clients"] for w in lost)
@@ -301,7 +404,7 @@ class DaskStep:
                 self.bundle.event("workload_worker_saturated", f"{label}: {name} with {self.n} clients: worker "
                                   f"host {w['host']} was {w['host_cpu_busy_pct']:g}% CPU busy: its clients may be "
                                   "the limit", target=label, workload=name, clients=self.n, worker=w["worker"])
-        base = f"workload--{safe_name(label)}--{name}--c{self.n}"
+        base = f"workload--{safe_name(label)}--{name}--c{self.n}" + (f"--r{self.repeat}" if self.repeat else "")
         h = hist.new()
         for i, (s, w) in enumerate(zip(shares, row["workers"])):
             if s["hdr"]:
@@ -310,4 +413,6 @@ class DaskStep:
                 self.bundle.artifact(f"{base}--w{i}.hdr").write_text(s["hdr"] + "\n", encoding="ascii")
         self.bundle.artifact(f"{base}.hdr").write_text(hist.encode(h) + "\n", encoding="ascii")
         row["histogram"] = f"artifacts/{base}.hdr"
+        row["interval_tps"] = list(self.interval_tps)
+        row.update(self._rep)
         return row

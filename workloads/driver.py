@@ -71,8 +71,6 @@ def validate(workloads: list[str], opts: DriverOptions) -> None:
         raise UsageError(f"unknown --on-error {opts.on_error!r}: use {' or '.join(ON_ERROR)}")
     if not isinstance(opts.repeat, int) or opts.repeat < 1:
         raise UsageError("--repeat needs a whole number of at least 1")
-    if opts.workers and opts.repeat > 1:
-        raise UsageError("--workers runs each step once: --repeat above 1 is not supported with it yet")
     if opts.report_interval_s <= 0:
         raise UsageError("--report-interval must be more than 0 seconds")
     if not opts.scale or opts.scale <= 0:
@@ -181,13 +179,13 @@ def _sweep(target: Target, workloads: list[str], opts: DriverOptions, bundle: Bu
     rows: list[dict] = []
     series = bundle.series(f"workload--{target.label}")
     steps = [(wl, n) for wl in wls for n in opts.clients]
-    cluster = dask_steps.connect(opts.workers) if opts.workers else None
+    cluster = dask_steps.Cluster(opts.workers, bundle) if opts.workers else None
     try:
         for i, (wl, n) in enumerate(steps, 1):
             bar.begin_step(f"{target.label}: {wl.name}, {n} client{'s' if n > 1 else ''}, "
                            f"warmup {opts.warmup_s:g} s, measure {opts.duration_s:g} s")
             if cluster is not None:  # the clients run on the Dask workers
-                rows.append(dask_steps.DaskStep(cluster, target, wl, n, opts, bundle, series, i, hooks).run())
+                rows.append(dask_steps.DaskStep(cluster.client, target, wl, n, opts, bundle, series, i, hooks).run())
                 bar.end_step()
                 continue
             step = Step(target, product, drv, wl, n, opts, bundle, series, hooks, bar, seed=i)
@@ -236,12 +234,14 @@ def run_interleaved(targets: list[Target], workloads: list[str], opts: DriverOpt
         bar = sweep_bar(progress, len(targets), workloads, opts)
     rows: dict[str, list[dict]] = {t.label: [] for t in targets}
     series = {}
+    cluster = None
     try:
         ready = [prepare(t, workloads, opts, bundle, progress, bar) for t in targets]
         series = {p.target.label: bundle.series(f"workload--{p.target.label}") for p in ready}
         plan = [(w, n) for w in range(len(workloads)) for n in opts.clients]
         runs = [(i, w, n, r) for i, (w, n) in enumerate(plan, 1) for r in range(1, opts.repeat + 1)]
         lost: set[str] = set()
+        cluster = dask_steps.Cluster(opts.workers, bundle) if opts.workers else None
         for k, (i, w, n, r) in enumerate(runs):
             for p in ready:
                 label = p.target.label
@@ -250,6 +250,11 @@ def run_interleaved(targets: list[Target], workloads: list[str], opts: DriverOpt
                 wl = p.workloads[w]
                 bar.begin_step(f"{label}: {wl.name}, {n} client{'s' if n > 1 else ''}, repeat {r}/{opts.repeat}, "
                                f"warmup {opts.warmup_s:g} s, measure {opts.duration_s:g} s")
+                if cluster is not None:  # each repeat a step on the Dask workers
+                    rows[label].append(dask_steps.DaskStep(cluster.client, p.target, wl, n, opts, bundle,
+                                                           series[label], i + 10_000 * (r - 1), hooks, repeat=r).run())
+                    bar.end_step()
+                    continue
                 step = Step(p.target, p.product, p.drv, wl, n, opts, bundle, series[label], hooks, bar,
                             seed=i + 10_000 * (r - 1), repeat=r)
                 try:
@@ -267,6 +272,8 @@ def run_interleaved(targets: list[Target], workloads: list[str], opts: DriverOpt
     finally:
         for s in series.values():
             s.close()
+        if cluster is not None:
+            cluster.close()
         bar.hide()
         if own_bar:
             bar.close()

@@ -74,6 +74,7 @@ class Merged:
     latency_ms: dict[str, float]
     cpu_s: float   # client processes' CPU seconds, summed
     reconnects: int = 0   # connections re-established by the clients in the interval
+    latency_us: Mapping[int, int] | None = None  # the interval's sparse latencies {µs: count} (its histogram)
 
 
 class Totals:
@@ -203,4 +204,4 @@ class IntervalMerger:
         secs = max((b_end - (self.plan.measure_ns + k * self.plan.interval_ns)) / 1e9, 1e-9)
         hist.record(self.totals.latency, iv.counts)
         return Merged(k, b_end, secs, iv.txns, iv.queries, iv.errors, iv.retries, summary_ms(iv.counts), iv.cpu,
-                      iv.reconnects)
+                      iv.reconnects, iv.counts)

@@ -50,6 +50,10 @@ class StepInfo:
     duration_s: float
     t_start: float  # unix seconds, start of the measured part
     client_pids: tuple[int, ...]
+    # Processes on this host whose whole tree is the step's load generation (a Dask worker here: itself,
+    # its share's child and the clients that forks, born after the step starts); host evidence counts them
+    # as clients.
+    client_roots: tuple[int, ...] = ()
 
 
 class StepHooks(Protocol):

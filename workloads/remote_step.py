@@ -4,7 +4,8 @@
 (:mod:`workloads.dask_steps`). It runs ``python -m workloads.remote_step`` as a
 child process (its own main thread forks the client processes, as ``dbdiag run``
 does; the child dies with the worker through the parent-death signal). The
-child prints each merged interval of its clients as it is written (``I <json>``)
+child prints each merged interval of its clients as it is written (``I <json>``, with
+the interval's HDR histogram as ``hdr``)
 and at the end what it measured (``R <json>``): the result row, its interval
 records, its HDR histogram (base64 text) and the CPU use of its host over the
 step, for the saturation check. The task forwards each interval to the
@@ -36,6 +37,7 @@ from diag.bundle import BundleWriter, read_jsonl, safe_name
 from diag.db import Session, own_app_name
 from diag.procs import pdeathsig_preexec
 from diag.targets import Target
+from workloads import hist
 from workloads.base import Workload
 from workloads.client import fastest_driver
 from workloads.options import DriverOptions
@@ -43,6 +45,35 @@ from workloads.progress import SweepBar
 from workloads.step import Step
 
 BUSY_FIELDS = ("user", "nice", "system", "irq", "softirq", "steal")
+BOOT_ID = Path("/proc/sys/kernel/random/boot_id")  # one value per kernel boot: the machine, not its name
+SAME_START_S = 0.05  # a process's start time as two readers of one kernel see it (psutil rounds to 10 ms ticks)
+
+
+def boot_id(path: Path = BOOT_ID) -> str:
+    """This kernel's boot id ("" when there is no /proc to read it from)."""
+    try:
+        return path.read_text(encoding="ascii").strip()
+    except OSError:
+        return ""
+
+
+def whoami() -> dict[str, Any]:
+    """Run in a Dask worker (``Client.run``): which kernel boot and which process it is, for :func:`on_this_host`."""
+    return {"boot_id": boot_id(), "pid": os.getpid(), "create_time": psutil.Process().create_time(),
+            "hostname": socket.gethostname()}
+
+
+def on_this_host(who: Any) -> bool:
+    """True when ``who`` (a worker's :func:`whoami`) is a process this machine's host collector can read: the
+    same kernel boot (a hostname is not enough: clones and containers share names) and, under it, the same
+    process: its PID here started when it says (a container on this kernel numbers its processes apart)."""
+    mine = boot_id()
+    if not isinstance(who, dict) or not mine or who.get("boot_id") != mine:
+        return False
+    try:
+        return abs(psutil.Process(int(who["pid"])).create_time() - float(who["create_time"])) < SAME_START_S
+    except (psutil.Error, KeyError, TypeError, ValueError):
+        return False
 
 
 @dataclass(frozen=True)
@@ -89,6 +120,7 @@ def run_share(spec: WorkerSpec) -> dict[str, Any]:
             product = s.product
         step = Step(spec.target, product, fastest_driver(spec.target.engine), spec.workload, spec.clients,
                     spec.opts, bundle, series, None, SweepBar(None, 1, 1.0), seed=spec.seed)
+        step.interval_hist = hist.new()  # each interval streams its HDR histogram, merged exactly across workers
         time.sleep(max(0.0, spec.start_unix - time.time()))
         cpu0 = psutil.cpu_times()
         row = step.run()

@@ -76,6 +76,9 @@ class Step:
         self._pool: ClientPool | None = None
         self._stopping = False                # Ctrl-C: clients' ends are not news about the server
         self._reconnect_events = 0
+        # Set (to a histogram to encode with) when each series record must carry its interval's HDR histogram
+        # as ``hdr``: a Dask worker's share streams them so the orchestrator merges interval k exactly.
+        self.interval_hist: hist.HdrHistogram | None = None
 
     def run(self) -> dict:
         with ClientPool(self.spec, self.n) as pool:
@@ -230,7 +233,10 @@ class Step:
         assert self._merger is not None
         measure_ns = self._merger.plan.measure_ns
         for m in merged:
-            self.series.write(series_record(self.key, m, self._clock, self.ncpu))
+            rec = series_record(self.key, m, self._clock, self.ncpu)
+            if self.interval_hist is not None:
+                rec["hdr"] = hist.encode_counts(m.latency_us or {}, self.interval_hist)
+            self.series.write(rec)
             # A short last interval (the step's end, a cut) is noisier: only full ones are samples.
             if m.seconds >= FULL_INTERVAL * self.opts.report_interval_s:
                 self.interval_tps.append(round(m.transactions / m.seconds, 2))

@@ -5,6 +5,8 @@ Written by :mod:`workloads.dask_steps` into the step's row beside its merged tot
 * ``workers``: one entry per worker that answered: ``worker`` (its address), ``host`` (hostname),
   ``clients``, ``transactions``, ``tps``, ``latency_ms`` (its own summary), ``host_cpu_busy_pct``
   (its host's CPU busy share over the step, 0..100), ``client_cpu_pct``, ``saturated`` (busy >= 90%),
+  ``this_host`` (it ran on the run's own host: same kernel boot and process; its process tree is in the
+  host series as clients, ``procs.client``),
   ``histogram`` (its HDR histogram under artifacts/, relative to the bundle);
 * ``workers_lost``: ``worker``, ``clients``, ``reason`` (and ``share``, its index in the step);
 * ``lost_clients``: clients of the lost workers; ``lost_transactions``: what those streamed before.
@@ -33,6 +35,7 @@ class WorkerShare:
     host_cpu_busy_pct: float | None = None
     client_cpu_pct: float | None = None
     saturated: bool = False
+    this_host: bool = False
     histogram: str = ""
     latency_ms: Mapping[str, Any] = field(default_factory=dict)
 
@@ -48,6 +51,7 @@ class WorkerShare:
                    tps=get_field(d, "tps", NUM, where, required=True), host=get_field(d, "host", (str,), where, ""),
                    host_cpu_busy_pct=busy, client_cpu_pct=get_field(d, "client_cpu_pct", NUM, where),
                    saturated=get_field(d, "saturated", (bool,), where, False),
+                   this_host=get_field(d, "this_host", (bool,), where, False),
                    histogram=get_field(d, "histogram", (str,), where, ""),
                    latency_ms=get_field(d, "latency_ms", (dict,), where, {}))
 

@@ -1,31 +1,43 @@
 """``--workers``: a local ``dask scheduler`` and two ``dask worker`` processes run a point-select step's clients.
 
 Real processes on loopback (dask.distributed, the session's throwaway PostgreSQL): the merged row's counts
-are the sum of the workers' counts, its histogram is the HDR sum of theirs, and a worker killed mid-step is
-reported as lost clients with the step incomplete. Both workers share this machine's CPUs with the server.
+are the sum of the workers' counts, its histogram is the HDR sum of theirs and so is each interval's, and a
+worker killed mid-step is reported as lost clients with the step incomplete. Both workers share this
+machine's CPUs with the server: one ``dbdiag run --repeat 2`` (a busy-loop process started for its second
+repeat only) shows their process trees counted as clients in the host evidence, not as other processes,
+while the busy loop still is one.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import shutil
 import signal
 import subprocess
+import sys
 import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import psutil
 import pytest
 
 from diag import servers
-from diag.bundle import BundleWriter, read_jsonl, safe_name
+from diag.bundle import Bundle, BundleWriter, load_bundle, read_jsonl, safe_name
 from diag.schema import ResultRow
+from reports.rules.base import num, steps
+from reports.rules.cpu import cpu_use
 from workloads import hist
 from workloads.dask_steps import connect, split_clients
 from workloads.driver import DriverOptions, run_sweep
+
+REPO = Path(__file__).resolve().parents[2]
+# The workers import this checkout's code (not an installed dbdiag), as the orchestrator does.
+WORKER_ENV = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")]))}
 
 
 def _dask() -> str:
@@ -43,7 +55,8 @@ def cluster() -> Iterator[tuple[str, list[subprocess.Popen[bytes]]]]:
     procs = [subprocess.Popen([_dask(), "scheduler", "--host", "127.0.0.1", "--port", str(port), "--no-dashboard"],
                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)]
     workers = [subprocess.Popen([_dask(), "worker", addr, "--nthreads", "1", "--no-nanny", "--no-dashboard",
-                                 "--host", "127.0.0.1"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+                                 "--host", "127.0.0.1"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                                env=WORKER_ENV, cwd=str(REPO))
                for _ in range(2)]
     c = connect(addr)
     deadline = time.monotonic() + 60
@@ -108,6 +121,181 @@ def test_the_histogram_is_the_hdr_merge_of_the_workers(step: tuple[dict[str, Any
     assert sum(r["transactions"] for r in recs) == row["transactions"]
 
 
+def test_each_interval_histogram_is_the_hdr_merge_of_the_workers_interval(step: tuple[dict[str, Any], Path]) -> None:
+    """Interval k's histogram (streamed by each worker as it measured it) is the HDR sum of the workers'
+    interval k, its percentiles are read from it as a local step's are, and the intervals add up to the step."""
+    row, out = step
+    recs = list(read_jsonl(out / "series" / f"{safe_name('workload--' + row['target'])}.jsonl"))
+    parts = list(read_jsonl(out / "series" / f"{safe_name('workers--' + row['target'])}.jsonl"))
+    assert len(parts) == 2 * len(recs) and {p["worker"] for p in parts} == {w["worker"] for w in row["workers"]}
+    by_share: dict[int, list[dict[str, Any]]] = {}
+    for p in parts:
+        by_share.setdefault(p["share"], []).append(p)
+    step_sum = hist.new()
+    for k, rec in enumerate(recs):
+        merged, want = hist.decode(rec["hdr"]), hist.new()
+        for share in by_share.values():
+            want.add(hist.decode(share[k]["hdr"]))
+        assert merged.get_total_count() == want.get_total_count() == rec["transactions"]
+        assert merged.get_max_value() == want.get_max_value()
+        assert all(merged.get_value_at_percentile(q) == want.get_value_at_percentile(q) for q in (50, 95, 99, 99.9))
+        assert rec["latency_ms"] == hist.summary_ms(want, with_p999=False)
+        step_sum.add(merged)
+    whole = hist.decode((out / row["histogram"]).read_text().strip())
+    assert step_sum.get_total_count() == whole.get_total_count() == row["transactions"]
+    assert all(step_sum.get_value_at_percentile(q) == whole.get_value_at_percentile(q) for q in (50, 90, 99, 100))
+    assert len(row["interval_tps"]) >= 1  # full intervals: the row's samples for its interval
+
+
+class _CpuOf:
+    """CPU of processes and all their descendants, sampled by this test every 0.1 s (psutil), to set beside
+    what the run's host series says of the same processes."""
+
+    def __init__(self) -> None:
+        self.roots: list[int] = []
+        self.seen: dict[tuple[int, float], list[tuple[float, float]]] = {}  # (pid, born) -> [(t, cpu s)]
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._loop, daemon=True)
+        self._thread.start()
+
+    def _loop(self) -> None:
+        while not self._stop.wait(0.1):
+            for root in list(self.roots):
+                try:
+                    procs = [psutil.Process(root), *psutil.Process(root).children(recursive=True)]
+                except psutil.Error:
+                    continue
+                for q in procs:
+                    try:
+                        ct, born = q.cpu_times(), q.create_time()
+                    except psutil.Error:
+                        continue
+                    self.seen.setdefault((q.pid, born), []).append((time.time(), ct.user + ct.system))
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._thread.join(5)
+
+    def pids(self, t0: float, t1: float) -> set[int]:
+        """The processes seen alive between ``t0`` and ``t1`` (Unix s)."""
+        return {pid for (pid, _), xs in self.seen.items() if any(t0 <= t <= t1 for t, _ in xs)}
+
+    def cores(self, t0: float, t1: float) -> float:
+        """CPU-seconds per second they used between ``t0`` and ``t1``."""
+        total = 0.0
+        for (_, born), xs in self.seen.items():
+            inside = [c for t, c in xs if t0 <= t <= t1]
+            if not inside:
+                continue
+            before = [c for t, c in xs if t < t0]
+            total += inside[-1] - (before[-1] if before else 0.0 if born >= t0 - 0.2 else inside[0])
+        return total / (t1 - t0)
+
+
+@pytest.fixture(scope="module")
+def repeated(pg_server: servers.ThrowawayServer, cluster: tuple[str, list[subprocess.Popen[bytes]]],
+             tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Bundle, _CpuOf, _CpuOf]]:
+    """``dbdiag run --repeat 2 --workers``: 2 clients (one per worker), 1.5 s steps; a busy loop runs
+    through repeat 2 only. Yields the bundle and this test's own CPU readings of the workers and the loop."""
+    out = tmp_path_factory.mktemp("dask-run") / "b"
+    workers, hog = _CpuOf(), _CpuOf()
+    workers.roots = [w.pid for w in cluster[1]]
+    loop: list[subprocess.Popen[bytes]] = []
+
+    def hog_for_repeat_2() -> None:
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline and not any(
+                e.get("kind") == "step_finished" for e in read_jsonl(out / "events.jsonl")):
+            time.sleep(0.05)
+        loop.append(subprocess.Popen([sys.executable, "-c", "while True: pass"]))
+        hog.roots = [loop[0].pid]
+
+    threading.Thread(target=hog_for_repeat_2, daemon=True).start()
+    try:
+        p = subprocess.run([sys.executable, "-m", "diag", "run", f"db={pg_server.dsn()}", "-w", "point-select",
+                            "-c", "2", "-T", "1.5", "--warmup", "0.5", "--repeat", "2", "--no-profile",
+                            "--workers", cluster[0], "--out", str(out)],
+                           capture_output=True, text=True, timeout=300, cwd=str(REPO))
+    finally:
+        workers.stop()
+        hog.stop()
+        for x in loop:
+            x.kill()
+            x.wait(10)
+    assert p.returncode == 0, p.stderr[-3000:]
+    assert loop, "the busy loop never started: no step_finished event"
+    yield load_bundle(out), workers, hog
+
+
+def _repeat_windows(b: Bundle) -> list[Any]:
+    (step,) = list(steps(b))
+    return [dataclasses.replace(step, t0=r["t_start"], t1=r["t_end"]) for r in step.row["repeats"]]
+
+
+def _client_pids(b: Bundle, t0: float, t1: float) -> set[int]:
+    return {int(pid) for r in b.series["host"] if t0 <= r["t"] <= t1 + 1.0 for pid in r.get("procs.client") or {}}
+
+
+def test_local_workers_are_clients_in_the_host_evidence(repeated: tuple[Bundle, _CpuOf, _CpuOf]) -> None:
+    """Workers on this host (same boot_id, same process) are marked so, every process of their trees is in
+    the host series' client group, the client share covers what they used (as this test measured it),
+    and "other processes" (what host_contention reads) is what is left beside them: not their CPU."""
+    b, workers, _ = repeated
+    (row,) = b.results
+    assert all(w["this_host"] for w in row["workers"]) and len(row["workers"]) == 2
+    for win in _repeat_windows(b):
+        u = cpu_use(b, win)
+        assert u is not None and u.client_cores is not None, "no client CPU in the host evidence"
+        seen = workers.pids(win.t0 + 0.3, win.t1 - 0.3)
+        assert len(seen) >= 6, seen  # two workers, each with its share's child and a client
+        assert seen <= _client_pids(b, win.t0, win.t1), seen - _client_pids(b, win.t0, win.t1)
+        # Most of it, not all: a process that exits between two host samples loses its last interval in the
+        # host series (reports.series.group_deltas), and the clients exit at the window's end (0.78 measured
+        # here at load 10 with 1.5 s windows and 1 s samples).
+        w = workers.cores(win.t0, win.t1)
+        assert w > 0.05 and u.client_cores >= 0.5 * w, (u.client_cores, w)
+        assert u.others_cores + 0.5 * w <= u.busy_cores - (u.server_cores or 0) - (u.collector_cores or 0) + 0.02
+    # host_contention reads that "other processes" figure: if it fired (this machine is shared with other
+    # sessions), it is on the representative repeat's CPU that is neither the server nor the workers.
+    (step,) = list(steps(b))
+    u = cpu_use(b, step)
+    assert u is not None
+    for f in json.loads((b.path / "findings.json").read_text())["findings"]:
+        if f["category"] == "host_contention":
+            assert f["evidence"]["other_processes_cpu_cores"] == num(u.others_cores, 2), (f["evidence"], u)
+            assert f["evidence"]["client_cpu_cores"] == num(u.client_cores or 0, 2)
+
+
+def test_an_unrelated_busy_loop_is_still_other_processes(repeated: tuple[Bundle, _CpuOf, _CpuOf]) -> None:
+    b, _, hog = repeated
+    first, second = _repeat_windows(b)
+    h = hog.cores(second.t0, second.t1)
+    # On this shared 2-vCPU machine at load 8-10 the loop got 0.13 of a core: enough to be measured.
+    assert h > 0.05, f"the busy loop used only {h:.2f} cores"
+    u = cpu_use(b, second)
+    assert u is not None and u.others_cores >= 0.7 * h, (u.others_cores, h)
+    assert not hog.pids(second.t0, second.t1) & _client_pids(b, second.t0, second.t1)
+    assert not hog.pids(first.t0, first.t1)  # it started after repeat 1
+
+
+def test_repeat_runs_each_repeat_on_the_workers(repeated: tuple[Bundle, _CpuOf, _CpuOf]) -> None:
+    """``--repeat 2 --workers``: two steps on the workers, combined as a local run's repeats are."""
+    b, _, _ = repeated
+    (row,) = b.results
+    assert row["repeat_count"] == 2 and [r["repeat"] for r in row["repeats"]] == [1, 2]
+    assert all(r["complete"] and r["transactions"] > 0 for r in row["repeats"])
+    assert row["tps"] == min(r["tps"] for r in row["repeats"])  # the lower median of two
+    assert row["tps_ci"]["basis"] == "intervals"
+    assert row["tps_ci"]["n"] == len(row["interval_tps"]) == sum(len(r["interval_tps"]) for r in row["repeats"]) >= 2
+    started = [e for e in read_jsonl(b.path / "events.jsonl") if e["kind"] == "step_started"]
+    assert [e.get("repeat") for e in started] == [1, 2]
+    recs = b.series[safe_name("workload--db")]
+    assert {r["repeat"] for r in recs} == {1, 2} and all(r["workers"] == 2 and "latency_ms" in r for r in recs)
+    for r in (1, 2):
+        assert (b.path / "artifacts" / f"workload--db--point-select--c2--r{r}.hdr").is_file()
+    assert ResultRow.from_dict(row).step_workers is not None
+
+
 def test_a_worker_killed_mid_step_is_lost_clients_and_an_incomplete_step(
         step: tuple[dict[str, Any], Path], pg_server: servers.ThrowawayServer,
         cluster: tuple[str, list[subprocess.Popen[bytes]]], tmp_path: Path) -> None:
@@ -132,3 +320,31 @@ def test_a_worker_killed_mid_step_is_lost_clients_and_an_incomplete_step(
     events = [e for e in read_jsonl(out / "events.jsonl") if e["kind"] == "workload_worker_lost"]
     assert len(events) == 1 and events[0]["lost_clients"] == 2 and "lost" in events[0]["message"]
     assert json.dumps(row)  # the row is plain JSON for results.json
+
+
+def test_a_dead_scheduler_is_our_one_line_on_the_terminal(
+        pg_server: servers.ThrowawayServer, cluster: tuple[str, list[subprocess.Popen[bytes]]], tmp_path: Path) -> None:
+    """Last in the module (it kills the shared scheduler): the run's terminal has dbdiag's one error line and
+    none of distributed's; distributed's own ERROR lines are kept in the bundle's artifacts/dask-client.log."""
+    addr, _ = cluster
+    out = tmp_path / "b"
+    scheduler = next(p for p in psutil.Process().children() if "scheduler" in " ".join(p.cmdline()))
+
+    def kill_later() -> None:
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline and not any(
+                e.get("kind") == "step_started" for e in read_jsonl(out / "events.jsonl")):
+            time.sleep(0.05)
+        scheduler.kill()
+
+    threading.Thread(target=kill_later, daemon=True).start()
+    p = subprocess.run([sys.executable, "-m", "diag", "run", f"db={pg_server.dsn()}", "-w", "point-select", "-c", "1",
+                        "-T", "3", "--warmup", "0.5", "--no-profile", "--workers", addr, "--out", str(out)],
+                       capture_output=True, text=True, timeout=300, cwd=str(REPO))
+    assert p.returncode == 2, p.stderr[-3000:]
+    lines = [x for x in (p.stdout + p.stderr).splitlines() if x.strip()]
+    assert [x for x in lines if x.startswith("dbdiag: error:")] == [lines[-1]], lines
+    assert "no Dask worker returned its share" in lines[-1]
+    assert not [x for x in lines if "distributed" in x or "ERROR" in x or "Traceback" in x], lines
+    log = (out / "artifacts" / "dask-client.log").read_text()
+    assert "distributed" in log and "ERROR" in log, log

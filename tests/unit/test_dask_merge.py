@@ -10,7 +10,8 @@ from hypothesis import strategies as st
 
 from diag.errors import UsageError
 from workloads import hist
-from workloads.dask_steps import IntervalStream, connect, merge_rows, split_clients
+from workloads.merge import summary_ms
+from workloads.dask_steps import IntervalStream, connect, merge_interval, merge_rows, split_clients
 
 
 @given(st.integers(1, 500), st.integers(1, 20))
@@ -29,12 +30,13 @@ def test_an_interval_waits_for_every_share_or_its_end() -> None:
     s.add(0, _iv(1.0, 10))
     assert s.ready() == []  # share 1 has not sent interval 0
     s.add(1, _iv(1.01, 5))
-    (first,) = s.ready()
+    ((first, parts),) = s.ready()
+    assert [i for i, _ in parts] == [0, 1] and [p["transactions"] for _, p in parts] == [10, 5]
     assert first["transactions"] == 15 and first["workers"] == 2 and first["t"] == 1.01 and first["clients"] == 4
     s.add(0, _iv(2.0, 7))
     s.end(1)  # lost after its first interval: interval 1 is share 0's alone
-    (second,) = s.ready()
-    assert second["transactions"] == 7 and second["workers"] == 1
+    ((second, parts),) = s.ready()
+    assert second["transactions"] == 7 and second["workers"] == 1 and [i for i, _ in parts] == [0]
     assert s.ready() == []
 
 
@@ -42,7 +44,26 @@ def test_an_answer_replaces_what_the_share_streamed() -> None:
     s = IntervalStream(1)
     s.add(0, _iv(1.0, 3))
     s.end(0, [_iv(1.0, 3), _iv(2.0, 4)])  # an event that never arrived is in the answer
-    assert [r["transactions"] for r in s.ready()] == [3, 4]
+    assert [r["transactions"] for r, _ in s.ready()] == [3, 4]
+
+
+@settings(max_examples=30, deadline=None)
+@given(st.lists(st.lists(st.integers(20, 50_000), max_size=200), min_size=1, max_size=4))
+def test_an_interval_histogram_is_the_hdr_sum_of_the_shares(shares: list[list[int]]) -> None:
+    """Interval k of several workers: its ``hdr`` is the HDR sum of theirs, its percentiles those of the sum
+    (as a local step's interval of the same latencies, :func:`workloads.merge.summary_ms`)."""
+    parts, want, into = [], hist.new(), hist.new()
+    for lat in shares:
+        counts = hist.fold(us * 1000 for us in lat)
+        hist.record(want, counts)
+        parts.append({**_iv(1.0, len(lat)), "hdr": hist.encode_counts(counts, into)})
+    rec = merge_interval(parts, into)
+    got = hist.decode(rec["hdr"])
+    assert got.get_total_count() == want.get_total_count() == rec["transactions"]
+    assert all(got.get_count_at_value(v) == want.get_count_at_value(v) for v in {u for lat in shares for u in lat})
+    assert rec["latency_ms"] == hist.summary_ms(want, with_p999=False) == summary_ms(
+        hist.fold(x * 1000 for lat in shares for x in lat))
+    assert "hdr" not in merge_interval([*parts, _iv(1.0, 0)])  # a part without one: counts only
 
 
 @settings(max_examples=30, deadline=None)
