@@ -260,9 +260,12 @@ class DaskStep:
         return futures
 
     def run(self) -> dict[str, Any]:
-        workers = sorted(self.client.scheduler_info()["workers"])
-        if not workers:
+        present = self._present()
+        if present is None:  # the scheduler went away between two steps
+            raise DiagError("--workers: the Dask scheduler is gone")
+        if not present:
             raise DiagError("--workers: the Dask scheduler has no workers")
+        workers = sorted(present)
         split = split_clients(self.n, len(workers))
         workers = workers[:len(split)]
         self._here = self._on_this_host(workers)
@@ -284,6 +287,12 @@ class DaskStep:
             # cancelled) says so; unsubscribing then raised ClosedClientError over it, as a traceback.
             with contextlib.suppress(_closed_client()):
                 self.client.unsubscribe_topic(topic)
+
+    def _present(self) -> set[str] | None:
+        """The scheduler's workers now; None once the client has lost the scheduler (its scheduler_info is
+        then empty: reading ``["workers"]`` of it was a KeyError traceback when the scheduler died mid-step)."""
+        info = self.client.scheduler_info()
+        return set(info["workers"]) if isinstance(info, dict) and "workers" in info else None
 
     def _on_this_host(self, workers: list[str]) -> dict[str, int]:
         """The step's workers that run on this host, by address: their PIDs. This machine's host evidence counts
@@ -349,7 +358,7 @@ class DaskStep:
         lost: list[dict[str, Any]] = []
         pending = dict(enumerate(futures))
         while pending and time.time() < deadline:
-            present = set(self.client.scheduler_info()["workers"])
+            present = self._present()
             for i, f in list(pending.items()):
                 why = ""
                 if f.status == "finished":
@@ -359,6 +368,8 @@ class DaskStep:
                     stream.end(i, res["intervals"])
                 elif f.status in ("error", "cancelled"):
                     why = f"task failed: {f.exception()}" if f.status == "error" else "task cancelled"
+                elif present is None:
+                    why = "the Dask scheduler is gone"
                 elif workers[i] not in present:
                     why = "the worker left the cluster mid-step"
                 else:
