@@ -158,7 +158,7 @@ static inline int64_t now_ns(void) {
     return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
 }
 
-/* splitmix64, as workloads/_keyloop.c and workloads/native.py's reference draw */
+/* splitmix64, as workloads/program.py's Draw (the Python reference interpreter) and tpcc_sp's replayed draws */
 static inline uint64_t next_rand(uint64_t *s) {
     uint64_t z = (*s += 0x9e3779b97f4a7c15ULL);
     z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;

@@ -19,6 +19,7 @@ from workloads import custom, insert, nativelib, pgbench, program, sysbench, tpc
 from workloads.base import ClientCtx, Workload
 from workloads.client import NATIVE_WORKLOADS, client_driver_text
 from workloads.custom import SetCmd, parse_text
+from workloads.driver import WORKLOADS
 from workloads.messages import Ready, decode
 from workloads.program import Draw, Param, Program, Unsupported, compile_expr, reference_txn, seed_state
 
@@ -40,6 +41,9 @@ def test_workloads_with_a_program_are_the_named_ones() -> None:
     and its steps' driver field says which loop ran."""
     classes = [v for m in (custom, insert, pgbench, sysbench, tpcc) for v in vars(m).values()
                if isinstance(v, type) and issubclass(v, Workload) and v is not Workload and v.name]
+    # the modules scanned hold every registered workload (a new module must be added above, or its program goes
+    # unchecked; this was test_workload_script's check until the key loop's test went with it)
+    assert {c.name for c in classes} == set(WORKLOADS)
     assert {c.name for c in classes if c.program is not Workload.program} == NATIVE_WORKLOADS | {"tpcc"}
     assert tpcc.Tpcc("client").program(ClientCtx(0, 1, 1)) is None
 
