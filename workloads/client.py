@@ -103,7 +103,7 @@ def client_class(engine: str | Engine, driver: DriverInfo) -> type[Client]:
     return cls
 
 
-# Workloads with a program for the native executor (Workload.program; tests/unit/test_workload_script.py
+# Workloads with a program for the native executor (Workload.program; tests/unit/test_native_program.py
 # keeps this list honest).
 NATIVE_WORKLOADS = frozenset({"point-select", "read-only", "read-write", "insert", "custom"})
 
