@@ -62,6 +62,14 @@ from workloads.step import FULL_INTERVAL
 START_DELAY_S = 2.0   # between submitting and the common start: the tasks reach every worker first
 END_GRACE_S = 15.0    # past the step's planned end (clients connect, the child process starts)
 SATURATED_PCT = 90.0  # a worker host this busy over the step: its clients may be the limit
+
+
+def worker_saturated(busy_pct: float, this_host: bool) -> bool:
+    """Whether a worker's host was busy enough (``busy_pct``: CPU busy share over the step, 0..100) that its
+    clients may be the limit. A worker on the orchestrator's own host shares it with the server (and the host
+    collector already counts its clients' CPU as clients, so the step's limit judges that host): its busy
+    share says nothing of the clients alone, and would flag every busy local run."""
+    return busy_pct >= SATURATED_PCT and not this_host
 CONNECT_TIMEOUT_S = 10.0
 _ADD = ("transactions", "queries", "retries", "reconnects")
 LOG_NAME = "dask-client.log"  # under artifacts/: distributed's own log lines while the sweep used the cluster
@@ -405,7 +413,8 @@ class DaskStep:
                            "transactions": s["row"]["transactions"], "tps": s["row"]["tps"],
                            "latency_ms": s["row"]["latency_ms"], "host_cpu_busy_pct": s["host"]["busy_pct"],
                            "client_cpu_pct": s["row"].get("client_cpu_pct"), "this_host": s["worker"] in self._here,
-                           "saturated": s["host"]["busy_pct"] >= SATURATED_PCT} for s in shares]
+                           "saturated": worker_saturated(s["host"]["busy_pct"], s["worker"] in self._here)}
+                          for s in shares]
         row["workers_lost"] = lost
         row["lost_clients"] = sum(w["clients"] for w in lost)
         if lost:

@@ -4,7 +4,7 @@ Written by :mod:`workloads.dask_steps` into the step's row beside its merged tot
 
 * ``workers``: one entry per worker that answered: ``worker`` (its address), ``host`` (hostname),
   ``clients``, ``transactions``, ``tps``, ``latency_ms`` (its own summary), ``host_cpu_busy_pct``
-  (its host's CPU busy share over the step, 0..100), ``client_cpu_pct``, ``saturated`` (busy >= 90%),
+  (its host's CPU busy share over the step, 0..100), ``client_cpu_pct``, ``saturated`` (busy >= 90% on a host other than the orchestrator's),
   ``this_host`` (it ran on the run's own host: same kernel boot and process; its process tree is in the
   host series as clients, ``procs.client``),
   ``histogram`` (its HDR histogram under artifacts/, relative to the bundle);

@@ -94,3 +94,12 @@ def test_a_malformed_scheduler_address_is_one_line_at_once(address: str) -> None
     with pytest.raises(UsageError, match=f"--workers {address}: not a Dask scheduler address"):
         connect(address)
     assert time.monotonic() - t0 < 5
+
+
+def test_a_busy_remote_worker_host_is_flagged_and_a_local_one_is_left_to_the_host_evidence() -> None:
+    from workloads.dask_steps import SATURATED_PCT, worker_saturated
+    assert worker_saturated(SATURATED_PCT, this_host=False)
+    assert not worker_saturated(SATURATED_PCT - 0.1, this_host=False)
+    # on the orchestrator's host the busy share includes the server: flagging it would blame the clients
+    # of every busy local run
+    assert not worker_saturated(100.0, this_host=True)
