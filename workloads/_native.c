@@ -1139,10 +1139,18 @@ static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, "workloads._native",
                                     "The native executor: transaction programs in C on its own connection.", -1,
                                     methods};
 
+#ifndef NATIVE_SOURCE_DIGEST
+#define NATIVE_SOURCE_DIGEST "" /* built without setup.py: no staleness check */
+#endif
+
 PyMODINIT_FUNC PyInit__native(void) {
     PyObject *m = PyModule_Create(&module);
     if (!m)
         return NULL;
+    if (PyModule_AddStringConstant(m, "SOURCE_DIGEST", NATIVE_SOURCE_DIGEST) < 0) {
+        Py_DECREF(m);
+        return NULL;
+    }
     const struct { const char *name; long v; } ops[] = {
         {"OP_CONST", OP_CONST}, {"OP_VAR", OP_VAR}, {"OP_ADD", OP_ADD}, {"OP_SUB", OP_SUB}, {"OP_MUL", OP_MUL},
         {"OP_DIV", OP_DIV}, {"OP_FDIV", OP_FDIV}, {"OP_MOD", OP_MOD}, {"OP_NEG", OP_NEG}, {"OP_ABS", OP_ABS},

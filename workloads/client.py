@@ -127,6 +127,8 @@ def client_driver_text(engine: str | Engine, protocol: str, workloads: Sequence[
     native = sorted(NATIVE_WORKLOADS.intersection(workloads))
     if native and nativelib.available(dbms):
         loops.append(f"{nativelib.LABEL} for {', '.join(native)}")
+    elif native and nativelib.STALE:
+        loops.append(f"Python loop ({nativelib.STALE})")
     return " + ".join([label, *loops])
 
 

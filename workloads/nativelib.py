@@ -7,6 +7,7 @@ loop on the start-up line without importing the workload base (which imports the
 from __future__ import annotations
 
 import ctypes.util
+import hashlib
 import importlib.metadata
 import os
 from collections.abc import Callable
@@ -19,6 +20,25 @@ try:
     from workloads import _native  # type: ignore[attr-defined]
 except ImportError:  # not compiled (no C compiler at install time)
     _native = None
+
+
+def stale_reason(module: object, source: Path) -> str:
+    """Why ``module`` (the compiled executor) must not run: built from another ``source`` than the one beside
+    it (a checkout changed since its last build); "" when current, or when either digest is unknown (an
+    installed wheel has no source beside it)."""
+    built = getattr(module, "SOURCE_DIGEST", "")
+    if not built or not source.is_file():
+        return ""
+    here = hashlib.sha256(source.read_bytes()).hexdigest()[:16]
+    if here == built:
+        return ""
+    return (f"{source.name} changed since workloads/_native was built: run `pip install -e .` or "
+            "`python setup.py build_ext --inplace` again")
+
+
+STALE = stale_reason(_native, Path(__file__).with_name("_native.c")) if _native is not None else ""
+if STALE:
+    _native = None  # a module with another interface must not be called: the Python loop runs instead
 
 LABEL = "native executor"
 
