@@ -15,7 +15,7 @@ from typing import Any
 
 from diag.bundle import Bundle
 from diag.stats import median
-from reports.compare import run_name
+from reports.compare import run_name, step_workload
 from reports.significance import compare_rows
 
 Key = tuple[str, str, int]  # target label, workload, clients
@@ -27,7 +27,7 @@ def _steps(bundles: list[Bundle]) -> dict[Key, list[tuple[Bundle, dict[str, Any]
         for r in b.results:
             if r.get("server_lost") or r.get("aborted") or not r.get("tps"):
                 continue
-            key = (str(r.get("target")), str(r.get("workload")), int(r.get("clients") or 1))
+            key = (str(r.get("target")), step_workload(b, r), int(r.get("clients") or 1))
             out.setdefault(key, []).append((b, r))
     return out
 

@@ -15,6 +15,7 @@ from diag.bundle import Bundle, load_bundle
 from diag.engines import POSTGRES
 from reports.accounting import Component, StepAccounting
 from reports.compare import compare, explain_pair, pair_steps
+from reports.compare_sets import compare_sets
 
 DATA = Path(__file__).resolve().parents[1] / "data" / "bundles"
 
@@ -102,3 +103,26 @@ def test_saved_bundle_ranks_time_differences_largest_first() -> None:
         assert len(us) >= 4 and us == sorted(us, reverse=True)
         assert e["differences"][0]["unit"] == "µs" and e["differences"][0]["difference"] > 0
         assert e["slow_wall_us"] > e["fast_wall_us"]
+
+
+def _as_tpcc(mode: str | None) -> Bundle:
+    """The saved two-target bundle with its steps renamed tpcc, run in ``mode`` (None: a bundle from before
+    run.json recorded ``tpcc_mode``)."""
+    b = load_bundle(DATA / "point_select")
+    for r in b.results:
+        r["workload"] = "tpcc"
+    options = b.run.setdefault("options", {})
+    options.pop("tpcc_mode", None)
+    if mode is not None:
+        options["tpcc_mode"] = mode
+    return b
+
+
+def test_tpcc_steps_pair_only_in_the_same_tpcc_mode() -> None:
+    """One CALL a transaction (--tpcc-mode sp) against the client's ~27 statements is not the same workload:
+    ``dbdiag compare`` and ``compare --vs`` do not pair them; an older bundle (no tpcc_mode) ran the client mode."""
+    client, sp, old = _as_tpcc("client"), _as_tpcc("sp"), _as_tpcc(None)
+    assert pair_steps(client, sp) == [] and compare_sets([client], [sp]) == []
+    assert len(pair_steps(sp, _as_tpcc("sp"))) == len(pair_steps(client, old)) == 8  # 2 x 2 targets per count
+    assert len(compare_sets([old], [client])) == 4
+    assert {e["workload"] for e in compare_sets([sp], [_as_tpcc("sp")])} == {"tpcc --tpcc-mode sp"}
