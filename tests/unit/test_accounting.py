@@ -8,8 +8,11 @@ from pathlib import Path
 import pytest
 
 from diag.bundle import Bundle, load_bundle
+from diag.engines import MYSQL
 from reports.accounting import WAIT_CLASSES, account_step, accounts, limit_of
-from reports.rules.base import steps
+from reports.accounting_records import Component, StepAccounting
+from reports.limits import _serial_limit
+from reports.rules.base import Step, steps
 
 DATA = Path(__file__).resolve().parents[1] / "data" / "bundles"
 BUNDLES = sorted(p.name for p in DATA.iterdir() if (p / "run.json").exists())
@@ -93,3 +96,21 @@ def test_no_transactions_gives_no_accounting() -> None:
     step = next(iter(steps(b)))
     step.row["transactions"] = 0
     assert account_step(b, step) is None
+
+
+@pytest.mark.parametrize("us,kind", [
+    # the CI case of 9247229 (MariaDB, one durable committer at load 7): flush 23% is the largest serial part,
+    # below commit_flush's own 25%, and is the limit, not the server's 18%
+    ({"wait:commit_flush": 23, "server_cpu_user": 18, "round_trips": 15, "client_cpu": 8}, "commit_flush"),
+    # the largest part but under 10% of the transaction: not named (the round trips' sum is the limit)
+    ({"wait:commit_flush": 9, "server_cpu_user": 8, "round_trips": 8, "client_cpu": 8}, "round_trips"),
+    # 20% of flush, 30% of round trips: the round trips
+    ({"wait:commit_flush": 20, "server_cpu_user": 15, "round_trips": 30, "client_cpu": 10}, "round_trips"),
+])
+def test_an_unsaturated_step_names_its_largest_serial_part(us: dict[str, float], kind: str) -> None:
+    """reports.limits._serial_limit in both directions around commit_flush's 10% floor (records built here)."""
+    wall = 100.0
+    us = {**us, "unaccounted": wall - sum(us.values())}
+    acc = StepAccounting("my", "insert", 1, wall, tuple(Component(k, k, v, v / wall, {}) for k, v in us.items()), {})
+    step = Step("my", MYSQL, "insert", 1, 0.0, 10.0, {})
+    assert _serial_limit(load("point_select"), step, acc, None, None, {}).kind == kind
