@@ -51,6 +51,7 @@ from typing import Any
 from collectors.fsync_test import FsyncTestResult
 from collectors.rates import counter_delta
 from diag.bundle import Bundle, safe_name
+from reports.series import MIN_COVERAGE
 from diag.engines import POSTGRES, Engine, engine_for
 from diag.errors import UsageError
 from diag.schema import FlushCapabilityInfo
@@ -65,8 +66,6 @@ from reports.series import source_stopped
 # read-only workloads get no C: guessing would make the flush checks meaningless.
 WRITE_SHARE: dict[str, float] = {"insert": 1.0, "read-write": 1.0, "tpcc": 0.9}
 
-# The window read from a series must cover at least this share of the step, or S/D are not given.
-MIN_COVERAGE = 0.5
 
 SYSCALL_KEYS = ("syscalls.fsync", "syscalls.fdatasync")
 FS_KEY = "fs.sync_file"

@@ -29,6 +29,10 @@ from diag.schema import BundleFormatError, MetricDecl, MetricDeclarations
 SERIES_COLLECTORS: tuple[type[Collector], ...] = (HostCollector, FlushCollector,
                                                   *(c for c in (*PG_COLLECTORS, *MYSQL_COLLECTORS) if c.sampled))
 
+# A window read from a series must cover at least this share of a step (0..1), or the figure it would
+# give (S, D, host CPU) is not given: a sliver is not the step.
+MIN_COVERAGE = 0.5
+
 # The columns of one process row in the host series' ``procs.*`` maps (collectors.host.PROC_FIELDS order):
 # everything is a counter except the resident set size; create_time only tells a reused PID apart.
 PROC_COLUMNS: tuple[MetricDecl, ...] = (

@@ -24,16 +24,18 @@ except ImportError:  # not compiled (no C compiler at install time)
 
 def stale_reason(module: object, source: Path) -> str:
     """Why ``module`` (the compiled executor) must not run: built from another ``source`` than the one beside
-    it (a checkout changed since its last build); "" when current, or when either digest is unknown (an
-    installed wheel has no source beside it)."""
-    built = getattr(module, "SOURCE_DIGEST", "")
-    if not built or not source.is_file():
+    it (a checkout changed since its last build); "" when current or when that cannot be told (an installed
+    wheel has no source beside it; a build without setup.py's macro records an empty digest)."""
+    if not source.is_file():
         return ""
+    how = "run `pip install -e .` or `python setup.py build_ext --inplace` again"
+    built = getattr(module, "SOURCE_DIGEST", None)
+    if built is None:  # built before modules carried their source's digest: older than this checkout
+        return f"workloads/_native predates {source.name}'s build check: {how}"
     here = hashlib.sha256(source.read_bytes()).hexdigest()[:16]
-    if here == built:
+    if not built or here == built:
         return ""
-    return (f"{source.name} changed since workloads/_native was built: run `pip install -e .` or "
-            "`python setup.py build_ext --inplace` again")
+    return f"{source.name} changed since workloads/_native was built: {how}"
 
 
 STALE = stale_reason(_native, Path(__file__).with_name("_native.c")) if _native is not None else ""

@@ -19,9 +19,8 @@ from collectors.rates import counter_delta
 from diag.bundle import Bundle, safe_name
 from diag.engines import MYSQL, POSTGRES, Engine
 from diag.errors import DiagError
-from reports.durability_view import MIN_COVERAGE
 from reports.rules.base import Finding, Step, counter_in_step, num, pct, steps
-from reports.series import CPU_ALL, CPU_BUSY, group_deltas
+from reports.series import CPU_ALL, CPU_BUSY, MIN_COVERAGE, group_deltas
 
 # A profile of fewer samples cannot tell 10% from 20% (at 100 samples the
 # standard error of a 20% share is 4 points); perf at ~500 Hz gives this in

@@ -34,5 +34,12 @@ def test_a_module_of_another_source_is_stale_and_says_how_to_rebuild(tmp_path: P
 def test_unknown_digests_are_not_stale(tmp_path: Path) -> None:
     src = tmp_path / "_native.c"
     src.write_text("int x;\n")
-    assert nativelib.stale_reason(SimpleNamespace(), src) == ""  # built without setup.py
+    assert nativelib.stale_reason(SimpleNamespace(SOURCE_DIGEST=""), src) == ""  # built without setup.py's macro
     assert nativelib.stale_reason(SimpleNamespace(SOURCE_DIGEST="0123456789abcdef"), tmp_path / "none.c") == ""
+
+
+def test_a_module_built_before_digests_were_recorded_is_stale(tmp_path: Path) -> None:
+    src = tmp_path / "_native.c"
+    src.write_text("int x;\n")
+    why = nativelib.stale_reason(SimpleNamespace(), src)
+    assert "predates _native.c's build check" in why and "build_ext --inplace" in why
