@@ -126,11 +126,11 @@ def _status(s: Session, names: tuple[str, ...]) -> dict[str, int]:
     return {r["Variable_name"]: int(r["Value"]) for r in s.query("SHOW GLOBAL STATUS") if r["Variable_name"] in names}
 
 
+@pytest.mark.parametrize("target", ["mysql"], indirect=True)  # MySQL's command counters and table collations
 def test_mysql_sends_what_sysbench_sends_on_tables_of_the_servers_charset(target: Target) -> None:
     """MariaDB: BEGIN and COMMIT go as prepared statements (COM_STMT_EXECUTE, as sysbench's
     oltp_read_only sends them), and the tables have the server's default collation, as sysbench's."""
-    if target.engine != "mysql":
-        pytest.skip("MySQL's command counters and table collations")
+    assert target.engine == "mysql"
     with Session(target, statement_timeout_ms=0) as s:
         bad = s.query("SELECT t.TABLE_NAME AS name FROM information_schema.TABLES t JOIN information_schema.SCHEMATA d "
                       "ON d.SCHEMA_NAME = t.TABLE_SCHEMA WHERE t.TABLE_SCHEMA = 'dbdiag' "
