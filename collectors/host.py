@@ -4,8 +4,10 @@ Raw counters only: CPU times in seconds, context switches and interrupts as
 counts, disk counters as the kernel reports them. Process groups are recorded
 per PID (``procs.server`` / ``procs.client``: pid -> [user_s, system_s,
 voluntary_ctx, involuntary_ctx, rss_bytes, read_bytes, write_bytes,
-create_time]) so a report can sum per-PID deltas: a backend that exits or
-starts mid-interval does not look like a counter reset of the whole group.
+create_time, reaped_user_s, reaped_system_s, ppid]) so a report can sum per-PID
+deltas: a backend that exits or starts mid-interval does not look like a
+counter reset of the whole group, and the CPU of one that exited since the last
+sample is found in its parent's reaped seconds.
 The process rows come straight from /proc (:mod:`collectors.procfs`): through
 psutil they were most of this collector's CPU.
 Only meaningful for servers on this machine; a remote target gets no server group.
@@ -28,7 +30,7 @@ __all__ = ["CPU_FIELDS", "PROC_FIELDS", "HostCollector", "process_tree", "thread
 
 CPU_FIELDS = ("user", "nice", "system", "idle", "iowait", "irq", "softirq", "steal")
 PROC_FIELDS = ("user_s", "system_s", "ctx_voluntary", "ctx_involuntary", "rss_bytes", "read_bytes",
-               "write_bytes", "create_time")
+               "write_bytes", "create_time", "reaped_user_s", "reaped_system_s", "ppid")
 
 
 def process_tree(pid: int) -> list[psutil.Process]:

@@ -152,8 +152,8 @@ class ProcReader:
         return self._parents
 
     def row(self, pid: int) -> list[float] | None:
-        """[user_s, system_s, ctx_voluntary, ctx_involuntary, rss_bytes, read_bytes, write_bytes, create_time]
-        of ``pid`` (collectors.host.PROC_FIELDS); None when it is gone or unreadable. Context switches are
+        """[user_s, system_s, ctx_voluntary, ctx_involuntary, rss_bytes, read_bytes, write_bytes, create_time,
+        reaped_user_s, reaped_system_s, ppid] of ``pid`` (collectors.host.PROC_FIELDS); None when it is gone or unreadable. Context switches are
         summed over the threads of a threaded process; storage bytes are 0 where /proc/PID/io is not readable."""
         d = f"{self.root}/{pid}"
         f = stat_fields(_read(f"{d}/stat") or "")
@@ -167,8 +167,12 @@ class ProcReader:
                 return None
             io = _read(f"{d}/io") or ""
             rd, wr = _field(io, "read_bytes:") or 0, _field(io, "write_bytes:") or 0
+            # cutime/cstime (the CPU of children it waited for) and the parent PID: a child that exits between
+            # two samples is in its parent's c*time at the next one, which is how a report keeps its last
+            # interval (reports.series.group_deltas).
             return [round(int(f[11]) / CLK_TCK, 3), round(int(f[12]) / CLK_TCK, 3), cs[0], cs[1],
-                    int(statm[1]) * PAGE_BYTES, rd, wr, round(self.btime + int(f[19]) / CLK_TCK, 3)]
+                    int(statm[1]) * PAGE_BYTES, rd, wr, round(self.btime + int(f[19]) / CLK_TCK, 3),
+                    round(int(f[13]) / CLK_TCK, 3), round(int(f[14]) / CLK_TCK, 3), int(f[1])]
         except (ValueError, IndexError):
             return None
 

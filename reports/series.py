@@ -48,6 +48,9 @@ _START = len(PROC_COLUMNS)  # index of create_time (Unix s) in a process row
 _COUNTERS = tuple(i for i, c in enumerate(PROC_COLUMNS) if c.kind == "counter")
 _GAUGES = tuple(i for i, c in enumerate(PROC_COLUMNS) if c.kind == "gauge")
 _ZERO = (0.0,) * _START  # the baseline of a process born in the interval
+# After create_time (rows written since 2026-12): CPU seconds of the children the process reaped (user, system;
+# /proc stat's cutime/cstime) and its parent PID. Older rows end at create_time.
+_REAPED_U, _REAPED_S, _PPID = _START + 1, _START + 2, _START + 3
 
 
 # --------------------------------------------------------------------------- declarations
@@ -143,33 +146,93 @@ def counter_series(records: Sequence[dict[str, Any]], key: str) -> list[tuple[fl
     return out
 
 
-def group_deltas(prev: dict[str, list[float]], cur: dict[str, list[float]], prev_t: float) -> list[float]:
+def _share_in(a: float, z: float, window: tuple[float, float] | None) -> float:
+    """The share (0..1) of the span [a, z] (Unix s) that lies inside ``window``; 1.0 without a window."""
+    if window is None:
+        return 1.0
+    if z <= a:
+        return 1.0 if window[0] <= z <= window[1] else 0.0
+    return max(0.0, min(z, window[1]) - max(a, window[0])) / (z - a)
+
+
+def group_deltas(prev: dict[str, list[float]], cur: dict[str, list[float]], prev_t: float,
+                 cur_t: float | None = None, window: tuple[float, float] | None = None) -> list[float]:
     """Per :data:`PROC_COLUMNS`, summed over PIDs: a counter's increase, a gauge's value now.
 
     A PID new since ``prev_t`` counts from zero (it was born in the interval);
-    a PID seen before counts its increase; a PID that vanished is not counted
-    (its last interval is lost, a known and small undercount). A PID whose
-    create_time changed is a new process that reused the number.
+    a PID seen before counts its increase. A PID that vanished was reaped: where
+    its parent is in the group, the parent's reaped CPU grew by the child's whole
+    life, of which all but the last interval was counted already, so the group's
+    CPU gains that increase less the child's last-seen total (:func:`_reaped_cpu`).
+    A vanished PID whose parent is outside the group (or a row without the reaped
+    columns) loses its last interval. A PID whose create_time changed is a new
+    process that reused the number.
+
+    With ``window`` (t0, t1 in Unix s, and ``cur_t`` the record's time) each
+    value counts by the share of its own span inside the window, counters
+    growing evenly: [prev_t, cur_t] for a PID seen before, [create_time, cur_t]
+    for one born in the interval (a client started just before a step brings
+    its start-up CPU into the interval that straddles the step's start; most of
+    that CPU was spent before the step), a gauge by the interval's share.
     """
     n = _START
     tot = [0.0] * n
+    end = prev_t if cur_t is None else cur_t
+    w_int = _share_in(prev_t, end, window)
     # counter_delta inlined (a reset counts the new value, a missing value nothing): this loop runs for
     # every PID of every host record, several times per report (cProfile: 0.8 s of a 51-minute bundle's).
     for pid, row in cur.items():
         old = prev.get(pid)
+        w = w_int
         if old is None or (len(row) > n and len(old) > n and old[n] != row[n]):
             if len(row) > n and row[n] < prev_t - 1.0:
                 continue  # existed before but unseen: cannot split its history
             base: Sequence[float] = _ZERO
+            if window is not None and len(row) > n:
+                w = _share_in(max(prev_t, row[n]), end, window)
         else:
             base = old
         for i in _COUNTERS:
             a, z = base[i], row[i]
             if a is not None and z is not None:
-                tot[i] += float(z) if z < a else float(z) - float(a)
+                tot[i] += w * (float(z) if z < a else float(z) - float(a))
     for i in _GAUGES:
-        tot[i] = float(sum(row[i] for row in cur.values()))
+        tot[i] = w_int * float(sum(row[i] for row in cur.values()))
+    reaped_user, reaped_system = _reaped_cpu(prev, cur, prev_t)
+    tot[0] += w_int * reaped_user
+    tot[1] += w_int * reaped_system
     return tot
+
+
+def _reaped_cpu(prev: dict[str, list[float]], cur: dict[str, list[float]], prev_t: float) -> tuple[float, float]:
+    """(user, system) CPU seconds of children that exited in the interval and were not counted yet: per parent
+    in ``cur``, the increase of its reaped seconds less the last-seen totals (own + reaped) of its children
+    that vanished since ``prev``. A child born and gone inside the interval counts whole."""
+    n = _START
+    gone: dict[int, list[float]] = {}
+    for pid, old in prev.items():
+        row = cur.get(pid)
+        if len(old) > _PPID and (row is None or (len(row) > n and row[n] != old[n])):
+            g = gone.setdefault(int(old[_PPID]), [0.0, 0.0])
+            g[0] += old[0] + old[_REAPED_U]
+            g[1] += old[1] + old[_REAPED_S]
+    user = system = 0.0
+    for pid, row in cur.items():
+        if len(row) <= _PPID:
+            continue
+        old = prev.get(pid)
+        if old is None or old[n] != row[n]:
+            if row[n] < prev_t - 1.0:
+                continue  # existed before but unseen (see group_deltas)
+            base_u = base_s = 0.0
+        elif len(old) > _PPID:
+            base_u, base_s = old[_REAPED_U], old[_REAPED_S]
+        else:
+            continue  # an older row beside a new one: no baseline
+        g = gone.get(int(pid), (0.0, 0.0))
+        user += max(0.0, row[_REAPED_U] - base_u - g[0])
+        system += max(0.0, row[_REAPED_S] - base_s - g[1])
+    return user, system
 
 
 def process_group_series(records: Sequence[dict[str, Any]], group: str, label: str | None = None

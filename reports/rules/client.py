@@ -26,26 +26,13 @@ from __future__ import annotations
 from typing import Any
 
 from diag.bundle import Bundle
-from reports.limits import CLIENT_TIME_SHARE, OWN_SHARE_OF_BUSY
+# the thresholds are the limit's (reports.limits): this finding says why the clients are the limit it named
+from reports.limits import (CLIENT_COST_RATIO, CLIENT_MAJORITY, CLIENT_SATURATED, CLIENT_TIME_SHARE,
+                            OWN_SHARE_OF_BUSY)
 from reports.rules.base import Finding, num, pct
 from reports.rules.cpu import HOST_BUSY, cpu_use
 from reports.rules.limit import step_limits
 from reports.rules.waits import MIN_WAIT_SAMPLES, sampler, wait_profile
-
-# One client is one process with one query loop: at 80% of a CPU (sampled once
-# a second, so short of 100% even when it never waits) it is the bottleneck.
-CLIENT_SATURATED = 0.80
-# With the host busy, clients holding most of the CPU the server and they got
-# leave the server less than half: they, not the server, are what the machine
-# runs. Below that the host is shared (reports.limits: host CPU with both
-# shares); measured here on 2 CPUs: 35-40% for point selects at 2 clients,
-# 85-89% for a 5 MB result per transaction.
-CLIENT_SHARE_OF_RUN = 0.50
-# With the host busy, a client that costs twice the server's CPU per transaction
-# sets the pace of the pair: two thirds of the CPU they get goes to the client.
-# Measured: 0.6-0.9x on point selects (psycopg, prepared), 0.3-0.5x on inserts
-# and hot-row updates, 6-8x on a 5 MB result per transaction.
-CLIENT_COST_RATIO = 2.0
 
 
 def client_bound(b: Bundle) -> list[Finding]:
@@ -76,7 +63,7 @@ def client_bound(b: Bundle) -> list[Finding]:
             if u.host_busy >= HOST_BUSY and own > 0 and own >= OWN_SHARE_OF_BUSY * u.busy_cores:
                 share = u.client_cores / own
                 ev["client_share_of_run_cpu_pct"] = num(100 * share)
-                if share >= CLIENT_SHARE_OF_RUN:
+                if share >= CLIENT_MAJORITY:
                     reasons.append((share, f"on a saturated machine the clients used {pct(share)} of the CPU "
                                            "the server and clients got"))
             if u.host_busy >= HOST_BUSY and u.server_cores:

@@ -146,6 +146,7 @@ def _cpu_use(b: Bundle, step: Step) -> CpuUse | None:
     cli = [0.0] * 7
     own = [0.0] * 7
     have_srv = have_cli = have_own = False
+    window = (step.t0, step.t1)  # process groups weight each PID by its own span (reports.series.group_deltas)
     for prev, cur in zip(recs, recs[1:]):
         dt = cur["t"] - prev["t"]
         overlap = min(cur["t"], step.t1) - max(prev["t"], step.t0)
@@ -163,18 +164,18 @@ def _cpu_use(b: Bundle, step: Step) -> CpuUse | None:
         if cs:
             have_srv = True
             ps = (prev.get("procs.server") or {}).get(step.target) or {}
-            srv = [a + w * x for a, x in zip(srv, group_deltas(ps, cs, prev["t"]))]
+            srv = [a + x for a, x in zip(srv, group_deltas(ps, cs, prev["t"], cur["t"], window))]
         pc = prev.get("procs.client") or {}
         if cur.get("procs.client") and pc:
             # Client PIDs are registered when the measured part starts: an interval that begins before
             # that has no baseline for them, so client CPU is taken over the intervals that have one.
             have_cli = True
             cli_span += overlap
-            cli = [a + w * x for a, x in zip(cli, group_deltas(pc, cur["procs.client"], prev["t"]))]
+            cli = [a + x for a, x in zip(cli, group_deltas(pc, cur["procs.client"], prev["t"], cur["t"], window))]
         po = prev.get("procs.collector") or {}
         if cur.get("procs.collector") and po:
             have_own = True
-            own = [a + w * x for a, x in zip(own, group_deltas(po, cur["procs.collector"], prev["t"]))]
+            own = [a + x for a, x in zip(own, group_deltas(po, cur["procs.collector"], prev["t"], cur["t"], window))]
     ncpu = int(recs[-1].get("ncpu") or 0) if recs else 0
     proc_span, host_source = span, ""
     own_host = _target_host(b, step)

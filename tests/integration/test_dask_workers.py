@@ -249,13 +249,14 @@ def test_local_workers_are_clients_in_the_host_evidence(repeated: tuple[Bundle, 
         seen = workers.pids(win.t0 + 0.3, win.t1 - 0.3)
         assert len(seen) >= 6, seen  # two workers, each with its share's child and a client
         assert seen <= _client_pids(b, win.t0, win.t1), seen - _client_pids(b, win.t0, win.t1)
-        # Most of it, not all: a process that exits between two host samples loses its last interval in the
-        # host series (reports.series.group_deltas), and the clients exit at the window's end (0.78 measured
-        # here at load 10 with 1.5 s windows and 1 s samples; 0.18 at load 5 with the suite running beside it,
-        # where the clients' last intervals were most of their CPU). Which processes are clients is the
-        # attribution, checked exactly above; the share is checked for being of their size, not for exactness.
+        # Of their size: the host series counts a process that exited between two samples in the parent that
+        # reaped it (reports.series.group_deltas), so the clients' last intervals are not lost (before that:
+        # 0.07 of 0.84 cores once in CI). Not exact either way, with 1 s host samples and 1.5 s windows: a
+        # process first seen after it was born counts from zero, so a share child started less than a second
+        # before the window brings its start-up CPU into the interval that straddles the window's start
+        # (measured, 6 runs, 2 of them beside two busy loops: 0.95-2.0 of this test's own 0.1 s readings).
         w = workers.cores(win.t0, win.t1)
-        assert w > 0.05 and u.client_cores >= 0.1 * w, (u.client_cores, w)
+        assert w > 0.05 and 0.5 * w <= u.client_cores <= 2.5 * w + 0.1, (u.client_cores, w)
         assert u.others_cores + 0.1 * w <= u.busy_cores - (u.server_cores or 0) - (u.collector_cores or 0) + 0.02
     # host_contention reads that "other processes" figure: if it fired (this machine is shared with other
     # sessions), it is on the representative repeat's CPU that is neither the server nor the workers.

@@ -9,7 +9,7 @@ import psutil
 
 from collectors.procfs import CLK_TCK, PAGE_BYTES, ProcReader, stat_fields, status_ctx
 
-STAT = "{pid} (post gres: a) b) S {ppid} 1 1 0 -1 4194560 100 0 0 0 {ut} {st} 0 0 20 0 {nt} 0 {start} 1000 2 0"
+STAT = "{pid} (post gres: a) b) S {ppid} 1 1 0 -1 4194560 100 0 0 0 {ut} {st} {cut} {cst} 20 0 {nt} 0 {start} 1000 2 0"
 STATUS = "Name:\tx\nThreads:\t{nt}\nvoluntary_ctxt_switches:\t{v}\nnonvoluntary_ctxt_switches:\t{i}\n"
 
 
@@ -18,7 +18,8 @@ def _psutil_row(pid: int) -> list[float]:
     with p.oneshot():
         ct, cs, mem, io = p.cpu_times(), p.num_ctx_switches(), p.memory_info(), p.io_counters()
         return [round(ct.user, 3), round(ct.system, 3), cs.voluntary, cs.involuntary, mem.rss, io.read_bytes,
-                io.write_bytes, round(p.create_time(), 3)]
+                io.write_bytes, round(p.create_time(), 3), round(ct.children_user, 3), round(ct.children_system, 3),
+                p.ppid()]
 
 
 def test_live_tree_and_rows_match_psutil():
@@ -47,10 +48,11 @@ def test_live_tree_and_rows_match_psutil():
     assert ProcReader().row(parent.pid) is None and ProcReader().tree(parent.pid) == []
 
 
-def _proc(root, pid, ppid, threads=1, children=None):
+def _proc(root, pid, ppid, threads=1, children=None, reaped=(0, 0)):
     d = root / str(pid)
     (d / "task" / str(pid)).mkdir(parents=True)
-    (d / "stat").write_text(STAT.format(pid=pid, ppid=ppid, ut=250, st=50, nt=threads, start=1000) + "\n")
+    (d / "stat").write_text(STAT.format(pid=pid, ppid=ppid, ut=250, st=50, cut=reaped[0], cst=reaped[1], nt=threads,
+                                        start=1000) + "\n")
     (d / "status").write_text(STATUS.format(nt=threads, v=7, i=3))
     (d / "statm").write_text("1000 300 100 1 0 200 0\n")
     (d / "io").write_text("rchar: 1\nwchar: 2\nread_bytes: 4096\nwrite_bytes: 8192\ncancelled_write_bytes: 99\n")
@@ -70,7 +72,51 @@ def test_saved_tree_with_child_lists(tmp_path):
     r = ProcReader(tmp_path)
     assert r.tree(10) == [10, 11, 12, 13]
     assert r.row(12) == [round(250 / CLK_TCK, 3), round(50 / CLK_TCK, 3), 7, 3, 300 * PAGE_BYTES, 4096, 8192,
-                         round(1700000000 + 1000 / CLK_TCK, 3)]
+                         round(1700000000 + 1000 / CLK_TCK, 3), 0.0, 0.0, 10]
+
+
+def test_cpu_of_reaped_children_counts_in_the_parent(tmp_path):
+    """stat's cutime/cstime (ticks of children the process waited for) are the row's reaped seconds."""
+    (tmp_path / "stat").write_text("btime 1700000000\n")
+    _proc(tmp_path, 50, 1, reaped=(40, 10))
+    row = ProcReader(tmp_path).row(50)
+    assert row is not None and row[8:] == [round(40 / CLK_TCK, 3), round(10 / CLK_TCK, 3), 1]
+
+
+def test_a_child_that_exits_between_samples_keeps_its_cpu_in_the_group():
+    """A live parent's tree sampled before and after a CPU-burning child exits: the group's CPU increase
+    (reports.series.group_deltas, the host series' arithmetic) covers the child's whole run, though the
+    second sample no longer sees the child, and counts it once."""
+    from reports.series import group_deltas
+    code = ("import os, sys, time\n"
+            "sys.stdin.readline()\n"
+            "pid = os.fork()\n"
+            "if pid == 0:\n"
+            "    t = time.process_time()\n"
+            "    while time.process_time() - t < 0.4: pass\n"
+            "    os._exit(0)\n"
+            "os.waitpid(pid, 0)\n"
+            "print('reaped', flush=True)\n"
+            "sys.stdin.readline()\n")
+    parent = subprocess.Popen([sys.executable, "-c", code], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    try:
+        r = ProcReader()
+        time.sleep(0.3)
+        base = {str(p): r.row(p) for p in r.tree(parent.pid)}
+        before = {str(p): r.row(p) for p in r.tree(parent.pid)}
+        t_before = time.time()
+        parent.stdin.write("go\n")
+        parent.stdin.flush()
+        assert parent.stdout.readline().strip() == "reaped"
+        r.begin()
+        after = {str(p): r.row(p) for p in r.tree(parent.pid)}
+        assert list(after) == [str(parent.pid)]
+        cpu = group_deltas(before, after, t_before)
+        assert 0.35 <= cpu[0] + cpu[1] <= 0.55, cpu
+        assert sum(group_deltas(base, before, t_before - 1)[:2]) < 0.05  # nothing ran before "go"
+    finally:
+        parent.kill()
+        parent.wait()
 
 
 def test_saved_tree_without_child_lists_scans_parents_once_per_sample(tmp_path):
