@@ -37,7 +37,8 @@ from diag.serverloss import aborted_line, loss_facts, loss_line
 from diag.targets import Target, parse_target, redact_argv
 from reports.render import render_bundle
 from workloads.client import client_driver_text
-from workloads.driver import DriverOptions, StepInfo, run_interleaved, run_sweep, sweep_bar, validate
+from workloads.driver import (DriverOptions, StepInfo, run_interleaved, run_sweep, start_notes, sweep_bar,
+                              validate)
 from workloads.repeats import add_result
 
 WRITE_WORKLOADS = {"insert", "read-write", "tpcc", "custom"}
@@ -244,6 +245,8 @@ class Run:
                      "tpcc_mode": o.driver.tpcc_mode, "flush_capability": o.flush_capability, "profile": self.plan.profile, **self.plan.to_dict()},
             targets=[t.to_dict() for t in self.targets], collectors={}, metrics={})
         status, error = "complete", ""
+        for line in start_notes(o.workloads, o.driver):
+            self.say(f"dbdiag: note: {line}")
         try:
             self._start_targets()
             self._sweep_all()

@@ -34,7 +34,7 @@ from workloads.pgbench import ReadWrite
 from workloads.progress import STEP_OVERHEAD_S, SweepBar
 from workloads.step import Step
 from workloads.sysbench import PointSelect, ReadOnly
-from workloads.tpcc import MODES, Tpcc
+from workloads.tpcc import MODES, Tpcc, think_note
 
 _REGISTRY: tuple[type[Workload], ...] = (PointSelect, ReadOnly, ReadWrite, Insert, Tpcc, Custom)
 WORKLOADS: tuple[str, ...] = tuple(w.name for w in _REGISTRY)
@@ -81,6 +81,13 @@ def validate(workloads: list[str], opts: DriverOptions) -> None:
         parse_script(opts.script)  # UsageError with file:line
     elif opts.script:
         raise UsageError("--script is only used by --workload custom")
+
+
+def start_notes(workloads: list[str], opts: DriverOptions) -> list[str]:
+    """Lines to say before a valid run starts: options that will run but measure little (``--think`` with a
+    step shorter than TPC-C's keying and think times)."""
+    note = think_note(opts.duration_s, opts.clients) if opts.think and "tpcc" in workloads else None
+    return [note] if note else []
 
 
 def make_workload(name: str, opts: DriverOptions) -> Workload:

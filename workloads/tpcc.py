@@ -23,7 +23,7 @@ customers and orders by that factor; its NOPM is not comparable.
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 
 from diag.db import Session
 from workloads import tpcc_sp
@@ -33,11 +33,13 @@ from workloads.load import Dataset
 from workloads.program import Program, Tally
 from workloads.tpcc_data import C_ID, C_LAST, C_OL, DISTRICTS, Sizes, last_name, nurand, tpcc_dataset
 
-__all__ = ["KEYING", "MODES", "THINK", "Tpcc", "consistency_errors", "tpcc_dataset"]
+__all__ = ["KEYING", "MIX", "MODES", "THINK", "think_note", "Tpcc", "consistency_errors", "tpcc_dataset"]
 
 # Keying and mean think times (s) per transaction type, TPC-C 5.2.5.
 KEYING = {"new_order": 18, "payment": 3, "order_status": 2, "delivery": 2, "stock_level": 2}
 THINK = {"new_order": 12, "payment": 12, "order_status": 10, "delivery": 5, "stock_level": 5}
+# The mix (% of transactions per type): the thresholds of Tpcc.choose, and tpcc_sp's draw.
+MIX = {"new_order": 45, "payment": 43, "order_status": 4, "delivery": 4, "stock_level": 4}
 MODES = ("client", "sp")  # --tpcc-mode: statements sent from the client; stored procedures (one call)
 
 
@@ -353,3 +355,23 @@ def consistency_errors(rows_district: list[tuple[int, int, int]], max_o: dict[tu
         if nxt - 1 != max_o.get((w, d), 0):
             out.append(f"warehouse {w} district {d}: d_next_o_id - 1 = {nxt - 1}, max(o_id) = {max_o.get((w, d))}")
     return out
+
+
+def mean_cycle_s() -> float:
+    """Mean keying plus think time per transaction and client (s) over :data:`MIX`: about 21 s."""
+    return sum(w * (KEYING[k] + THINK[k]) for k, w in MIX.items()) / sum(MIX.values())
+
+
+def think_note(duration_s: float, clients: Sequence[int]) -> str | None:
+    """A start-up note where ``--think`` leaves a step too short to measure: each client waits its keying
+    and think times (about 21 s a transaction), so a step shorter than that counts a few transactions or
+    none, and its throughput says nothing. None when the step is long enough."""
+    cycle = mean_cycle_s()
+    if duration_s >= 10 * cycle:
+        return None
+    per = duration_s / cycle
+    few = min(clients)
+    return (f"--think: TPC-C's keying and think times average {cycle:.0f} s per transaction and client, so a "
+            f"{duration_s:g} s step measures about {per:.1f} transactions per client ({per * few:.0f} at "
+            f"{few} client{'s' if few != 1 else ''}); use --duration {10 * cycle:.0f} or more, or many clients "
+            f"(TPC-C runs 10 terminals per warehouse)")
