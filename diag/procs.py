@@ -18,6 +18,11 @@ every case alone:
   run; when the pipe closes without a goodbye, the run is gone, and it stops
   the servers (their own stop signal, then SIGKILL) and removes their
   directories.
+- :func:`default_supervisor`: one such supervisor per process, started on first
+  use, for throwaway servers started without one (library callers: bench
+  scripts, the tests' fixtures). A forked child never talks to its parent's
+  (its copy of the pipe goes to /dev/null at the fork), and at a normal exit it
+  is told to stop what is still adopted and to exit.
 
 And :func:`install_stop_signals`: SIGTERM and SIGHUP raise :class:`Interrupted`
 (a KeyboardInterrupt) in the main thread, so a run stopped by a service
@@ -26,6 +31,7 @@ manager, ``kill`` or a closed terminal ends like Ctrl-C.
 
 from __future__ import annotations
 
+import atexit
 import contextlib
 import ctypes
 import ctypes.util
@@ -43,6 +49,9 @@ from typing import IO
 PR_SET_PDEATHSIG = 1  # from <linux/prctl.h>
 WATCH_INTERVAL_S = 0.5
 SUPERVISOR_START_TIMEOUT_S = 10.0
+# How long a normal exit waits for the default supervisor to stop a server its caller left running
+# (the server's grace, then SIGKILL and up to 5 s for it to go; see diag.supervisor.clean_up).
+END_TIMEOUT_S = 20.0
 
 _libc: ctypes.CDLL | None = None
 # Our end of each supervisor's pipe (fd numbers), for guard_child to drop in forked children.
@@ -211,6 +220,13 @@ class Supervisor:
     def __init__(self, proc: subprocess.Popen[bytes]) -> None:
         self.proc = proc
         self._lock = threading.Lock()
+        # The process that started it. A forked child has a copy of this object and of the pipe: what it
+        # wrote would interleave with its parent's messages, and its close() would say goodbye for it.
+        self._owner = os.getpid()
+
+    def owned(self) -> bool:
+        """Whether this process started the supervisor (False in a forked child: every message is dropped)."""
+        return os.getpid() == self._owner
 
     @classmethod
     def start(cls) -> "Supervisor":
@@ -228,6 +244,8 @@ class Supervisor:
         return cls(proc)
 
     def _send(self, msg: dict[str, object]) -> None:
+        if not self.owned():
+            return  # before the lock: a fork may have copied it held by another thread
         with self._lock:
             if self.proc.stdin is None or self.proc.stdin.closed:
                 return
@@ -250,13 +268,90 @@ class Supervisor:
 
     def close(self) -> None:
         """A normal end: the run cleaned up; the supervisor exits without touching anything."""
-        self._send({"op": "bye"})
+        self._finish("bye", 5.0)
+
+    def end(self, timeout_s: float = END_TIMEOUT_S) -> None:
+        """A normal end of a process that may have left something adopted (a library caller that never
+        stopped its server): the supervisor stops and removes it, as if we had died, and exits."""
+        self._finish("end", timeout_s)
+
+    def _finish(self, op: str, timeout_s: float) -> None:
+        if not self.owned():
+            return
+        self._send({"op": op})
         with contextlib.suppress(OSError):
             if self.proc.stdin is not None:
                 _supervisor_fds.discard(self.proc.stdin.fileno())
                 self.proc.stdin.close()
         with contextlib.suppress(subprocess.TimeoutExpired):
-            self.proc.wait(5)
+            self.proc.wait(timeout_s)
+
+
+# This process's default supervisor (see default_supervisor), and the PID in which starting one failed.
+_default: Supervisor | None = None
+_default_failed_in: int | None = None
+_default_lock = threading.Lock()
+# Default supervisors inherited through fork: kept referenced, so that no garbage collection in the child
+# closes (and flushes into) what was the parent's pipe.
+_inherited: list[Supervisor] = []
+
+
+def default_supervisor() -> Supervisor | None:
+    """This process's own cleanup supervisor, for throwaway servers started with ``supervisor=None``.
+
+    Started on the first call and reused for the life of the process; started
+    again only if it died. Its pipe closes when this process dies, however it
+    dies, and then it stops and removes what is still adopted. A forked child gets
+    one of its own only if it asks (it starts a server itself). None where it
+    cannot start (the server still runs, unguarded); not retried in this process.
+    """
+    global _default, _default_failed_in
+    with _default_lock:
+        if _default is not None and _default.owned() and _default.proc.poll() is None:
+            return _default
+        if _default_failed_in == os.getpid():
+            return None
+        try:
+            _default = Supervisor.start()
+        except OSError:
+            _default_failed_in = os.getpid()
+            return None
+        return _default
+
+
+def _default_after_fork() -> None:
+    """In a forked child (driver clients, collectors, any os.fork): forget the parent's default supervisor.
+
+    Its write end goes to /dev/null (an open copy would hide the parent's death
+    from the supervisor until this child ended too; the parent's goodbye must not
+    come from here either), and the lock is new (a fork may copy it held).
+    """
+    global _default, _default_lock
+    _default_lock = threading.Lock()
+    if _default is None:
+        return
+    inherited, _default = _default, None
+    _inherited.append(inherited)
+    if inherited.proc.stdin is not None:
+        with contextlib.suppress(OSError, ValueError):
+            fd = inherited.proc.stdin.fileno()
+            devnull = os.open(os.devnull, os.O_WRONLY)
+            os.dup2(devnull, fd, inheritable=False)  # not close: the file object still names this fd
+            os.close(devnull)
+            _supervisor_fds.discard(fd)
+
+
+def _end_default() -> None:
+    """At a normal exit: the default supervisor stops what is still adopted (nothing, when every server was
+    stopped: then it says nothing) and exits, so no supervisor outlives the process."""
+    if _default is not None and _default.owned():
+        _default.end()
+
+
+os.register_at_fork(after_in_child=_default_after_fork)
+# Registered at import, so it runs after the atexit handlers registered later (LIFO): those may still stop
+# their servers themselves.
+atexit.register(_end_default)
 
 
 @contextlib.contextmanager

@@ -1,10 +1,11 @@
 """The cleanup supervisor: ``python -m diag.supervisor PARENT_PID`` (started by :class:`diag.procs.Supervisor`).
 
 It reads JSON lines on stdin (``adopt`` a PID with its stop signal and
-directory, or a directory alone; ``release`` one; ``bye``). When stdin closes
-without ``bye``, or the run's PID is no longer our parent (the run died,
-however), it stops every adopted process that is still the same process
-(checked by its start time, so a reused PID is never signalled), SIGKILLs it and
+directory, or a directory alone; ``release`` one; ``bye``; ``end``). When stdin
+closes without ``bye``, or the run's PID is no longer our parent (the run died,
+however), or on ``end`` (the normal exit of a process that may have left a
+server running: :func:`diag.procs.default_supervisor`), it stops every adopted
+process that is still the same process (checked by its start time, so a reused PID is never signalled), SIGKILLs it and
 the descendants it had (a postmaster's backends) when they do not stop within
 the grace time, and removes the adopted directories.
 SIGINT, SIGTERM and SIGHUP are ignored: the run handles those itself and its
@@ -121,8 +122,8 @@ def _key(msg: dict[str, object]) -> str:
     return f"pid:{msg['pid']}" if msg.get("pid") is not None else f"dir:{msg.get('dir')}"
 
 
-def _handle(msg: dict[str, object], adopted: dict[str, Adopted]) -> bool:
-    """Apply one message; False on ``bye``."""
+def _handle(msg: dict[str, object], adopted: dict[str, Adopted]) -> str | None:
+    """Apply one message; its op for ``bye`` and ``end`` (the last message), else None."""
     op = msg.get("op")
     if op == "adopt":
         pid = int(msg["pid"]) if msg.get("pid") is not None else None  # type: ignore[call-overload]
@@ -134,9 +135,9 @@ def _handle(msg: dict[str, object], adopted: dict[str, Adopted]) -> bool:
         adopted.pop(_key(msg), None)
         if msg.get("pid") is not None and msg.get("dir"):
             adopted.pop(f"dir:{msg['dir']}", None)
-    elif op == "bye":
-        return False
-    return True
+    elif op in ("bye", "end"):
+        return str(op)
+    return None
 
 
 def _lines(fd: int, parent: int | None) -> Iterator[bytes]:
@@ -158,21 +159,26 @@ def _lines(fd: int, parent: int | None) -> Iterator[bytes]:
 
 
 def serve(stdin: "object", stdout: "object", parent: int | None = None) -> int:
-    """Read messages until ``bye`` (return 0, touch nothing) or the run is gone (clean up, return 1)."""
+    """Read messages until ``bye`` (return 0, touch nothing), ``end`` (clean up, return 0) or the run is gone
+    (clean up, return 1). Each thing cleaned up is one line on stderr; nothing adopted, nothing said."""
     adopted: dict[str, Adopted] = {}
+    last = None
     print("ready", file=stdout, flush=True)  # type: ignore[arg-type]
     for line in _lines(stdin.fileno(), parent):  # type: ignore[attr-defined]
         try:
             msg = json.loads(line)
         except ValueError:
             continue
-        if isinstance(msg, dict) and not _handle(msg, adopted):
+        last = _handle(msg, adopted) if isinstance(msg, dict) else None
+        if last == "bye":
             return 0
+        if last == "end":
+            break
     for what in clean_up(list(adopted.values())):
         # The run's terminal may be gone (SIGHUP): saying so is a courtesy, not a need.
         with contextlib.suppress(OSError):
             print(f"dbdiag: the run ended without cleaning up; supervisor {what}", file=sys.stderr, flush=True)
-    return 1
+    return 0 if last == "end" else 1
 
 
 def main() -> int:

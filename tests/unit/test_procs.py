@@ -10,6 +10,7 @@ import signal
 import subprocess
 import sys
 import textwrap
+import threading
 import time
 from pathlib import Path
 
@@ -245,3 +246,132 @@ def test_supervisor_notices_the_run_is_gone_while_its_pipe_is_still_open() -> No
         assert start_ticks(holder) is not None, "the pipe holder died: the test proved nothing"
     finally:
         os.kill(holder, signal.SIGKILL)
+
+
+def test_default_supervisor_is_started_once_and_cleans_up_after_a_killed_caller(tmp_path: Path) -> None:
+    # A library caller (a bench script) never made a supervisor: the first default_supervisor() does, the
+    # next one is the same process, and a SIGKILL of the caller still stops and removes what it adopted.
+    d = tmp_path / "server-dir"
+    run = _spawn(f"""
+        import subprocess, time
+        from pathlib import Path
+        from diag.procs import default_supervisor
+        sup = default_supervisor()
+        assert default_supervisor() is sup and sup.proc.poll() is None
+        Path({str(d)!r}).mkdir()
+        srv = subprocess.Popen(["sleep", "300"], start_new_session=True)
+        sup.adopt(srv.pid, directory={str(d)!r}, grace_s=1)
+        print(srv.pid, sup.proc.pid, flush=True)
+        time.sleep(300)
+    """)
+    assert run.stdout is not None
+    srv_pid, sup_pid = map(int, run.stdout.readline().split())
+    assert d.is_dir() and start_ticks(srv_pid) is not None
+    run.kill()
+    run.wait()
+    assert _gone(srv_pid, 5.0), "the adopted process outlived the killed caller"
+    assert _gone(sup_pid, 5.0) and not d.exists()
+
+
+def _supervisors_of(pid: int) -> list[int]:
+    """PIDs of the ``python -m diag.supervisor PID`` processes started for ``pid``, alive or not yet reaped."""
+    out = []
+    for p in Path("/proc").iterdir():
+        if p.name.isdigit():
+            try:
+                argv = (p / "cmdline").read_bytes().split(b"\0")
+            except OSError:
+                continue
+            if b"diag.supervisor" in argv and str(pid).encode() in argv:
+                out.append(int(p.name))
+    return out
+
+
+def _read_lines(proc: subprocess.Popen[str], n: int, timeout_s: float) -> list[list[str]]:
+    """The next ``n`` lines of ``proc``'s stdout, split; fewer if they do not come within ``timeout_s``."""
+    out: list[list[str]] = []
+
+    def _read() -> None:
+        assert proc.stdout is not None
+        for _ in range(n):
+            out.append(proc.stdout.readline().split())
+
+    th = threading.Thread(target=_read, daemon=True)
+    th.start()
+    th.join(timeout_s)
+    return out
+
+
+def test_forked_child_neither_ends_nor_uses_its_parents_default_supervisor(tmp_path: Path) -> None:
+    # A child forked by a library caller (the driver's clients, a test's os.fork) that releases the
+    # parent's server, says goodbye and exits normally (atexit runs) must leave the parent's supervisor
+    # guarding it; the child starts no supervisor unless it asks for one, and then gets its own.
+    d = tmp_path / "server-dir"
+    run = _spawn(f"""
+        import os, subprocess, sys, time
+        from pathlib import Path
+        from diag import procs
+        sup = procs.default_supervisor()
+        Path({str(d)!r}).mkdir()
+        srv = subprocess.Popen(["sleep", "120"], start_new_session=True)
+        sup.adopt(srv.pid, directory={str(d)!r}, grace_s=1)
+        fd = sup.proc.stdin.fileno()
+        pid = os.fork()
+        if pid == 0:
+            sup.release(srv.pid, {str(d)!r})  # the parent's handle: must reach nobody
+            sup.close()
+            print("child-fd", os.readlink(f"/proc/self/fd/{{fd}}"), os.getpid(), flush=True)
+            sys.exit(0)  # a normal exit: the inherited atexit handler runs here
+        os.waitpid(pid, 0)
+        pid = os.fork()
+        if pid == 0:
+            own = procs.default_supervisor()
+            print("own", own is not sup and own.owned() and own.proc.poll() is None, own.proc.pid, flush=True)
+            sys.exit(0)
+        os.waitpid(pid, 0)
+        print("parent", sup.proc.poll(), srv.pid, sup.proc.pid, flush=True)
+        time.sleep(120)
+    """)
+    try:
+        lines = _read_lines(run, 3, 30.0)
+        assert len(lines) == 3 and lines[0][:2] == ["child-fd", "/dev/null"], lines
+        assert lines[1][:2] == ["own", "True"], lines
+        assert lines[2][:2] == ["parent", "None"], lines  # the parent's supervisor still runs
+        own_sup, srv_pid, sup_pid = int(lines[1][2]), int(lines[2][2]), int(lines[2][3])
+        assert _gone(own_sup, 5.0), "the second child's own supervisor outlived its normal exit"
+        assert _supervisors_of(int(lines[0][2])) == [], "a forked child started a supervisor it never asked for"
+        assert _supervisors_of(run.pid) == [sup_pid]
+        assert start_ticks(srv_pid) is not None and d.is_dir()
+    finally:
+        run.kill()
+        run.wait()
+    assert _gone(srv_pid, 5.0), "the child's release or goodbye reached the parent's supervisor"
+    assert _gone(sup_pid, 5.0) and not d.exists()
+
+
+def test_default_supervisor_ends_with_a_normal_exit_and_stops_what_was_left(tmp_path: Path) -> None:
+    # Released: the supervisor exits with the caller, silently. Left running (a caller that forgot
+    # stop()): it is stopped and its directory removed before the caller's exit completes, said on stderr.
+    kept, left = tmp_path / "released", tmp_path / "left"
+    p = subprocess.run([sys.executable, "-c", textwrap.dedent(f"""
+        import subprocess
+        from pathlib import Path
+        from diag.procs import default_supervisor
+        sup = default_supervisor()
+        for d in ({str(kept)!r}, {str(left)!r}):
+            Path(d).mkdir()
+            srv = subprocess.Popen(["sleep", "300"], start_new_session=True)
+            sup.adopt(srv.pid, directory=d, grace_s=1)
+            print(srv.pid, flush=True)
+            if d == {str(kept)!r}:
+                srv.kill(); srv.wait()
+                sup.release(srv.pid, d)
+        print(sup.proc.pid, flush=True)
+    """)], cwd=ROOT, capture_output=True, text=True, timeout=60)
+    assert p.returncode == 0, p.stderr
+    released_pid, left_pid, sup_pid = map(int, p.stdout.split())
+    assert _gone(left_pid, 0.1) and _gone(sup_pid, 0.1), "still there when the caller had exited"
+    assert kept.is_dir() and not left.exists()
+    said = [ln for ln in p.stderr.splitlines() if ln.startswith("dbdiag:")]
+    assert said == [f"dbdiag: the run ended without cleaning up; supervisor stopped pid {left_pid}",
+                    f"dbdiag: the run ended without cleaning up; supervisor removed {left}"], p.stderr
