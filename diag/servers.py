@@ -1,6 +1,10 @@
 """Throwaway database servers on a free port in a temporary directory.
 
 Used by ``dbdiag server start``, by ``embedded:`` targets and by the tests.
+Every server is adopted by a cleanup supervisor: the caller's (``supervisor=``,
+as ``dbdiag run`` and ``dbdiag server start`` pass theirs), else this process's
+default one (:func:`diag.procs.default_supervisor`), so a library caller killed
+by SIGKILL (a bench script, a test session) leaves no server and no directory.
 PostgreSQL refuses to run as root, so when we are root the data directory is
 given to an unprivileged system user (``postgres``, else ``nobody``) and the
 server runs as that user (``subprocess`` ``user=``/``group=``). MariaDB/MySQL run
@@ -35,7 +39,7 @@ from pathlib import Path
 from diag.db import Session, own_app_name
 from diag.engines import MYSQL, POSTGRES, Engine, engine_for
 from diag.errors import DiagError, ToolUnavailable
-from diag.procs import Supervisor, pdeathsig_preexec
+from diag.procs import Supervisor, default_supervisor, pdeathsig_preexec
 from diag.targets import Target
 
 START_TIMEOUT_S = 60.0
@@ -207,7 +211,8 @@ class ThrowawayServer:
     bindir: Path | None = None
     socket_path: str | None = None
     binary: str = ""
-    supervisor: Supervisor | None = None  # stops the server and removes its directory if we are killed
+    # Stops the server and removes its directory if we are killed (None only where no supervisor could start).
+    supervisor: Supervisor | None = None
 
     def supervise(self) -> None:
         """Tell the supervisor (if any) about the directory, and the process once it runs."""
@@ -329,12 +334,18 @@ def _instrument_sql(srv: ThrowawayServer, instrument: bool) -> None:
             s.execute(sql)
 
 
+def _guard(supervisor: Supervisor | None) -> Supervisor | None:
+    """The caller's supervisor, else the process's default one (started now if it is the first)."""
+    return supervisor if supervisor is not None else default_supervisor()
+
+
 def start_postgres(settings: dict[str, str] | None = None, port: int | None = None,
                    prefer_embedded: bool = True, supervisor: Supervisor | None = None,
                    instrument: bool = True) -> ThrowawayServer:
     """initdb + postgres on a free port; returns once it accepts connections.
 
-    ``supervisor``: adopts the directory at once and the server once started (:meth:`ThrowawayServer.supervise`).
+    ``supervisor``: adopts the directory at once and the server once started (:meth:`ThrowawayServer.supervise`);
+    None: this process's default supervisor (:func:`diag.procs.default_supervisor`).
     ``instrument``: start with :attr:`Engine.instrumentation <diag.engines.base.Engine.instrumentation>`
     (pg_stat_statements preloaded and created, I/O timing on); ``settings`` override it.
     """
@@ -343,7 +354,7 @@ def start_postgres(settings: dict[str, str] | None = None, port: int | None = No
     user = _run_user()
     base = _mkdir_for(user, "dbdiag-pg-")
     srv = ThrowawayServer(POSTGRES.name, port or free_port(), base, settings, bindir=bindir,
-                          binary=str(bindir / "postgres"), supervisor=supervisor)
+                          binary=str(bindir / "postgres"), supervisor=_guard(supervisor))
     try:
         srv.supervise()
         _check([str(bindir / "initdb"), "-D", str(srv.data_dir), "-U", "postgres", "--auth=trust", "-E", "UTF8",
@@ -375,7 +386,8 @@ def start_mysql(settings: dict[str, str] | None = None, port: int | None = None,
     server, install, mariadb = find_mysql_binaries()
     user = _run_user()
     base = _mkdir_for(user, "dbdiag-my-")
-    srv = ThrowawayServer(MYSQL.name, port or free_port(), base, settings, binary=str(server), supervisor=supervisor)
+    srv = ThrowawayServer(MYSQL.name, port or free_port(), base, settings, binary=str(server),
+                          supervisor=_guard(supervisor))
     data = srv.data_dir
     user_args = [f"--user={user.pw_name}"] if user is not None else []
     # Its own temporary directory: in the shared /tmp, mariadb-install-db failed now and then on this
@@ -435,7 +447,8 @@ def start_server(engine: str | Engine, settings: dict[str, str] | None = None,
                  port: int | None = None, supervisor: Supervisor | None = None,
                  instrument: bool = True) -> ThrowawayServer:
     """Start a throwaway server for ``engine`` (an Engine, or any name engine_for knows: "postgres",
-    "mariadb"...); UsageError for an unknown name. ``supervisor`` cleans it up if we are killed;
+    "mariadb"...); UsageError for an unknown name. ``supervisor`` cleans it up if we are killed (None: the
+    process's default one);
     ``instrument`` False: without the engine's statement instrumentation (the overhead benchmark's OFF)."""
     dbms = engine if isinstance(engine, Engine) else engine_for(engine)
     return LAUNCHERS[dbms.name](settings, port, supervisor=supervisor, instrument=instrument)
