@@ -98,14 +98,16 @@ def test_pg_defaults_durable_and_one_flush_per_commit(pg: servers.ThrowawayServe
 
 
 def test_pg_datasheet_capability_two_clients_implausible(pg: servers.ThrowawayServer) -> None:
-    code, out, _ = durability(pg.dsn(), "--flush-capability", "120", "-c", "2", *STEP)
+    # A datasheet figure far below what two durable committers do on any disk this suite meets (290-600
+    # commits/s measured here, by load): the ceiling it implies (x 2 clients x 1.5) is 60 commits/s.
+    code, out, _ = durability(pg.dsn(), "--flush-capability", "20", "-c", "2", *STEP)
     s = step(out, 2)
-    assert s["C"] > 300, "several hundred commits/s from 2 clients are needed for this test"
+    assert s["C"] > 2 * 60, "over twice the claimed ceiling is needed for this test"
     assert code == 1
     assert s["plausibility"]["status"] == "implausible"
     failed = [c["name"] for c in s["plausibility"]["checks"] if c["status"] == "failed"]
     assert failed == ["flush_capacity"]
-    assert "120 x 2 x 1.5 = 360" in s["plausibility"]["formula"]
+    assert "20 x 2 x 1.5 = 60" in s["plausibility"]["formula"]
 
 
 def test_pg_synchronous_commit_off_is_relaxed(pg: servers.ThrowawayServer) -> None:
