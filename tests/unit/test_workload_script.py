@@ -162,6 +162,21 @@ def test_every_engine_has_workload_clients_and_a_loader(engine: Engine) -> None:
     assert d is dialect(engine.name) and d.load_table is not None and d.container
 
 
+def test_sbtest_rows_have_their_own_c_and_pad_in_no_id_order() -> None:
+    """As sysbench's random strings: every c and pad differs (PostgreSQL then keeps n_distinct -1 for c, as on
+    sysbench's table; a pool of 1,009 strings gave 1,009), with sysbench's lengths, and sorting a 100-row id
+    range by c is not the id order (ORDER BY c sorts as much as on random strings)."""
+    rows = list(sbtest_dataset(2.5).tables[0].rows())  # 250,000 rows: 248 blocks of the 1,009-string pool
+    assert len(rows) == 250_000
+    assert len({r[2] for r in rows}) == len(rows) and len({r[3] for r in rows}) == len(rows)
+    assert {len(r[2]) for r in rows} == {119} and {len(r[3]) for r in rows} == {59}
+    assert all(r[2][11] == "-" and r[2][:11].isdigit() for r in rows[:2000])
+    for lo in (0, 950, 123_456):  # within a block, across two blocks, far in
+        ids = [r[0] for r in sorted(rows[lo:lo + 100], key=lambda r: r[2])]
+        in_order = sum(b == a + 1 for a, b in zip(ids, ids[1:]))
+        assert in_order < 10, (lo, in_order)  # about 1 expected for random strings
+
+
 def test_point_lookup_rows_are_the_same_in_both_row_formats() -> None:
     """The fast chunk formatters of sbtest and pgbench_accounts give the generic path's rows in each format."""
     for ds in (sbtest_dataset(0.01), pgbench_dataset(0.01)):
