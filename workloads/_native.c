@@ -19,6 +19,14 @@
  * OP_STORE pops into a variable; OP_EXEC runs a prepared statement with parameters taken from
  * variables (an integer, or a string of a pool picked by the variable's value); OP_SIMPLE sends one
  * text statement (BEGIN, COMMIT, ...). One run of the program is one transaction.
+ *
+ * Control flow and results (client-side TPC-C): OP_JMP / OP_JZ jump to a word index (the loader checks
+ * every target is an instruction reached with an empty stack); OP_ROWS, OP_COL and OP_SCOL read the last
+ * OP_EXEC's result (its row count, a value as an integer scaled by 10^k, a text into a string register);
+ * OP_VARX / OP_STOREX index variables, OP_SORT sorts records of variables, OP_SEQ compares a string
+ * register with a literal, OP_FMT builds a string register, OP_TALLY counts a named outcome. The operand
+ * layout is in workloads/opcodes.py. A transaction may take at most MAX_JUMPS jumps (a loop that never
+ * ends is an error, not a hang).
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
@@ -30,13 +38,22 @@
 #include <time.h>
 
 enum { OP_CONST = 1, OP_VAR, OP_ADD, OP_SUB, OP_MUL, OP_DIV, OP_FDIV, OP_MOD, OP_NEG, OP_ABS, OP_LEAST,
-       OP_GREATEST, OP_RANDOM, OP_STORE, OP_EXEC, OP_SIMPLE };
+       OP_GREATEST, OP_RANDOM, OP_STORE, OP_EXEC, OP_SIMPLE, OP_JMP, OP_JZ, OP_LT, OP_EQ, OP_OR, OP_ROWS, OP_COL,
+       OP_SCOL, OP_VARX, OP_STOREX, OP_SORT, OP_SEQ, OP_FMT, OP_TALLY };
+enum { P_INT = 0, P_CENTS = -1, P_SREG = -2 };             /* OP_EXEC parameter kinds; pool p is p + 1 */
+enum { F_INT = 0, F_CENTS = 1, F_SREG = 2, F_LIT = 3 };    /* OP_FMT part kinds */
 #define MAX_STACK 64
 #define MAX_VARS 256
 #define MAX_STMTS 64
 #define MAX_PARAMS 32
 #define MAX_PROG 8192
 #define MAX_STR 1024
+#define MAX_COLS 32
+#define MAX_SREGS 8
+#define MAX_TALLY 8
+#define MAX_SCALE 18
+#define MAX_DIGITS 18
+#define MAX_JUMPS 100000
 #define SH_BINS 1024
 #define SH_OVER 4096
 #define ENGINE_PG 1
@@ -56,6 +73,8 @@ typedef char *(*pq_result_error_message_t)(const void *);
 typedef int (*pq_ntuples_t)(const void *);
 typedef void (*pq_clear_t)(void *);
 typedef int (*pq_transaction_status_t)(const void *);
+typedef char *(*pq_getvalue_t)(const void *, int, int);
+typedef int (*pq_getcell_t)(const void *, int, int);
 #define CONNECTION_OK 0
 #define PGRES_EMPTY_QUERY 0
 #define PGRES_COMMAND_OK 1
@@ -99,6 +118,9 @@ typedef unsigned long long (*my_stmt_num_rows_t)(void *);
 typedef unsigned int (*my_stmt_errno_t)(void *);
 typedef const char *(*my_stmt_error_t)(void *);
 typedef unsigned int (*my_stmt_field_count_t)(void *);
+typedef char (*my_stmt_bind_result_t)(void *, my_bind_t *);
+typedef void (*my_stmt_data_seek_t)(void *, unsigned long long);
+#define MYSQL_NO_DATA 100
 #define MYSQL_OPT_CONNECT_TIMEOUT 0
 #define MYSQL_TYPE_LONGLONG 8
 #define MYSQL_TYPE_STRING 254
@@ -112,6 +134,12 @@ typedef struct {
     char **sbuf;      /* MySQL: string parameter buffers (MAX_STR each) */
     unsigned long *lens;
     long long execs, rows, ns; /* per statement: executions, result rows, ns (from the previous statement's end) */
+    /* MySQL: result columns bound as strings (ncols <= MAX_COLS), fetched only when a program reads them */
+    int ncols;
+    my_bind_t *rbind;
+    char *rbuf; /* ncols * (MAX_STR + 1) */
+    unsigned long *rlen;
+    char *rnull, *rerr;
 } stmt_t;
 
 typedef struct {
@@ -122,7 +150,7 @@ typedef struct {
     pq_connectdb_t connectdb; pq_status_t status; pq_error_message_t errmsg; pq_finish_t finish; pq_exec_t exec;
     pq_prepare_t prepare; pq_exec_prepared_t exec_prepared; pq_result_status_t rstatus;
     pq_result_error_field_t rfield; pq_result_error_message_t rmsg; pq_ntuples_t ntuples; pq_clear_t clear;
-    pq_transaction_status_t txstatus;
+    pq_transaction_status_t txstatus; pq_getvalue_t getvalue; pq_getcell_t getisnull, getlength; pq_status_t nfields;
     /* libmariadb */
     my_init_t m_init; my_options_t m_options; my_real_connect_t m_connect; my_set_charset_t m_charset;
     my_close_t m_close; my_errno_t m_errno; my_error_t m_error; my_real_query_t m_query;
@@ -130,7 +158,19 @@ typedef struct {
     my_stmt_init_t s_init; my_stmt_prepare_t s_prepare; my_stmt_param_count_t s_param_count;
     my_stmt_bind_param_t s_bind; my_stmt_int_t s_execute, s_store; my_stmt_char_t s_free_result, s_close;
     my_stmt_num_rows_t s_num_rows; my_stmt_errno_t s_errno; my_stmt_error_t s_error;
-    my_stmt_field_count_t s_field_count;
+    my_stmt_field_count_t s_field_count; my_stmt_bind_result_t s_bind_result; my_stmt_int_t s_fetch;
+    my_stmt_data_seek_t s_data_seek;
+    /* The last OP_EXEC's result, for OP_ROWS / OP_COL / OP_SCOL: PostgreSQL keeps the PGresult, MySQL the
+     * statement whose stored result is kept (freed at the next statement or transaction). */
+    void *last_res;
+    stmt_t *last_st;
+    long long last_rows, fetched_row;
+    int has_last;
+    char sreg[MAX_SREGS][MAX_STR + 1]; /* string registers */
+    unsigned long sreg_len[MAX_SREGS];
+    long long tally[MAX_TALLY]; /* OP_TALLY counts and statements of completed transactions, since counts() */
+    long long sent;
+    int *slot_of; /* per program word: the latency slot of the OP_EXEC / OP_SIMPLE there */
     /* statements and the loaded program */
     int nstmts;
     stmt_t st[MAX_STMTS];
@@ -172,7 +212,36 @@ static inline int64_t draw(uint64_t *s, int64_t lo, uint64_t span) {
 
 #define CAPSULE "dbdiag.native"
 
+/* Forget the last OP_EXEC's result (its memory goes back: a PGresult, a MySQL stored result). */
+static void drop_last(native_t *n) {
+    if (n->last_res && n->clear)
+        n->clear(n->last_res);
+    if (n->last_st && n->s_free_result)
+        n->s_free_result(n->last_st->mst);
+    n->last_res = NULL;
+    n->last_st = NULL;
+    n->has_last = 0;
+    n->last_rows = 0;
+    n->fetched_row = -1;
+}
+
+/* The width in words of the instruction at pc (its operand counts were checked by verify, or are
+ * checked by the caller against len). */
+static Py_ssize_t op_width(const int64_t *p, Py_ssize_t pc, Py_ssize_t len) {
+    switch (p[pc]) {
+    case OP_EXEC: return pc + 2 < len && p[pc + 2] > 0 ? 3 + 2 * p[pc + 2] : 3;
+    case OP_FMT: return pc + 3 < len && p[pc + 3] > 0 ? 4 + 2 * p[pc + 3] : 4;
+    case OP_CONST: case OP_VAR: case OP_LEAST: case OP_GREATEST: case OP_STORE: case OP_SIMPLE: case OP_JMP:
+    case OP_JZ: case OP_VARX: case OP_STOREX: case OP_TALLY: return 2;
+    case OP_COL: case OP_SCOL: case OP_SORT: case OP_SEQ: return 3;
+    default: return 1;
+    }
+}
+
 static void free_program(native_t *n) {
+    drop_last(n);
+    free(n->slot_of);
+    n->slot_of = NULL;
     for (int i = 0; i < MAX_STMTS; i++) {
         if (n->tst[i] && n->s_close)
             n->s_close(n->tst[i]);
@@ -217,6 +286,15 @@ static void close_native(native_t *n) {
             for (int j = 0; j < s->nparams; j++)
                 free(s->sbuf[j]);
         }
+        free(s->rbind);
+        free(s->rbuf);
+        free(s->rlen);
+        free(s->rnull);
+        free(s->rerr);
+        s->rbind = NULL;
+        s->rbuf = NULL;
+        s->rlen = NULL;
+        s->rnull = s->rerr = NULL;
         free(s->sbuf);
         free(s->bind);
         free(s->ints);
@@ -292,7 +370,8 @@ static PyObject *pg_open(PyObject *self, PyObject *args) {
     SYM(finish, "PQfinish"); SYM(exec, "PQexec"); SYM(prepare, "PQprepare");
     SYM(exec_prepared, "PQexecPrepared"); SYM(rstatus, "PQresultStatus"); SYM(rfield, "PQresultErrorField");
     SYM(rmsg, "PQresultErrorMessage"); SYM(ntuples, "PQntuples"); SYM(clear, "PQclear");
-    SYM(txstatus, "PQtransactionStatus");
+    SYM(txstatus, "PQtransactionStatus"); SYM(getvalue, "PQgetvalue"); SYM(getisnull, "PQgetisnull");
+    SYM(getlength, "PQgetlength"); SYM(nfields, "PQnfields");
     PyObject *r;
     void *c;
     Py_BEGIN_ALLOW_THREADS
@@ -352,7 +431,8 @@ static PyObject *my_open(PyObject *self, PyObject *args) {
     SYM(s_execute, "mysql_stmt_execute"); SYM(s_store, "mysql_stmt_store_result");
     SYM(s_free_result, "mysql_stmt_free_result"); SYM(s_close, "mysql_stmt_close");
     SYM(s_num_rows, "mysql_stmt_num_rows"); SYM(s_errno, "mysql_stmt_errno"); SYM(s_error, "mysql_stmt_error");
-    SYM(s_field_count, "mysql_stmt_field_count");
+    SYM(s_field_count, "mysql_stmt_field_count"); SYM(s_bind_result, "mysql_stmt_bind_result");
+    SYM(s_fetch, "mysql_stmt_fetch"); SYM(s_data_seek, "mysql_stmt_data_seek");
     PyObject *r;
     void *m = n->m_init(NULL);
     if (!m) {
@@ -559,78 +639,183 @@ static PyObject *prepare(PyObject *self, PyObject *args) {
         return PyErr_NoMemory();
     }
     n->nstmts++; /* from here close_native frees what was allocated */
+    unsigned int nc = s->has_rows ? n->s_field_count(m) : 0;
+    if (nc && nc <= MAX_COLS) { /* wider results can be counted, not read (OP_COL says so) */
+        s->rbind = calloc(nc, sizeof *s->rbind);
+        s->rbuf = malloc((size_t)nc * (MAX_STR + 1));
+        s->rlen = calloc(nc, sizeof *s->rlen);
+        s->rnull = calloc(nc, 1);
+        s->rerr = calloc(nc, 1);
+        if (!s->rbind || !s->rbuf || !s->rlen || !s->rnull || !s->rerr)
+            return PyErr_NoMemory();
+        for (unsigned int c = 0; c < nc; c++) {
+            my_bind_t *b = &s->rbind[c];
+            b->buffer_type = MYSQL_TYPE_STRING; /* the connector converts every type to its text */
+            b->buffer = s->rbuf + (size_t)c * (MAX_STR + 1);
+            b->buffer_length = MAX_STR + 1;
+            b->length = &s->rlen[c];
+            b->is_null = &s->rnull[c];
+            b->error = &s->rerr[c];
+        }
+        if (n->s_bind_result(m, s->rbind)) {
+            PyObject *e = my_error(n, m);
+            return Py_BuildValue("(ON)", Py_None, e);
+        }
+        s->ncols = (int)nc;
+    }
     return Py_BuildValue("(iO)", i, Py_None);
 }
 
-/* Check the program as the loop will read it; -1 with ValueError set on the first problem. */
+/* Check the program as the loop will read it; -1 with ValueError set on the first problem. Linear pass: every
+ * operand in range, the stack depth at each instruction (never under- or overflowing); then every jump
+ * target is an instruction whose depth is 0, and a jump leaves from an empty stack: so any path reaches an
+ * instruction with the depth the linear pass gave it. A statement's parameter is an integer at every site
+ * or a string at every site (MySQL binds its buffer once). Long because it is one switch over the opcodes,
+ * the same as Program.check in workloads/progcheck.py. */
 static int verify(native_t *n, const int64_t *p, Py_ssize_t len) {
-    int depth = 0;
+    int depth = 0, ret = -1;
     Py_ssize_t pc = 0;
+    int *dep = malloc((size_t)(len + 1) * sizeof *dep);
+    signed char cls[MAX_STMTS][MAX_PARAMS];
+    if (!dep) {
+        PyErr_NoMemory();
+        return -1;
+    }
+    memset(cls, -1, sizeof cls);
+    for (Py_ssize_t i = 0; i <= len; i++)
+        dep[i] = -1;
 #define BAD(msg)                                                            \
     do {                                                                    \
         PyErr_Format(PyExc_ValueError, "native program: %s at word %zd", msg, pc); \
-        return -1;                                                          \
+        goto out;                                                           \
     } while (0)
+#define ARGS(k) if (pc + (k) >= len) BAD("truncated")
+#define VAR_OK(v) ((v) >= 0 && (v) < n->nvars)
+#define REG_OK(r) ((r) >= 0 && (r) < MAX_SREGS)
     while (pc < len) {
         int64_t op = p[pc];
+        dep[pc] = depth;
         switch (op) {
-        case OP_CONST:
-            if (pc + 1 >= len) BAD("truncated");
+        case OP_CONST: ARGS(1); depth++; break;
+        case OP_VAR: ARGS(1); if (!VAR_OK(p[pc + 1])) BAD("bad variable"); depth++; break;
+        case OP_ROWS: depth++; break;
+        case OP_SEQ:
+            ARGS(2);
+            if (!REG_OK(p[pc + 1]) || p[pc + 2] < 0 || p[pc + 2] >= n->npools) BAD("bad string comparison");
             depth++;
-            pc += 2;
             break;
-        case OP_VAR:
-            if (pc + 1 >= len || p[pc + 1] < 0 || p[pc + 1] >= n->nvars) BAD("bad variable");
-            depth++;
-            pc += 2;
-            break;
-        case OP_ADD: case OP_SUB: case OP_MUL: case OP_DIV: case OP_FDIV: case OP_MOD: case OP_RANDOM:
+        case OP_ADD: case OP_SUB: case OP_MUL: case OP_DIV: case OP_FDIV: case OP_MOD: case OP_RANDOM: case OP_LT:
+        case OP_EQ: case OP_OR:
             if (depth < 2) BAD("stack underflow");
             depth--;
-            pc++;
             break;
         case OP_NEG: case OP_ABS:
             if (depth < 1) BAD("stack underflow");
-            pc++;
+            break;
+        case OP_COL:
+            ARGS(2);
+            if (depth < 1) BAD("stack underflow");
+            if (p[pc + 1] < 0 || p[pc + 1] >= MAX_COLS || p[pc + 2] < 0 || p[pc + 2] > MAX_SCALE) BAD("bad column");
+            break;
+        case OP_VARX:
+            ARGS(1);
+            if (depth < 1) BAD("stack underflow");
+            if (!VAR_OK(p[pc + 1])) BAD("bad variable");
             break;
         case OP_LEAST: case OP_GREATEST:
-            if (pc + 1 >= len || p[pc + 1] < 1 || p[pc + 1] > depth) BAD("bad argument count");
+            ARGS(1);
+            if (p[pc + 1] < 1 || p[pc + 1] > depth) BAD("bad argument count");
             depth -= (int)p[pc + 1] - 1;
-            pc += 2;
             break;
-        case OP_STORE:
-            if (pc + 1 >= len || p[pc + 1] < 0 || p[pc + 1] >= n->nvars) BAD("bad variable");
-            if (depth != 1) BAD("store needs exactly one value");
+        case OP_STORE: case OP_JZ:
+            ARGS(1);
+            if (op == OP_STORE && !VAR_OK(p[pc + 1])) BAD("bad variable");
+            if (depth != 1) BAD("needs exactly one value");
             depth = 0;
-            pc += 2;
+            break;
+        case OP_SCOL:
+            ARGS(2);
+            if (p[pc + 1] < 0 || p[pc + 1] >= MAX_COLS || !REG_OK(p[pc + 2])) BAD("bad column or register");
+            if (depth != 1) BAD("needs exactly one value");
+            depth = 0;
+            break;
+        case OP_SORT:
+            ARGS(2);
+            if (!VAR_OK(p[pc + 1]) || p[pc + 2] < 1 || p[pc + 2] > n->nvars) BAD("bad records");
+            if (depth != 1) BAD("needs exactly one value");
+            depth = 0;
+            break;
+        case OP_STOREX:
+            ARGS(1);
+            if (!VAR_OK(p[pc + 1])) BAD("bad variable");
+            if (depth != 2) BAD("needs exactly two values");
+            depth = 0;
+            break;
+        case OP_JMP: ARGS(1); if (depth) BAD("values left on the stack"); break;
+        case OP_TALLY:
+            ARGS(1);
+            if (depth) BAD("values left on the stack");
+            if (p[pc + 1] < 0 || p[pc + 1] >= MAX_TALLY) BAD("bad tally");
             break;
         case OP_EXEC: {
             if (depth) BAD("values left on the stack");
-            if (pc + 2 >= len || p[pc + 1] < 0 || p[pc + 1] >= n->nstmts) BAD("bad statement");
+            ARGS(2);
+            if (p[pc + 1] < 0 || p[pc + 1] >= n->nstmts) BAD("bad statement");
             int64_t np = p[pc + 2];
             if (np != n->st[p[pc + 1]].nparams || pc + 3 + 2 * np > len)
                 BAD("bad parameter count");
             for (int64_t j = 0; j < np; j++) {
                 int64_t kind = p[pc + 3 + 2 * j], var = p[pc + 4 + 2 * j];
-                if (kind < 0 || kind > n->npools) BAD("bad parameter kind");
-                if (var < 0 || var >= n->nvars) BAD("bad parameter variable");
+                if (kind < P_SREG || kind > n->npools) BAD("bad parameter kind");
+                if (kind == P_SREG ? !REG_OK(var) : !VAR_OK(var)) BAD("bad parameter variable");
+                signed char *c = &cls[p[pc + 1]][j];
+                if (*c >= 0 && *c != (kind != P_INT)) BAD("a parameter is an integer at one site, a string at another");
+                *c = kind != P_INT;
             }
-            pc += 3 + 2 * np;
+            break;
+        }
+        case OP_FMT: {
+            if (depth) BAD("values left on the stack");
+            ARGS(3);
+            int64_t np = p[pc + 3];
+            if (!REG_OK(p[pc + 1]) || p[pc + 2] < 0 || p[pc + 2] > MAX_STR || np < 0 || np > MAX_PARAMS ||
+                pc + 4 + 2 * np > len)
+                BAD("bad format");
+            for (int64_t j = 0; j < np; j++) {
+                int64_t kind = p[pc + 4 + 2 * j], v = p[pc + 5 + 2 * j];
+                int ok = kind == F_INT || kind == F_CENTS ? VAR_OK(v) : kind == F_SREG ? REG_OK(v)
+                         : kind == F_LIT ? v >= 0 && v < n->npools : 0;
+                if (!ok) BAD("bad format part");
+            }
             break;
         }
         case OP_SIMPLE:
             if (depth) BAD("values left on the stack");
-            if (pc + 1 >= len || p[pc + 1] < 0 || p[pc + 1] >= n->ntexts) BAD("bad text");
-            pc += 2;
+            ARGS(1);
+            if (p[pc + 1] < 0 || p[pc + 1] >= n->ntexts) BAD("bad text");
             break;
         default:
             BAD("unknown op");
         }
         if (depth > MAX_STACK) BAD("stack overflow");
+        pc += op_width(p, pc, len);
     }
     if (depth) BAD("values left on the stack");
-    return 0;
+    dep[len] = 0;
+    for (pc = 0; pc < len; pc += op_width(p, pc, len)) {
+        if (p[pc] == OP_JMP || p[pc] == OP_JZ) {
+            int64_t t = p[pc + 1];
+            if (t < 0 || t > len || dep[t] != 0) BAD("a jump to a word that is not an instruction on an empty stack");
+        }
+    }
+    ret = 0;
+out:
+    free(dep);
+    return ret;
 #undef BAD
+#undef ARGS
+#undef VAR_OK
+#undef REG_OK
 }
 
 static char *dup_bytes(PyObject *b, unsigned long *len) {
@@ -731,11 +916,17 @@ static PyObject *load(PyObject *self, PyObject *args) {
     memcpy(n->prog, prog.buf, prog.len);
     n->nprog = words;
     n->nexec = 0;
-    for (Py_ssize_t pc = 0; pc < n->nprog;) {
+    n->slot_of = calloc((size_t)words, sizeof *n->slot_of);
+    if (!n->slot_of) {
+        PyErr_NoMemory();
+        goto done;
+    }
+    /* a statement's latency slot is its place in the program text: with jumps, a transaction may send
+     * one several times (order lines) or not at all */
+    for (Py_ssize_t pc = 0; pc < n->nprog; pc += op_width(n->prog, pc, n->nprog)) {
         int64_t op = n->prog[pc];
-        n->nexec += op == OP_EXEC || op == OP_SIMPLE;
-        pc += op == OP_EXEC ? 3 + 2 * n->prog[pc + 2] : (op == OP_CONST || op == OP_VAR || op == OP_LEAST ||
-                                                         op == OP_GREATEST || op == OP_STORE || op == OP_SIMPLE) ? 2 : 1;
+        if (op == OP_EXEC || op == OP_SIMPLE)
+            n->slot_of[pc] = n->nexec++;
     }
     n->shist = calloc((size_t)(n->nexec ? n->nexec : 1) * SH_BINS, sizeof *n->shist);
     n->sover = calloc(2 * SH_OVER, sizeof *n->sover);
@@ -760,7 +951,7 @@ static PyObject *load(PyObject *self, PyObject *args) {
             stmt_t *s = &n->st[n->prog[pc + 1]];
             int64_t k = n->prog[pc + 2];
             for (int64_t j = 0; j < k; j++) {
-                if (n->prog[pc + 3 + 2 * j] > 0) {
+                if (n->prog[pc + 3 + 2 * j] != P_INT) { /* a pool string, cents, a string register */
                     if (!s->sbuf[j] && !(s->sbuf[j] = malloc(MAX_STR + 1))) {
                         PyErr_NoMemory();
                         goto done;
@@ -772,13 +963,8 @@ static PyObject *load(PyObject *self, PyObject *args) {
                     b->length = &s->lens[j];
                 }
             }
-            pc += 3 + 2 * k;
-        } else if (op == OP_CONST || op == OP_VAR || op == OP_LEAST || op == OP_GREATEST || op == OP_STORE ||
-                   op == OP_SIMPLE) {
-            pc += 2;
-        } else {
-            pc++;
         }
+        pc += op_width(n->prog, pc, n->nprog);
     }
     for (int i = 0; n->engine == ENGINE_MY && i < n->nstmts; i++) {
         stmt_t *s = &n->st[i];
@@ -800,21 +986,48 @@ done:
 /* The error of a \set expression: (b"script", message, False). */
 static PyObject *script_error(const char *msg) { return or_failed(Py_BuildValue("(yyO)", "script", msg, Py_False)); }
 
+/* An integer as a decimal with two places (cents -> "12.34"); the length written. */
+static int fmt_cents(char *buf, size_t size, int64_t v) {
+    uint64_t a = v < 0 ? 0 - (uint64_t)v : (uint64_t)v;
+    return snprintf(buf, size, "%s%llu.%02llu", v < 0 ? "-" : "", (unsigned long long)(a / 100),
+                    (unsigned long long)(a % 100));
+}
+
+/* Parameter j's text (PostgreSQL) or string buffer (MySQL) for a string kind: a pool's string, cents, a string
+ * register. *len its length; the returned pointer lives until the next statement. */
+static const char *param_text(native_t *n, int64_t kind, int64_t v, char *scratch, size_t size,
+                              unsigned long *len) {
+    if (kind == P_CENTS) {
+        *len = (unsigned long)fmt_cents(scratch, size, v);
+        return scratch;
+    }
+    if (kind == P_SREG) {
+        *len = n->sreg_len[v];
+        return n->sreg[v];
+    }
+    int k = n->pool_n[kind - 1];
+    int idx = (int)(((v % k) + k) % k);
+    *len = n->pool_len[kind - 1][idx];
+    return n->pools[kind - 1][idx];
+}
+
 /* Run one prepared statement with the current variables; NULL on success, else the error tuple. Its time
- * (s->ns) is counted by the caller, which reads the clock once per statement. */
+ * (s->ns) is counted by the caller, which reads the clock once per statement. Its result is kept for the
+ * program to read (drop_last frees the one before). */
 static PyObject *run_stmt(native_t *n, stmt_t *s, const int64_t *pp, const int64_t *vars) {
     int np = s->nparams;
+    unsigned long len;
+    drop_last(n);
     if (n->engine == ENGINE_PG) {
         char ibuf[MAX_PARAMS][24];
         const char *values[MAX_PARAMS];
         for (int j = 0; j < np; j++) {
-            int64_t kind = pp[2 * j], v = vars[pp[2 * j + 1]];
-            if (kind == 0) {
-                snprintf(ibuf[j], sizeof ibuf[j], "%lld", (long long)v);
+            int64_t kind = pp[2 * j], v = pp[2 * j + 1];
+            if (kind == P_INT) {
+                snprintf(ibuf[j], sizeof ibuf[j], "%lld", (long long)vars[v]);
                 values[j] = ibuf[j];
             } else {
-                int k = n->pool_n[kind - 1];
-                values[j] = n->pools[kind - 1][((v % k) + k) % k];
+                values[j] = param_text(n, kind, kind == P_SREG ? v : vars[v], ibuf[j], sizeof ibuf[j], &len);
             }
         }
         void *res = n->exec_prepared(n->conn, s->name, np, values, NULL, NULL, 0);
@@ -825,34 +1038,158 @@ static PyObject *run_stmt(native_t *n, stmt_t *s, const int64_t *pp, const int64
                 n->clear(res);
             return e;
         }
-        s->rows += n->ntuples(res);
-        n->clear(res);
+        n->last_rows = n->ntuples(res);
+        s->rows += n->last_rows;
+        n->last_res = res;
     } else {
         for (int j = 0; j < np; j++) {
-            int64_t kind = pp[2 * j], v = vars[pp[2 * j + 1]];
-            if (kind == 0) {
-                s->ints[j] = v;
+            int64_t kind = pp[2 * j], v = pp[2 * j + 1];
+            if (kind == P_INT) {
+                s->ints[j] = vars[v];
             } else {
-                int k = n->pool_n[kind - 1];
-                int idx = (int)(((v % k) + k) % k);
-                memcpy(s->sbuf[j], n->pools[kind - 1][idx], n->pool_len[kind - 1][idx]);
-                s->lens[j] = n->pool_len[kind - 1][idx];
+                char scratch[32];
+                const char *t = param_text(n, kind, kind == P_SREG ? v : vars[v], scratch, sizeof scratch, &len);
+                memcpy(s->sbuf[j], t, len);
+                s->lens[j] = len;
             }
         }
         if (n->s_execute(s->mst))
             return or_failed(my_error(n, s->mst));
+        n->last_rows = 0;
         if (s->has_rows) {
             if (n->s_store(s->mst)) {
                 PyObject *e = or_failed(my_error(n, s->mst));
                 n->s_free_result(s->mst);
                 return e;
             }
-            s->rows += (long long)n->s_num_rows(s->mst);
-            n->s_free_result(s->mst);
+            n->last_rows = (long long)n->s_num_rows(s->mst);
+            s->rows += n->last_rows;
+            n->last_st = s;
         }
     }
+    n->has_last = 1;
     s->execs++;
     return NULL;
+}
+
+/* The text at (row, col) of the last result: 0 and *val (NULL for SQL NULL), *len; else -1 with *err set. */
+static int cell(native_t *n, int64_t row, int64_t col, const char **val, unsigned long *len, PyObject **err) {
+    const char *why = NULL;
+    if (!n->has_last)
+        why = "the program reads a result before any statement";
+    else if (row < 0 || row >= n->last_rows)
+        why = "the program reads a row past its result";
+    if (!why && n->engine == ENGINE_PG) {
+        if (!n->last_res || col >= n->nfields(n->last_res)) {
+            why = "the program reads a column past its result";
+        } else if (n->getisnull(n->last_res, (int)row, (int)col)) {
+            *val = NULL;
+        } else {
+            *val = n->getvalue(n->last_res, (int)row, (int)col);
+            *len = (unsigned long)n->getlength(n->last_res, (int)row, (int)col);
+        }
+    } else if (!why) {
+        stmt_t *s = n->last_st;
+        if (!s || col >= s->ncols) {
+            why = "the program reads a column past its result";
+        } else {
+            if (n->fetched_row != row) {
+                n->s_data_seek(s->mst, (unsigned long long)row);
+                int rc = n->s_fetch(s->mst);
+                n->fetched_row = rc == 0 || rc == 101 ? row : -1; /* 101: MYSQL_DATA_TRUNCATED, told below */
+                if (n->fetched_row < 0)
+                    why = "fetching a result row failed";
+            }
+            if (!why && s->rnull[col]) {
+                *val = NULL;
+            } else if (!why) {
+                *val = s->rbuf + (size_t)col * (MAX_STR + 1);
+                *len = s->rlen[col];
+            }
+        }
+    }
+    if (!why && *val && *len > MAX_STR)
+        why = "a result value is longer than 1024 bytes";
+    if (why) {
+        *err = script_error(why);
+        return -1;
+    }
+    return 0;
+}
+
+/* A result's text as an integer times 10^scale ("12.345", 2 -> 1234: truncated); NULL -> 0. As
+ * workloads/progref.py's parse_scaled: [+-]digits[.digits], at most MAX_DIGITS digits with the scale. */
+static int parse_scaled(const char *v, unsigned long len, int scale, int64_t *out) {
+    if (!v) {
+        *out = 0;
+        return 0;
+    }
+    unsigned long i = 0;
+    int neg = 0, sig = 0, any = 0, f = 0;
+    int64_t x = 0;
+    if (i < len && (v[i] == '-' || v[i] == '+'))
+        neg = v[i++] == '-';
+#define DIGIT(c)                                  \
+    do {                                          \
+        x = x * 10 + ((c) - '0');                 \
+        if (x && ++sig > MAX_DIGITS)              \
+            return -1;                            \
+    } while (0)
+    for (; i < len && v[i] >= '0' && v[i] <= '9'; i++, any = 1)
+        DIGIT(v[i]);
+    if (i < len && v[i] == '.') {
+        for (i++; i < len && v[i] >= '0' && v[i] <= '9'; i++, any = 1) {
+            if (f < scale) {
+                DIGIT(v[i]);
+                f++;
+            }
+        }
+    }
+    if (i != len || !any)
+        return -1;
+    for (; f < scale; f++)
+        DIGIT('0');
+#undef DIGIT
+    *out = neg ? -x : x;
+    return 0;
+}
+
+/* OP_FMT: string register reg = the parts, cut at max bytes (not inside a UTF-8 character). */
+static void run_fmt(native_t *n, const int64_t *w, const int64_t *vars) {
+    char buf[MAX_STR + 1];
+    size_t used = 0, max = (size_t)w[1];
+    int64_t np = w[2];
+    for (int64_t j = 0; j < np && used < max; j++) {
+        int64_t kind = w[3 + 2 * j], v = w[4 + 2 * j];
+        char num[32];
+        const char *t;
+        size_t l;
+        if (kind == F_INT) {
+            l = (size_t)snprintf(num, sizeof num, "%lld", (long long)vars[v]);
+            t = num;
+        } else if (kind == F_CENTS) {
+            l = (size_t)fmt_cents(num, sizeof num, vars[v]);
+            t = num;
+        } else if (kind == F_SREG) {
+            t = n->sreg[v];
+            l = n->sreg_len[v];
+        } else {
+            t = n->pools[v][0];
+            l = n->pool_len[v][0];
+        }
+        if (l > max - used) { /* cut, not inside a UTF-8 character (the Python side's decode(errors="ignore")) */
+            l = max - used;
+            while (l > 0 && ((unsigned char)t[l] & 0xC0) == 0x80)
+                l--;
+            max = used + l; /* nothing after a cut */
+        }
+        memcpy(buf + used, t, l);
+        used += l;
+    }
+    int64_t reg = w[0];
+    memcpy(n->sreg[reg], buf, used);
+    n->sreg[reg][used] = 0;
+    n->sreg_len[reg] = (unsigned long)used;
 }
 
 /* One statement's latency into its slot's counts (keep: the batch keeps statement latencies). */
@@ -871,6 +1208,7 @@ static inline void count_latency(native_t *n, int slot, int64_t ns) {
  * Python loop's after_error does). Errors here are ignored: the statement's error is the one reported,
  * and a lost connection shows in it. */
 static void rollback(native_t *n) {
+    drop_last(n);
     if (n->engine == ENGINE_PG) {
         if (n->status(n->conn) == CONNECTION_OK && n->txstatus(n->conn) != PQTRANS_IDLE) {
             void *res = n->exec(n->conn, "ROLLBACK");
@@ -893,9 +1231,11 @@ static PyObject *run_once(native_t *n, uint64_t *state, int64_t *vars, long long
                           int keep) {
     int64_t stack[MAX_STACK + 1];
     int64_t ts = *t, te;
-    int sp = 0, slot = 0;
+    int sp = 0, jumps = 0;
+    long long sent = 0, tally[MAX_TALLY] = {0};
     const int64_t *p = n->prog;
     Py_ssize_t pc = 0, len = n->nprog;
+    drop_last(n); /* a program reads only its own transaction's results */
     while (pc < len) {
         switch (p[pc]) {
         case OP_CONST: stack[sp++] = p[pc + 1]; pc += 2; break;
@@ -951,8 +1291,8 @@ static PyObject *run_once(native_t *n, uint64_t *state, int64_t *vars, long long
             te = now_ns();
             s->ns += te - ts;
             if (keep)
-                count_latency(n, slot, te - ts);
-            slot++;
+                count_latency(n, n->slot_of[pc], te - ts);
+            sent++;
             *t = ts = te;
             pc += 3 + 2 * p[pc + 2];
             break;
@@ -964,16 +1304,96 @@ static PyObject *run_once(native_t *n, uint64_t *state, int64_t *vars, long long
                 return e;
             te = now_ns();
             if (keep)
-                count_latency(n, slot, te - ts);
-            slot++;
+                count_latency(n, n->slot_of[pc], te - ts);
+            sent++;
             *t = ts = te;
             pc += 2;
             break;
         }
+        case OP_JMP: case OP_JZ:
+            if (p[pc] == OP_JZ && stack[--sp] != 0) {
+                pc += 2;
+                break;
+            }
+            if (++jumps > MAX_JUMPS)
+                return script_error("the program took more than 100000 jumps in one transaction");
+            pc = p[pc + 1];
+            break;
+        case OP_LT: sp--; stack[sp - 1] = stack[sp - 1] < stack[sp]; pc++; break;
+        case OP_EQ: sp--; stack[sp - 1] = stack[sp - 1] == stack[sp]; pc++; break;
+        case OP_OR: sp--; stack[sp - 1] |= stack[sp]; pc++; break;
+        case OP_ROWS: stack[sp++] = n->has_last ? n->last_rows : 0; pc++; break;
+        case OP_COL: case OP_SCOL: {
+            const char *v = NULL;
+            unsigned long l = 0;
+            PyObject *e = NULL;
+            if (cell(n, stack[sp - 1], p[pc + 1], &v, &l, &e) < 0)
+                return e;
+            if (p[pc] == OP_COL) {
+                if (parse_scaled(v, l, (int)p[pc + 2], &stack[sp - 1]) < 0)
+                    return script_error("a result value the program reads as a number is not one");
+            } else {
+                int64_t r = p[pc + 2];
+                sp--;
+                if (v)
+                    memcpy(n->sreg[r], v, l);
+                n->sreg[r][v ? l : 0] = 0;
+                n->sreg_len[r] = v ? l : 0;
+            }
+            pc += 3;
+            break;
+        }
+        case OP_VARX: case OP_STOREX: {
+            int64_t i = p[pc] == OP_VARX ? stack[sp - 1] : stack[sp - 2], at = p[pc + 1];
+            if (i < 0 || i >= n->nvars - at)
+                return script_error("the program indexes a variable past the last one");
+            at += i;
+            if (p[pc] == OP_VARX) {
+                stack[sp - 1] = vars[at];
+            } else {
+                vars[at] = stack[sp - 1];
+                sp -= 2;
+            }
+            pc += 2;
+            break;
+        }
+        case OP_SORT: {
+            int64_t k = stack[--sp], base = p[pc + 1], w = p[pc + 2];
+            if (k < 0 || k > (n->nvars - base) / w)
+                return script_error("the program sorts records past the last variable");
+            int64_t *r = vars + base, tmp[MAX_VARS];
+            for (int64_t i = 1; i < k; i++) { /* insertion sort of k records of w words, lexicographic */
+                memcpy(tmp, r + i * w, (size_t)w * sizeof *tmp);
+                int64_t j = i;
+                for (; j > 0; j--) {
+                    int64_t *prev = r + (j - 1) * w, c = 0;
+                    for (int64_t q = 0; q < w && !c; q++)
+                        c = prev[q] < tmp[q] ? -1 : prev[q] > tmp[q];
+                    if (c <= 0)
+                        break;
+                    memcpy(r + j * w, prev, (size_t)w * sizeof *tmp);
+                }
+                memcpy(r + j * w, tmp, (size_t)w * sizeof *tmp);
+            }
+            pc += 3;
+            break;
+        }
+        case OP_SEQ: {
+            int64_t r = p[pc + 1], q = p[pc + 2];
+            stack[sp++] = n->sreg_len[r] == n->pool_len[q][0] && !memcmp(n->sreg[r], n->pools[q][0], n->sreg_len[r]);
+            pc += 3;
+            break;
+        }
+        case OP_FMT: run_fmt(n, p + pc + 1, vars); pc += 4 + 2 * p[pc + 3]; break;
+        case OP_TALLY: tally[p[pc + 1]]++; pc += 2; break;
         default: /* verified at load: not reached */
             return script_error("native program: unknown op");
         }
     }
+    /* counted only for a transaction that ran to its end (a failed one is retried, or counted as an error) */
+    n->sent += sent;
+    for (int k = 0; k < MAX_TALLY; k++)
+        n->tally[k] += tally[k];
     return NULL;
 }
 
@@ -1111,6 +1531,32 @@ static PyObject *stats(PyObject *self, PyObject *args) {
     return t;
 }
 
+/* counts(cap) -> (statements, (tally 0, ..., tally MAX_TALLY-1)) of the transactions run to their end since the
+ * last call; emptied. The statement count of a program with jumps differs between transactions. */
+static PyObject *counts(PyObject *self, PyObject *args) {
+    (void)self;
+    native_t *n = get_arg(args);
+    if (!n)
+        return NULL;
+    PyObject *t = PyTuple_New(MAX_TALLY);
+    if (!t)
+        return NULL;
+    for (int k = 0; k < MAX_TALLY; k++) {
+        PyObject *v = PyLong_FromLongLong(n->tally[k]);
+        if (!v) {
+            Py_DECREF(t);
+            return NULL;
+        }
+        PyTuple_SET_ITEM(t, k, v);
+    }
+    PyObject *r = Py_BuildValue("(LN)", n->sent, t);
+    if (r) {
+        n->sent = 0;
+        memset(n->tally, 0, sizeof n->tally);
+    }
+    return r;
+}
+
 static PyObject *close_(PyObject *self, PyObject *args) {
     (void)self;
     PyObject *cap;
@@ -1132,6 +1578,7 @@ static PyMethodDef methods[] = {
     {"run", run, METH_VARARGS, "Run the program's transactions until a deadline."},
     {"drain", drain, METH_VARARGS, "Per-statement latency counts since the last drain."},
     {"stats", stats, METH_VARARGS, "Per-statement executions, rows, ns."},
+    {"counts", counts, METH_VARARGS, "Statements and tallies of the completed transactions since the last call."},
     {"close", close_, METH_VARARGS, "Close the native connection."},
     {NULL, NULL, 0, NULL}};
 
@@ -1155,7 +1602,12 @@ PyMODINIT_FUNC PyInit__native(void) {
         {"OP_CONST", OP_CONST}, {"OP_VAR", OP_VAR}, {"OP_ADD", OP_ADD}, {"OP_SUB", OP_SUB}, {"OP_MUL", OP_MUL},
         {"OP_DIV", OP_DIV}, {"OP_FDIV", OP_FDIV}, {"OP_MOD", OP_MOD}, {"OP_NEG", OP_NEG}, {"OP_ABS", OP_ABS},
         {"OP_LEAST", OP_LEAST}, {"OP_GREATEST", OP_GREATEST}, {"OP_RANDOM", OP_RANDOM}, {"OP_STORE", OP_STORE},
-        {"OP_EXEC", OP_EXEC}, {"OP_SIMPLE", OP_SIMPLE}, {"MAX_STR", MAX_STR}, {"MAX_VARS", MAX_VARS},
+        {"OP_EXEC", OP_EXEC}, {"OP_SIMPLE", OP_SIMPLE}, {"OP_JMP", OP_JMP}, {"OP_JZ", OP_JZ}, {"OP_LT", OP_LT},
+        {"OP_EQ", OP_EQ}, {"OP_OR", OP_OR}, {"OP_ROWS", OP_ROWS}, {"OP_COL", OP_COL}, {"OP_SCOL", OP_SCOL},
+        {"OP_VARX", OP_VARX}, {"OP_STOREX", OP_STOREX}, {"OP_SORT", OP_SORT}, {"OP_SEQ", OP_SEQ},
+        {"OP_FMT", OP_FMT}, {"OP_TALLY", OP_TALLY}, {"P_CENTS", P_CENTS}, {"P_SREG", P_SREG},
+        {"MAX_COLS", MAX_COLS}, {"MAX_SREGS", MAX_SREGS}, {"MAX_TALLY", MAX_TALLY}, {"MAX_SCALE", MAX_SCALE},
+        {"MAX_DIGITS", MAX_DIGITS}, {"MAX_JUMPS", MAX_JUMPS}, {"MAX_STR", MAX_STR}, {"MAX_VARS", MAX_VARS},
         {"MAX_STMTS", MAX_STMTS}, {"MAX_PARAMS", MAX_PARAMS}, {"MAX_PROG", MAX_PROG}, {"MAX_STACK", MAX_STACK}};
     for (size_t i = 0; i < sizeof ops / sizeof ops[0]; i++)
         if (PyModule_AddIntConstant(m, ops[i].name, ops[i].v) < 0) {

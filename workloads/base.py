@@ -67,6 +67,9 @@ class Runner:
     statements: int = 1
     # {statement: {µs: count}} since the last call (the native executor's per-statement latencies).
     statement_latency: Callable[[], dict[str, dict[int, int]]] | None = None
+    # Statements the batched transactions sent since the last call, when they differ between transactions
+    # (a program with jumps); None: ``statements`` each.
+    sent: Callable[[], int] | None = None
 
 
 class Workload:

@@ -288,7 +288,7 @@ class ClientLoop:
         pcn = time.perf_counter_ns
         batch = self.runner.batch
         assert batch is not None
-        per_txn = self.runner.statements
+        per_txn, sent = self.runner.statements, self.runner.sent
         buf = array("q", bytes(8 * BATCH_CAP))
         lat: list[int] = []
         nq = 0
@@ -298,7 +298,7 @@ class ClientLoop:
             n, t1, err = batch(t0, next_tick, buf)
             if n:
                 lat += buf[:n]
-                nq += n * per_txn
+                nq += sent() if sent is not None else n * per_txn
             if err is not None:
                 q, t1 = self.recover(err, lat, nq, t1)
                 nq += q

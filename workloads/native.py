@@ -17,8 +17,10 @@ hands them out per distinct statement at each report interval (the result row's
 ``statement_latency_ms``).
 
 When the module is not compiled, the library cannot be loaded, the protocol is not ``prepared``, the
-loop is paced (``--rate``, ``--think``) or the workload has no program (TPC-C, a custom script outside
-the supported subset), the Python loop runs; ``DBDIAG_PY_LOOP=1`` forces it.
+loop is paced (``--rate``, ``--think``) or the workload has no program (a custom script outside the
+supported subset), the Python loop runs; ``DBDIAG_PY_LOOP=1`` forces it. A program with jumps (client-side
+TPC-C) sends a different number of statements per transaction: the C side counts them, and its outcome
+tallies, per batch (``counts``).
 """
 
 from __future__ import annotations
@@ -122,6 +124,11 @@ class NativeClient(Client):
         _native.load(cap, prog.packed(), tuple(t.encode() for t in prog.texts),
                      tuple(tuple(s.encode() for s in p) for p in prog.pools), len(prog.names))
         self._one = array("q", [0])
+        # Outcome tallies (TPC-C's committed New-Orders) and, for a program with jumps, the statements each
+        # transaction sent: counted by the C side, read once per batch.
+        self.extra: Counter[str] = Counter()
+        self.counted = prog.branches or bool(prog.tallies)
+        self._sent = 0
         run, state, fail = _native.run, self.state, self._fail
         # Per-statement latencies: the C side counts them per statement slot ({µs: count}); they are
         # merged per distinct statement (the 10 point selects of read-only are one) at each batch's end,
@@ -138,8 +145,23 @@ class NativeClient(Client):
                 for dest, counts in zip(columns, drain(cap)):
                     if counts:
                         dest.update(counts)
+                if self.counted:
+                    self._sent += self._take_counts()
             return n, t1, (None if err is None else fail(err))
         self.batch = batch
+
+    def _take_counts(self) -> int:
+        """Statements of the transactions completed since the last call; their tallies into ``extra``."""
+        sent, tallies = _native.counts(self.cap)
+        for name, k in zip(self.program.tallies, tallies):
+            if k:
+                self.extra[name] += k
+        return int(sent)
+
+    def sent(self) -> int:
+        """Statements the batched transactions sent since the last call (a program with jumps: they differ)."""
+        n, self._sent = self._sent, 0
+        return n
 
     def _fail(self, err: tuple[bytes, bytes, bool]) -> DbError:
         code, msg, lost = err
@@ -152,7 +174,7 @@ class NativeClient(Client):
         n, _, err = _native.run(self.cap, self.state, 0, 0, self._one)
         if err is not None:
             raise self._fail(err)
-        return self.program.statements
+        return self._take_counts() if self.counted else self.program.statements
 
     def execute(self, sql: str) -> Rows:
         err = _native.exec_simple(self.cap, sql.encode())
@@ -219,7 +241,8 @@ def native_runner(workload: Workload, target: Target, product: str, driver: Driv
     nc = open_native(target, product, driver, isolation, prog, ctx.key_seed())
     if nc is None:
         return None
-    runner = Runner(nc.txn, batch=nc.batch, statements=prog.statements, statement_latency=nc.statement_latency)
+    runner = Runner(nc.txn, nc.extra, batch=nc.batch, statements=prog.statements,
+                    statement_latency=nc.statement_latency, sent=nc.sent if prog.branches else None)
     tally = workload.outcomes()
     if tally is not None:
         _count_outcomes(nc, runner, tally)

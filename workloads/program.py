@@ -9,43 +9,59 @@ and the reference: :func:`reference_txn` runs the same program through a Python
 :class:`~workloads.clientbase.Client` with the same generator (splitmix64, as the C side), so the
 same seed gives the same statements, parameters and rows on both paths (tests compare them).
 
-The words are checked here (:meth:`Program.check`) and again by the C loader, so a bad program is
-a ValueError, never a crash.
+Client-side TPC-C needs more than straight lines: jumps (:meth:`Program.label`, :meth:`Program.jump`),
+values read from the last statement's result (its row count, a number, a text into a string register),
+indexed variables and a sort (the order lines), string building and comparison (Payment's customer
+data), and named outcome counters (:meth:`Program.tally`). The opcodes are listed in
+:mod:`workloads.opcodes`; :func:`compile_py` turns a small Python expression into their words.
+
+The words are checked here (:meth:`Program.check`, :mod:`workloads.progcheck`) and again by the C
+loader, so a bad program is a ValueError, never a crash; the Python interpreter is
+:mod:`workloads.progref`.
 """
 
 from __future__ import annotations
 
 import ast
 from array import array
-from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
-from diag.errors import DbError
+from workloads import progcheck
+from workloads.opcodes import *  # noqa: F403 (the opcodes and limits are this module's names too)
+from workloads.opcodes import (F_CENTS, F_INT, F_LIT, F_SREG, INT64, MAX_SREGS, MAX_STR, MAX_TALLY, MAX_VARS,
+                               OP_ABS, OP_ADD, OP_COL, OP_CONST, OP_DIV, OP_EQ, OP_EXEC, OP_FDIV, OP_FMT,
+                               OP_GREATEST, OP_JMP, OP_JZ, OP_LEAST, OP_LT, OP_MOD, OP_MUL, OP_NEG, OP_OR,
+                               OP_RANDOM, OP_ROWS, OP_SCOL, OP_SIMPLE, OP_SORT, OP_STORE, OP_STOREX, OP_SUB,
+                               OP_TALLY, OP_VAR, OP_VARX, JUMPS, width)
+from workloads.progcheck import Unsupported
+from workloads.progref import (GOLDEN, GOLDEN_INV, MASK, Draw, Tally, draw_at, draws_between, reference_txn,
+                               seed_state, tallied)
 from workloads.sql import Stmt
 
-# Opcodes: the same numbers as workloads/_native.c (tests/unit/test_native_program.py compares them).
-(OP_CONST, OP_VAR, OP_ADD, OP_SUB, OP_MUL, OP_DIV, OP_FDIV, OP_MOD, OP_NEG, OP_ABS, OP_LEAST, OP_GREATEST,
- OP_RANDOM, OP_STORE, OP_EXEC, OP_SIMPLE) = range(1, 17)
-WITH_ARG = frozenset({OP_CONST, OP_VAR, OP_LEAST, OP_GREATEST, OP_STORE, OP_SIMPLE})
+__all__ = ["GOLDEN", "GOLDEN_INV", "MASK", "Draw", "Param", "Program", "Tally", "Unsupported", "compile_expr",
+           "compile_py", "draw_at", "draws_between", "reference_txn", "seed_state", "tallied"]
 BINARY = {ast.Add: OP_ADD, ast.Sub: OP_SUB, ast.Mult: OP_MUL}
-# Limits of the C side (workloads/_native.c)
-MAX_STR, MAX_VARS, MAX_STMTS, MAX_PARAMS, MAX_PROG, MAX_STACK = 1024, 256, 64, 32, 8192, 64
-INT64 = (-(1 << 63), (1 << 63) - 1)
-MASK = (1 << 64) - 1
-
-
-class Unsupported(ValueError):
-    """The transaction cannot be said as a program (the Python loop runs it)."""
 
 
 @dataclass(frozen=True)
 class Param:
     """A statement parameter: variable ``var``; ``pool`` -1 for the integer itself, else the string
-    ``pools[pool][value mod len]``."""
+    ``pools[pool][value mod len]``; :meth:`cents` and :meth:`sreg` for the other kinds (the word the C side
+    reads is ``pool + 1``)."""
 
     var: int
     pool: int = -1
+
+    @classmethod
+    def cents(cls, var: int) -> "Param":
+        """The integer in variable ``var`` sent as a decimal with two places (1234 -> "12.34")."""
+        return cls(var, -2)
+
+    @classmethod
+    def sreg(cls, reg: int) -> "Param":
+        """The text in string register ``reg``."""
+        return cls(reg, -3)
 
 
 @dataclass
@@ -57,6 +73,9 @@ class Program:
     pools: list[tuple[str, ...]] = field(default_factory=list)
     names: list[str] = field(default_factory=list)  # variable names, index = variable number
     words: list[int] = field(default_factory=list)
+    tallies: list[str] = field(default_factory=list)  # OP_TALLY k counts tallies[k] (Runner.extra)
+    labels: dict[str, int] = field(default_factory=dict, repr=False)
+    fixups: dict[str, list[int]] = field(default_factory=dict, repr=False)  # words waiting for a label
 
     # -- building -------------------------------------------------------------------
 
@@ -101,6 +120,90 @@ class Program:
         for p in params:
             self.words += [p.pool + 1, p.var]
 
+    # -- control flow and results ----------------------------------------------------
+
+    def emit(self, *words: int) -> None:
+        """Raw words (expressions from :func:`compile_py`)."""
+        self.words += words
+
+    def let(self, name: str, src: str) -> int:
+        """``name = src``, a :func:`compile_py` expression."""
+        return self.expr(name, compile_py(src, self.var))
+
+    def label(self, name: str) -> None:
+        """Mark the next instruction as ``name`` (the jumps to it, before and after, get its word index)."""
+        if name in self.labels:
+            raise Unsupported(f"label {name} twice")
+        self.labels[name] = len(self.words)
+        for at in self.fixups.pop(name, []):
+            self.words[at] = len(self.words)
+
+    def _target(self, name: str) -> int:
+        if name in self.labels:
+            return self.labels[name]
+        self.fixups.setdefault(name, []).append(len(self.words) + 1)
+        return -1
+
+    def jump(self, name: str) -> None:
+        self.words += [OP_JMP, self._target(name)]
+
+    def jump_unless(self, src: str, name: str) -> None:
+        """Go to ``name`` when ``src`` (a :func:`compile_py` expression) is 0."""
+        self.words += compile_py(src, self.var)
+        self.words += [OP_JZ, self._target(name)]
+
+    def read(self, name: str, col: int, row: str = "0", scale: int = 0) -> int:
+        """``name`` = column ``col`` of row ``row`` (an expression) of the last result, times 10**scale."""
+        return self.expr(name, [*compile_py(row, self.var), OP_COL, col, scale])
+
+    def read_text(self, reg: int, col: int, row: str = "0") -> None:
+        """String register ``reg`` = the text of column ``col`` of row ``row`` of the last result."""
+        self.words += [*compile_py(row, self.var), OP_SCOL, col, reg]
+
+    def store_at(self, base: str, index: str, src: str) -> None:
+        """Variable ``base`` + ``index`` = ``src`` (an array of variables from ``base``: :meth:`array`)."""
+        self.words += [*compile_py(index, self.var), *compile_py(src, self.var), OP_STOREX, self.var(base)]
+
+    def array(self, base: str, size: int) -> int:
+        """``size`` consecutive variables ``base``, ``base.1``, ...; the first's number."""
+        first = self.var(base)
+        for i in range(1, size):
+            self.var(f"{base}.{i}")
+        if self.names.index(f"{base}.{size - 1}" if size > 1 else base) != first + size - 1:
+            raise Unsupported(f"array {base} is not consecutive")
+        return first
+
+    def sort(self, base: str, stride: int, count: str) -> None:
+        """Sort ``count`` records of ``stride`` variables from ``base``, lexicographically."""
+        self.words += [*compile_py(count, self.var), OP_SORT, self.var(base), stride]
+
+    def fmt(self, reg: int, max_bytes: int, parts: Sequence[tuple[int, int | str]]) -> None:
+        """String register ``reg`` = the parts joined, cut at ``max_bytes``: (F_INT or F_CENTS, variable name),
+        (F_SREG, register), (F_LIT, text)."""
+        words = [OP_FMT, reg, max_bytes, len(parts)]
+        for kind, v in parts:
+            if kind == F_LIT:
+                words += [kind, self.literal(str(v))]
+            elif kind == F_SREG:
+                words += [kind, int(v)]
+            else:
+                words += [kind, self.var(str(v))]
+        self.words += words
+
+    def literal(self, text: str) -> int:
+        """A one-string pool (for :meth:`fmt` and OP_SEQ), shared by equal texts."""
+        if (text,) in self.pools:
+            return self.pools.index((text,))
+        return self.pool([text])
+
+    def tally(self, name: str) -> None:
+        """Count outcome ``name`` (into the runner's ``extra``) when the transaction ends without an error."""
+        if name not in self.tallies:
+            if len(self.tallies) >= MAX_TALLY:
+                raise Unsupported(f"more than {MAX_TALLY} tallies")
+            self.tallies.append(name)
+        self.words += [OP_TALLY, self.tallies.index(name)]
+
     def simple(self, sql: str) -> None:
         """Send ``sql`` as text (transaction control, statements without parameters)."""
         if sql not in self.texts:
@@ -110,75 +213,34 @@ class Program:
     # -- reading --------------------------------------------------------------------
 
     @property
+    def branches(self) -> bool:
+        """Whether the program jumps (then its draws and statements differ between transactions)."""
+        return any(op in JUMPS for op, _ in self.ops())
+
+    @property
     def draws(self) -> int:
-        """Uniform draws one transaction makes (every run makes them all: a program has no branches)."""
+        """Uniform draws one transaction makes (every run makes them all when the program has no branches)."""
         return sum(1 for op, _ in self.ops() if op == OP_RANDOM)
 
     @property
     def statements(self) -> int:
-        """Statements one transaction sends (what the Python loop's ``txn()`` returns)."""
+        """Statements one transaction sends (what the Python loop's ``txn()`` returns) when the program has no
+        branches; with branches, the statements in its text (the C side counts those sent)."""
         return sum(1 for op, _ in self.ops() if op in (OP_EXEC, OP_SIMPLE))
 
     def ops(self) -> list[tuple[int, int]]:
         """(opcode, word index) of each instruction."""
         out, pc, w = [], 0, self.words
         while pc < len(w):
-            op = w[pc]
-            out.append((op, pc))
-            pc += 3 + 2 * w[pc + 2] if op == OP_EXEC else 2 if op in WITH_ARG else 1
+            out.append((w[pc], pc))
+            pc += width(w, pc)
         return out
 
     def check(self) -> None:
         """The checks the C loader makes, as Unsupported (ValueError) here, before any C call."""
-        w, depth, pc = self.words, 0, 0
-        if not w or len(w) > MAX_PROG or len(self.stmts) > MAX_STMTS or len(self.texts) > MAX_STMTS:
-            raise Unsupported("empty program or too many words/statements")
-        if any(not INT64[0] <= x <= INT64[1] for x in w):
-            raise Unsupported("a constant does not fit in 64 bits")
-        if any(len(t.encode()) > MAX_STR or "\0" in t for t in self.texts):
-            raise Unsupported("a text statement is longer than 1024 bytes")
-        while pc < len(w):
-            op = w[pc]
-            arg = w[pc + 1] if pc + 1 < len(w) else None
-            if op in (OP_CONST, OP_VAR):
-                if arg is None or (op == OP_VAR and not 0 <= arg < len(self.names)):
-                    raise Unsupported(f"bad operand at {pc}")
-                depth += 1
-            elif op in (OP_ADD, OP_SUB, OP_MUL, OP_DIV, OP_FDIV, OP_MOD, OP_RANDOM):
-                if depth < 2:
-                    raise Unsupported(f"stack underflow at {pc}")
-                depth -= 1
-            elif op in (OP_LEAST, OP_GREATEST):
-                if arg is None or not 1 <= arg <= depth:
-                    raise Unsupported(f"bad argument count at {pc}")
-                depth -= arg - 1
-            elif op == OP_STORE:
-                if arg is None or depth != 1 or not 0 <= arg < len(self.names):
-                    raise Unsupported(f"bad store at {pc}")
-                depth = 0
-            elif op == OP_EXEC:
-                if depth or pc + 2 >= len(w) or not 0 <= w[pc + 1] < len(self.stmts):
-                    raise Unsupported(f"bad statement at {pc}")
-                n = w[pc + 2]
-                if n != self.stmts[w[pc + 1]].nparams or n > MAX_PARAMS or pc + 3 + 2 * n > len(w):
-                    raise Unsupported(f"bad parameters at {pc}")
-                pairs = w[pc + 3: pc + 3 + 2 * n]
-                if any(not 0 <= k <= len(self.pools) or not 0 <= v < len(self.names)
-                       for k, v in zip(pairs[0::2], pairs[1::2])):
-                    raise Unsupported(f"bad parameter at {pc}")
-            elif op == OP_SIMPLE:
-                if depth or arg is None or not 0 <= arg < len(self.texts):
-                    raise Unsupported(f"bad text at {pc}")
-            elif op in (OP_NEG, OP_ABS):
-                if depth < 1:
-                    raise Unsupported(f"stack underflow at {pc}")
-            else:
-                raise Unsupported(f"unknown op {op} at {pc}")
-            if depth < 0 or depth > MAX_STACK:
-                raise Unsupported(f"stack under- or overflow at {pc}")
-            pc += 3 + 2 * w[pc + 2] if op == OP_EXEC else 2 if op in WITH_ARG else 1
-        if depth:
-            raise Unsupported("values left on the stack")
+        if self.fixups:
+            raise Unsupported(f"jumps to labels never placed: {', '.join(sorted(self.fixups))}")
+        progcheck.check(self)
 
     def packed(self) -> array:
         return array("q", self.words)
@@ -236,138 +298,78 @@ def compile_expr(src: str, var: Callable[[str], int]) -> list[int]:
     return out
 
 
-# -- the reference: the same program through a Python client ----------------------------------
-
-def seed_state(seed: int) -> bytearray:
-    """The generator's 8-byte state for ``seed`` (as workloads/_native.c reads it)."""
-    return bytearray(((seed * 0x9E3779B97F4A7C15) & MASK).to_bytes(8, "little"))
 
 
-def _wrap(v: int) -> int:
-    """Two's-complement 64-bit wrap, as the C side's arithmetic."""
-    v &= MASK
-    return v - (1 << 64) if v >> 63 else v
+# -- small Python expressions (the built-in programs' own) ------------------------------------
+
+_PY_BINARY = {ast.Add: OP_ADD, ast.Sub: OP_SUB, ast.Mult: OP_MUL, ast.FloorDiv: OP_FDIV, ast.Mod: OP_MOD,
+              ast.BitOr: OP_OR}
 
 
-class Draw:
-    """splitmix64 and the multiply-shift reduction of ``workloads/_native.c``, in Python."""
+def compile_py(src: str, var: Callable[[str], int]) -> list[int]:
+    """Words of an integer expression in Python syntax: names are variables (``var(name)`` numbers them),
+    ``+ - * // % |`` and one comparison (``< <= > >= == !=``, 1 or 0) with Python's meaning, ``rnd(lo, hi)``
+    (uniform, inclusive), ``rows()`` (the last result's row count), ``at(base, i)`` (variable base + i),
+    ``min``/``max``, ``abs``. Unsupported for anything else."""
+    try:
+        tree = ast.parse(src, mode="eval").body
+    except SyntaxError:
+        raise Unsupported(f"cannot parse {src!r}") from None
+    out: list[int] = []
 
-    def __init__(self, state: bytearray) -> None:
-        self.s = int.from_bytes(state, "little")
+    def gen(n: ast.AST) -> None:
+        if isinstance(n, ast.Constant) and type(n.value) is int:
+            if not INT64[0] <= n.value <= INT64[1]:
+                raise Unsupported("a constant does not fit in 64 bits")
+            out.extend((OP_CONST, n.value))
+        elif isinstance(n, ast.Name):
+            out.extend((OP_VAR, var(n.id)))
+        elif isinstance(n, ast.UnaryOp) and isinstance(n.op, ast.USub):
+            gen(n.operand)
+            out.append(OP_NEG)
+        elif isinstance(n, ast.BinOp) and type(n.op) in _PY_BINARY:
+            gen(n.left)
+            gen(n.right)
+            out.append(_PY_BINARY[type(n.op)])
+        elif isinstance(n, ast.Compare) and len(n.ops) == 1:
+            _compare(n.left, n.ops[0], n.comparators[0])
+        elif isinstance(n, ast.Call) and isinstance(n.func, ast.Name):
+            _call(n.func.id, n.args)
+        else:
+            raise Unsupported(f"expression {src!r}")
 
-    def uniform(self, lo: int, hi: int) -> int:
-        self.s = (self.s + 0x9E3779B97F4A7C15) & MASK
-        z = self.s
-        z = ((z ^ (z >> 30)) * 0xBF58476D1CE4E5B9) & MASK
-        z = ((z ^ (z >> 27)) * 0x94D049BB133111EB) & MASK
-        z ^= z >> 31
-        span = ((hi - lo) & MASK) + 1
-        return _wrap(lo + ((z * span) >> 64))
+    def _compare(a: ast.AST, op: ast.cmpop, b: ast.AST) -> None:
+        # a < b: LT; a > b: b < a; a <= b: not (b < a); a >= b: not (a < b); != : not ==
+        swap = isinstance(op, (ast.Gt, ast.LtE))
+        gen(b if swap else a)
+        gen(a if swap else b)
+        if isinstance(op, (ast.Eq, ast.NotEq)):
+            out.append(OP_EQ)
+        elif isinstance(op, (ast.Lt, ast.Gt, ast.LtE, ast.GtE)):
+            out.append(OP_LT)
+        else:
+            raise Unsupported(f"comparison in {src!r}")
+        if isinstance(op, (ast.NotEq, ast.LtE, ast.GtE)):
+            out.extend((OP_CONST, 0, OP_EQ))
 
-
-def _script_error(msg: str) -> DbError:
-    return DbError(msg, code="script", kind="other")
-
-
-def _arith(op: int, a: int, b: int) -> int:
-    if op == OP_ADD:
-        return _wrap(a + b)
-    if op == OP_SUB:
-        return _wrap(a - b)
-    if op == OP_MUL:
-        return _wrap(a * b)
-    if b == 0:
-        raise _script_error("division by zero in a \\set expression")
-    if op == OP_DIV:  # truncates toward zero (pgbench, C)
-        q = abs(a) // abs(b)
-        return _wrap(q if (a >= 0) == (b > 0) else -q)
-    return _wrap(a // b if op == OP_FDIV else a % b)
-
-
-def reference_txn(prog: Program, run: Sequence[Callable[[Sequence[object]], int]],
-                  execute: Callable[[str], object], draw: Draw, rows: list[int]) -> Callable[[], int]:
-    """One transaction of ``prog`` in Python: ``run[i]`` runs prepared statement ``i`` (a Query's ``run``,
-    returning its row count, added to ``rows[i]``), ``execute`` sends text. Returns a ``txn()`` like the
-    workloads' (statements sent)."""
-    ops = prog.ops()
-    w, texts = prog.words, prog.texts
-    pools = prog.pools
-    vars_ = [0] * max(len(prog.names), 1)
-
-    def txn() -> int:
-        stack: list[int] = []
-        sent = 0
-        for op, pc in ops:
-            if op == OP_CONST:
-                stack.append(w[pc + 1])
-            elif op == OP_VAR:
-                stack.append(vars_[w[pc + 1]])
-            elif op == OP_STORE:
-                vars_[w[pc + 1]] = stack.pop()
-            elif op == OP_RANDOM:
-                hi, lo = stack.pop(), stack.pop()
-                if hi < lo:
-                    raise _script_error("random(lo, hi): the upper bound is below the lower one")
-                stack.append(draw.uniform(lo, hi))
-            elif op in (OP_ADD, OP_SUB, OP_MUL, OP_DIV, OP_FDIV, OP_MOD):
-                b, a = stack.pop(), stack.pop()
-                stack.append(_arith(op, a, b))
-            elif op == OP_NEG:
-                stack.append(_wrap(-stack.pop()))
-            elif op == OP_ABS:
-                stack.append(_wrap(abs(stack.pop())))
-            elif op in (OP_LEAST, OP_GREATEST):
-                k = w[pc + 1]
-                vals = stack[-k:]
-                del stack[-k:]
-                stack.append(min(vals) if op == OP_LEAST else max(vals))
-            elif op == OP_EXEC:
-                i, n = w[pc + 1], w[pc + 2]
-                args: list[object] = []
-                for k, v in zip(w[pc + 3: pc + 3 + 2 * n: 2], w[pc + 4: pc + 4 + 2 * n: 2]):
-                    val = vars_[v]
-                    args.append(val if k == 0 else pools[k - 1][val % len(pools[k - 1])])
-                rows[i] += run[i](args)
-                sent += 1
-            elif op == OP_SIMPLE:
-                execute(texts[w[pc + 1]])
-                sent += 1
-        return sent
-    return txn
-
-
-# -- replaying a program's draws -------------------------------------------------------------
-
-GOLDEN = 0x9E3779B97F4A7C15  # splitmix64's step: each draw adds it to the state
-GOLDEN_INV = pow(GOLDEN, -1, 1 << 64)
-
-
-def draw_at(state: int, k: int, lo: int, hi: int) -> int:
-    """Draw ``k`` (0-based) from generator state ``state``, as :meth:`Draw.uniform` would give it after
-    ``k`` earlier draws: splitmix64 advances its state by a constant, so any draw is reached at once."""
-    d = Draw(bytearray(((state + k * GOLDEN) & MASK).to_bytes(8, "little")))
-    return d.uniform(lo, hi)
-
-
-def draws_between(before: int, after: int) -> int:
-    """How many draws took the generator from state ``before`` to ``after``."""
-    return ((after - before) & MASK) * GOLDEN_INV & MASK
-
-
-# tally(state before, state after, whether the last run failed, counters): a workload's named outcomes of the
-# runs between two generator states (workloads whose outcomes follow from their draws: TPC-C's stored procedures).
-Tally = Callable[[int, int, bool, "Counter[str]"], None]
-
-
-def tallied(run: Callable[[], int], state: Callable[[], int], tally: Tally, extra: Counter[str]) -> Callable[[], int]:
-    """``run`` (one transaction) with its outcome tallied from the generator's ``state()`` around it."""
-    def txn() -> int:
-        s0 = state()
-        try:
-            n = run()
-        except DbError:
-            tally(s0, state(), True, extra)
-            raise
-        tally(s0, state(), False, extra)
-        return n
-    return txn
+    def _call(name: str, args: list[ast.expr]) -> None:
+        if name == "rnd" and len(args) == 2:
+            gen(args[0])
+            gen(args[1])
+            out.append(OP_RANDOM)
+        elif name == "rows" and not args:
+            out.append(OP_ROWS)
+        elif name == "at" and len(args) == 2 and isinstance(args[0], ast.Name):
+            gen(args[1])
+            out.extend((OP_VARX, var(args[0].id)))
+        elif name == "abs" and len(args) == 1:
+            gen(args[0])
+            out.append(OP_ABS)
+        elif name in ("min", "max") and args:
+            for a in args:
+                gen(a)
+            out.extend((OP_LEAST if name == "min" else OP_GREATEST, len(args)))
+        else:
+            raise Unsupported(f"function {name}() in {src!r}")
+    gen(tree)
+    return out

@@ -37,6 +37,8 @@ from workloads.driver import DriverOptions, run_sweep
 from workloads.insert import INSERT_SQL, Insert, insert_dataset
 from workloads.native import NativeClient, open_native
 from workloads.pgbench import ReadWrite, pgbench_dataset
+from workloads.opcodes import (F_CENTS, F_INT, F_LIT, F_SREG, OP_COL, OP_FMT, OP_JMP, OP_JZ, OP_ROWS, OP_SCOL,
+                               OP_SEQ, OP_SORT, OP_STOREX, OP_TALLY, OP_VARX, P_CENTS, P_INT, P_SREG)
 from workloads.program import (OP_ABS, OP_ADD, OP_CONST, OP_DIV, OP_EXEC, OP_FDIV, OP_GREATEST, OP_LEAST, OP_MOD,
                                OP_MUL, OP_NEG, OP_RANDOM, OP_SIMPLE, OP_STORE, OP_SUB, OP_VAR, Draw, Param, Program,
                                Unsupported, reference_txn, seed_state)
@@ -433,6 +435,102 @@ def test_the_fuzz_reached_both_paths(fuzz_client: NativeClient) -> None:
     """The generated programs above were both accepted and refused, often (run after them)."""
     assert FUZZ_ACCEPTED[True] > 50 and FUZZ_ACCEPTED[False] > 50, FUZZ_ACCEPTED
     FUZZ_ACCEPTED.clear()
+
+
+_FLOW_KINDS = ["set", "exec", "read", "text", "fmt", "jump", "jz", "seq", "tally", "index", "sort", "simple"]
+
+
+@st.composite
+def _flow_program(draw: Any) -> tuple[list[int], int, int, int]:
+    """(words, variables, texts, pools): blocks that leave the stack empty, with the control-flow and result
+    opcodes (client-side TPC-C's), jumps forward to block boundaries; in half the cases one word changed."""
+    nvars, texts, pools = draw(st.integers(1, 4)), draw(st.integers(0, 2)), draw(st.integers(1, 2))
+    v = st.integers(0, nvars - 1)
+    blocks: list[list[int]] = []
+    pending: list[tuple[int, int]] = []  # (block, word) of jumps whose target is a later boundary
+    for b in range(draw(st.integers(1, 8))):
+        kind = draw(st.sampled_from(_FLOW_KINDS))
+        if kind == "set":
+            words = draw(_expr(nvars)) + [OP_STORE, draw(v)]
+        elif kind == "exec":
+            pk = draw(st.sampled_from([P_INT, P_CENTS, P_SREG, 1]))
+            words = [OP_EXEC, 0, 1, pk, draw(st.integers(0, 7)) if pk == P_SREG else draw(v)]
+        elif kind == "read":
+            words = [OP_CONST, draw(st.integers(-1, 2)), OP_COL, draw(st.integers(0, 2)), draw(st.integers(0, 3)),
+                     OP_STORE, draw(v)]
+        elif kind == "text":
+            words = [OP_ROWS, OP_CONST, 1, OP_SUB, OP_SCOL, 0, draw(st.integers(0, 7))]
+        elif kind == "fmt":
+            parts = [draw(st.sampled_from([(F_INT, 0), (F_CENTS, 0), (F_SREG, 1), (F_LIT, 0)])) for _ in range(3)]
+            words = [OP_FMT, draw(st.integers(0, 7)), draw(st.integers(0, 30)), 3] + [w for p in parts for w in p]
+        elif kind in ("jump", "jz"):
+            pending.append((b, 1 if kind == "jump" else len(words := draw(_expr(nvars))) + 1))
+            words = [OP_JMP, 0] if kind == "jump" else words + [OP_JZ, 0]
+        elif kind == "seq":
+            words = [OP_SEQ, draw(st.integers(0, 7)), 0, OP_STORE, draw(v)]
+        elif kind == "tally":
+            words = [OP_TALLY, draw(st.integers(0, 7))]
+        elif kind == "index":
+            words = [OP_CONST, draw(st.integers(-1, nvars)), OP_VARX, 0, OP_CONST, 3, OP_ADD, OP_CONST,
+                     draw(st.integers(0, nvars)), OP_STOREX, 0] if nvars else []
+        elif kind == "sort":
+            words = [OP_CONST, draw(st.integers(0, nvars)), OP_SORT, 0, draw(st.integers(1, nvars))]
+        else:
+            words = [OP_SIMPLE, draw(st.integers(0, texts - 1))] if texts else []
+        blocks.append(words)
+    starts = [0]
+    for words in blocks:
+        starts.append(starts[-1] + len(words))
+    for b, at in pending:
+        blocks[b][at] = draw(st.sampled_from(starts[b + 1:]))
+    out = [w for words in blocks for w in words]
+    if out and draw(st.booleans()):
+        out[draw(st.integers(0, len(out) - 1))] = draw(st.one_of(st.integers(-3, 40), _I64))
+    return out, nvars, texts, pools
+
+
+def _jumps_back(words: list[int]) -> bool:
+    return any(op in (OP_JMP, OP_JZ) and words[pc + 1] <= pc for op, pc in Program(words=words).ops())
+
+
+@settings(max_examples=400, deadline=None)
+@given(prog=_flow_program())
+def test_bad_flow_programs_are_refused_not_crashed(fuzz_client: NativeClient,
+                                                  prog: tuple[list[int], int, int, int]) -> None:
+    """As above with jumps, result reads, string registers, indexed variables and sorts: the Python check and
+    the C loader agree; a loaded program without a backward jump runs (a backward one may loop to the jump
+    limit: not run here) or fails with a DbError, never a crash."""
+    nc = fuzz_client
+    words, nvars, texts, pools = prog
+    p = Program(stmts=[Stmt.parse("SELECT ?")], texts=["SELECT 1", "SELECT 2"][:texts],
+                pools=[("1.5",), ("y", "z")][:pools], names=[f"v{i}" for i in range(nvars)], words=words)
+    try:
+        p.check()
+        py_ok = True
+    except Unsupported:
+        py_ok = False
+    try:
+        c_module.load(nc.cap, p.packed(), tuple(t.encode() for t in p.texts),
+                      tuple(tuple(s.encode() for s in pool) for pool in p.pools), nvars)
+        c_ok = True
+    except ValueError:
+        c_ok = False
+    assert py_ok == c_ok, (words, nvars, texts, pools)
+    FLOW_ACCEPTED[py_ok] += 1
+    if c_ok and not _jumps_back(words):
+        nc.program = p
+        try:
+            nc.txn()
+        except DbError as e:
+            assert e.code == "script" or e.kind == "other", e
+
+
+FLOW_ACCEPTED: Counter[bool] = Counter()
+
+
+def test_the_flow_fuzz_reached_both_paths(fuzz_client: NativeClient) -> None:
+    assert FLOW_ACCEPTED[True] > 50 and FLOW_ACCEPTED[False] > 50, FLOW_ACCEPTED
+    FLOW_ACCEPTED.clear()
 
 
 class Recording:

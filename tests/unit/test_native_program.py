@@ -30,8 +30,9 @@ def test_opcodes_and_limits_are_the_c_sides() -> None:
     mod = nativelib._native
     assert mod is not None, "workloads/_native.c is not built: pip install -e ."
     names = [n for n in vars(program) if n.startswith("OP_")]
-    assert len(names) == 16
-    for n in names + ["MAX_STR", "MAX_VARS", "MAX_STMTS", "MAX_PARAMS", "MAX_PROG", "MAX_STACK"]:
+    assert len(names) == 30
+    for n in names + ["MAX_STR", "MAX_VARS", "MAX_STMTS", "MAX_PARAMS", "MAX_PROG", "MAX_STACK", "MAX_COLS",
+                      "MAX_SREGS", "MAX_TALLY", "MAX_SCALE", "MAX_DIGITS", "MAX_JUMPS", "P_CENTS", "P_SREG"]:
         assert getattr(mod, n) == getattr(program, n), n
 
 
