@@ -1,14 +1,15 @@
 """TPC-C client CPU per transaction against the server's (issue 15), both modes, both engines.
 
     python3 -m bench.tpcc_cpu [--rounds 5] [--duration 8] [--clients 2] [--scale 1] [--only pg|mariadb]
-                              [--out FILE]
+                              [--sides client,client-py,sp,sp-py] [--out FILE]
 
 One throwaway server per engine (PostgreSQL 18 from the embedded wheel, MariaDB 10.11; default settings),
 TPC-C loaded once at ``--scale`` warehouses, the routines created, one unmeasured 3 s step of each side.
-Then ``--rounds`` rounds of three sides, in one order in even rounds and reversed in odd ones (a drift of
+Then ``--rounds`` rounds of the sides, in one order in even rounds and reversed in odd ones (a drift of
 the shared machine hits all sides alike): ``client`` (client-side mode: every statement from the client,
-Python loop, the only loop it has), ``sp`` (``--tpcc-mode sp``: one CALL per transaction, native
-executor) and ``sp-py`` (the same with ``DBDIAG_PY_LOOP=1``). Per side and round: TPS, NOPM, TPM, client
+native executor), ``client-py`` (the same program on the Python loop, ``DBDIAG_PY_LOOP=1``), ``sp``
+(``--tpcc-mode sp``: one CALL per transaction, native executor) and ``sp-py`` (the same on the Python
+loop). Per side and round: TPS, NOPM, TPM, client
 CPU per transaction (our client processes' user+sys, the result row's client_cpu_s) and server CPU per
 transaction (the server process and its reaped children over the side's run, bench.compare.server_cpu),
 and the load average. The table gives the medians over the rounds.
@@ -33,7 +34,7 @@ from diag import servers  # noqa: E402
 from diag.bundle import BundleWriter  # noqa: E402
 from workloads.driver import DriverOptions, run_sweep  # noqa: E402
 
-SIDES = (("client", "client", False), ("sp", "sp", False), ("sp-py", "sp", True))
+SIDES = (("client", "client", False), ("client-py", "client", True), ("sp", "sp", False), ("sp-py", "sp", True))
 
 
 def step(target: Any, mode: str, py_loop: bool, clients: int, duration: float, scale: float) -> dict:
@@ -49,17 +50,18 @@ def step(target: Any, mode: str, py_loop: bool, clients: int, duration: float, s
         os.environ.pop("DBDIAG_PY_LOOP", None)
     if row["errors"] or not row["transactions"]:  # a broken side must not become a row of figures
         raise SystemExit(f"tpcc {mode} (py_loop={py_loop}) failed: {row['errors']} {row.get('error_samples')}")
-    if ("native executor" in row["driver"]) != (mode == "sp" and not py_loop):
+    if ("native executor" in row["driver"]) == py_loop:
         raise SystemExit(f"tpcc {mode} (py_loop={py_loop}) ran on {row['driver']!r}, not the loop this side names")
     return row
 
 
 def engine_rounds(srv: servers.ThrowawayServer, name: str, args: argparse.Namespace) -> list[dict]:
-    """Warm-up, then the alternated rounds of the three sides on ``srv``."""
+    """Warm-up, then the alternated rounds of the chosen sides on ``srv``."""
     target = srv.target()
+    chosen = [s for s in SIDES if s[0] in args.sides]
     sides = [(side, (lambda m=mode, p=py: step(target, m, p, args.clients, args.duration, args.scale)))
-             for side, mode, py in SIDES]
-    for side, mode, py in SIDES:  # loads the data the first time, creates the routines, warms caches
+             for side, mode, py in chosen]
+    for side, mode, py in chosen:  # loads the data the first time, creates the routines, warms caches
         step(target, mode, py, args.clients, 3.0, args.scale)
     rows = []
     for r in range(args.rounds):
@@ -100,8 +102,11 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--clients", type=int, default=2)
     ap.add_argument("--scale", type=float, default=1.0)
     ap.add_argument("--only", choices=("pg", "mariadb"), default=None)
+    ap.add_argument("--sides", type=lambda v: v.split(","), default=[s for s, _, _ in SIDES])
     ap.add_argument("--out", default=None)
     args = ap.parse_args(argv)
+    if unknown := set(args.sides) - {s for s, _, _ in SIDES}:
+        ap.error(f"unknown sides: {', '.join(sorted(unknown))}")
     rows: list[dict] = []
     for name, start in (("pg", servers.start_postgres), ("mariadb", servers.start_mysql)):
         if args.only and args.only != name:

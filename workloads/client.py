@@ -105,7 +105,7 @@ def client_class(engine: str | Engine, driver: DriverInfo) -> type[Client]:
 
 # Workloads with a program for the native executor (Workload.program; tests/unit/test_native_program.py
 # keeps this list honest).
-NATIVE_WORKLOADS = frozenset({"point-select", "read-only", "read-write", "insert", "custom"})
+NATIVE_WORKLOADS = frozenset({"point-select", "read-only", "read-write", "insert", "custom", "tpcc"})
 
 
 def client_driver_text(engine: str | Engine, protocol: str, workloads: Sequence[str] = (),

@@ -37,16 +37,17 @@ def test_opcodes_and_limits_are_the_c_sides() -> None:
 
 
 def test_workloads_with_a_program_are_the_named_ones() -> None:
-    """NATIVE_WORKLOADS (the start-up line's list) is exactly the workloads that define program(), but tpcc:
-    it has a program in --tpcc-mode sp only, so the start-up line (which knows names, not modes) leaves it out
-    and its steps' driver field says which loop ran."""
+    """NATIVE_WORKLOADS (the start-up line's list) is exactly the workloads that define program(); tpcc has one in
+    both modes (the client-side transactions as a program with jumps, the stored procedures' CALL)."""
     classes = [v for m in (custom, insert, pgbench, sysbench, tpcc) for v in vars(m).values()
                if isinstance(v, type) and issubclass(v, Workload) and v is not Workload and v.name]
     # the modules scanned hold every registered workload (a new module must be added above, or its program goes
     # unchecked; this was test_workload_script's check until the key loop's test went with it)
     assert {c.name for c in classes} == set(WORKLOADS)
-    assert {c.name for c in classes if c.program is not Workload.program} == NATIVE_WORKLOADS | {"tpcc"}
-    assert tpcc.Tpcc("client").program(ClientCtx(0, 1, 1)) is None
+    assert {c.name for c in classes if c.program is not Workload.program} == NATIVE_WORKLOADS
+    for mode in tpcc.MODES:
+        prog = tpcc.Tpcc(mode).program(ClientCtx(0, 1, 1))
+        assert prog is not None and prog.branches == (mode == "client")
 
 
 @pytest.mark.parametrize("cls", [sysbench.ReadOnly, pgbench.ReadWrite, insert.Insert])
@@ -139,7 +140,8 @@ def test_start_up_line_names_the_loop_that_will_run(engine: Engine) -> None:
     for names in (["read-only"], ["point-select"], ["read-only", "point-select"]):
         assert client_driver_text(engine, "prepared", names, paced=True) == base
         assert client_driver_text(engine, "simple", names) == base
-    assert client_driver_text(engine, "prepared", ["tpcc"]) == base
+    if nativelib.available(engine):
+        assert client_driver_text(engine, "prepared", ["tpcc"]) == f"{base} + native executor for tpcc"
 
 
 def test_ready_names_its_loop_and_old_senders_still_decode() -> None:

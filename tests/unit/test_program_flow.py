@@ -15,6 +15,7 @@ from hypothesis import strategies as st
 
 from diag.errors import DbError
 from workloads import opcodes as op
+from workloads import tpcc_prog
 from workloads.program import Draw, Param, Program, Unsupported, compile_py, reference_txn, seed_state
 from workloads.progref import cents, parse_scaled
 
@@ -178,3 +179,18 @@ def test_check_refuses_a_parameter_both_integer_and_string_and_a_missing_label()
     q.jump("nowhere")
     with pytest.raises(Unsupported, match="nowhere"):
         q.check()
+
+
+@pytest.mark.parametrize("scale,index", [(0.05, 0), (1, 0), (3, 2), (10, 7)])
+def test_tpcc_client_program_fits_the_c_limits_and_draws_its_kind_first(scale: float, index: int) -> None:
+    """The client-side TPC-C program at one and at several warehouses (the remote-warehouse paths): it passes the
+    check within the C side's limits, and its first draw is the type 1..100 (what --think's keying time reads
+    from the generator's state, tpcc_sp.next_kind)."""
+    p = tpcc_prog.program(scale, index)
+    assert len(p.stmts) <= op.MAX_STMTS and len(p.words) <= op.MAX_PROG and len(p.names) <= op.MAX_VARS
+    assert p.branches and p.tallies == ["new_order", "rollback"]
+    first = next(pc for o, pc in p.ops() if o == op.OP_RANDOM)
+    assert p.words[first - 4: first] == [op.OP_CONST, 1, op.OP_CONST, 100]
+    assert p.words[first + 1: first + 3] == [op.OP_STORE, p.var("kind")]
+    remote = any(n == "rw" for n in p.names)
+    assert remote == (tpcc_prog.Sizes.of(scale).warehouses > 1)
