@@ -39,7 +39,7 @@ __all__ = ["KEYING", "MIX", "MODES", "THINK", "think_note", "Tpcc", "consistency
 # Keying and mean think times (s) per transaction type, TPC-C 5.2.5.
 KEYING = {"new_order": 18, "payment": 3, "order_status": 2, "delivery": 2, "stock_level": 2}
 THINK = {"new_order": 12, "payment": 12, "order_status": 10, "delivery": 5, "stock_level": 5}
-# The mix (% of transactions per type): the thresholds of Tpcc.choose, and tpcc_sp's draw.
+# The mix (% of transactions per type): the type draw of both programs (tpcc_prog, tpcc_sp.kind_of).
 MIX = {"new_order": 45, "payment": 43, "order_status": 4, "delivery": 4, "stock_level": 4}
 MODES = ("client", "sp")  # --tpcc-mode: statements sent from the client; stored procedures (one call)
 
