@@ -639,31 +639,40 @@ static PyObject *prepare(PyObject *self, PyObject *args) {
         return PyErr_NoMemory();
     }
     n->nstmts++; /* from here close_native frees what was allocated */
-    unsigned int nc = s->has_rows ? n->s_field_count(m) : 0;
-    if (nc && nc <= MAX_COLS) { /* wider results can be counted, not read (OP_COL says so) */
-        s->rbind = calloc(nc, sizeof *s->rbind);
-        s->rbuf = malloc((size_t)nc * (MAX_STR + 1));
-        s->rlen = calloc(nc, sizeof *s->rlen);
-        s->rnull = calloc(nc, 1);
-        s->rerr = calloc(nc, 1);
-        if (!s->rbind || !s->rbuf || !s->rlen || !s->rnull || !s->rerr)
-            return PyErr_NoMemory();
-        for (unsigned int c = 0; c < nc; c++) {
-            my_bind_t *b = &s->rbind[c];
-            b->buffer_type = MYSQL_TYPE_STRING; /* the connector converts every type to its text */
-            b->buffer = s->rbuf + (size_t)c * (MAX_STR + 1);
-            b->buffer_length = MAX_STR + 1;
-            b->length = &s->rlen[c];
-            b->is_null = &s->rnull[c];
-            b->error = &s->rerr[c];
-        }
-        if (n->s_bind_result(m, s->rbind)) {
-            PyObject *e = my_error(n, m);
-            return Py_BuildValue("(ON)", Py_None, e);
-        }
-        s->ncols = (int)nc;
-    }
     return Py_BuildValue("(iO)", i, Py_None);
+}
+
+/* MySQL: bind statement s's result columns as strings, for OP_COL / OP_SCOL (0, or -1 with an exception set).
+ * Only for a program that reads results: a bound result costs every statement's store_result (measured: 4 µs
+ * per point select). Wider results than MAX_COLS are counted, not read (OP_COL says so). */
+static int my_bind_results(native_t *n, stmt_t *s) {
+    unsigned int nc = s->has_rows && !s->rbind ? n->s_field_count(s->mst) : 0;
+    if (!nc || nc > MAX_COLS)
+        return 0;
+    s->rbind = calloc(nc, sizeof *s->rbind);
+    s->rbuf = malloc((size_t)nc * (MAX_STR + 1));
+    s->rlen = calloc(nc, sizeof *s->rlen);
+    s->rnull = calloc(nc, 1);
+    s->rerr = calloc(nc, 1);
+    if (!s->rbind || !s->rbuf || !s->rlen || !s->rnull || !s->rerr) {
+        PyErr_NoMemory();
+        return -1;
+    }
+    for (unsigned int c = 0; c < nc; c++) {
+        my_bind_t *b = &s->rbind[c];
+        b->buffer_type = MYSQL_TYPE_STRING; /* the connector converts every type to its text */
+        b->buffer = s->rbuf + (size_t)c * (MAX_STR + 1);
+        b->buffer_length = MAX_STR + 1;
+        b->length = &s->rlen[c];
+        b->is_null = &s->rnull[c];
+        b->error = &s->rerr[c];
+    }
+    if (n->s_bind_result(s->mst, s->rbind)) {
+        PyErr_Format(PyExc_ValueError, "native program: mysql_stmt_bind_result failed: %s", n->s_error(s->mst));
+        return -1;
+    }
+    s->ncols = (int)nc;
+    return 0;
 }
 
 /* Check the program as the loop will read it; -1 with ValueError set on the first problem. Linear pass: every
@@ -966,6 +975,12 @@ static PyObject *load(PyObject *self, PyObject *args) {
         }
         pc += op_width(n->prog, pc, n->nprog);
     }
+    int reads = 0;
+    for (Py_ssize_t pc = 0; pc < n->nprog; pc += op_width(n->prog, pc, n->nprog))
+        reads |= n->prog[pc] == OP_COL || n->prog[pc] == OP_SCOL;
+    for (int i = 0; n->engine == ENGINE_MY && reads && i < n->nstmts; i++)
+        if (my_bind_results(n, &n->st[i]) < 0)
+            goto done;
     for (int i = 0; n->engine == ENGINE_MY && i < n->nstmts; i++) {
         stmt_t *s = &n->st[i];
         if (s->nparams && n->s_bind(s->mst, s->bind)) {
