@@ -188,8 +188,9 @@ typedef struct {
      * point-select loop about 0.2 µs per transaction): per slot, counts of 0..SH_BINS-1 µs, and the
      * longer ones as (slot, µs) pairs. drain() hands them out and empties them. */
     uint32_t *shist; /* nexec * SH_BINS */
-    int64_t *sover;  /* SH_OVER pairs */
+    int64_t *sover;  /* cap_over pairs (SH_OVER at first) */
     int nover;
+    int cap_over;
 } native_t;
 
 static inline int64_t now_ns(void) {
@@ -252,6 +253,7 @@ static void free_program(native_t *n) {
     n->shist = NULL;
     n->sover = NULL;
     n->nover = 0;
+    n->cap_over = 0;
     free(n->prog);
     n->prog = NULL;
     n->nprog = 0;
@@ -939,6 +941,7 @@ static PyObject *load(PyObject *self, PyObject *args) {
     }
     n->shist = calloc((size_t)(n->nexec ? n->nexec : 1) * SH_BINS, sizeof *n->shist);
     n->sover = calloc(2 * SH_OVER, sizeof *n->sover);
+    n->cap_over = SH_OVER;
     if (!n->shist || !n->sover) {
         PyErr_NoMemory();
         goto done;
@@ -1213,6 +1216,19 @@ static inline void count_latency(native_t *n, int slot, int64_t ns) {
     if (us < SH_BINS) {
         n->shist[(size_t)slot * SH_BINS + (us > 0 ? us : 0)]++;
     } else {
+        /* The batch loop stops before nover + nexec passes SH_OVER, which bounds a transaction whose
+         * statements run once each; a program's loop can run one statement many times (up to MAX_JUMPS),
+         * so the pairs grow here instead of being written past the end. */
+        if (n->nover >= n->cap_over) {
+            int cap = n->cap_over * 2;
+            int64_t *p = realloc(n->sover, 2 * (size_t)cap * sizeof *p);
+            if (!p) { /* out of memory: count it in the slot's last bin rather than lose the statement */
+                n->shist[(size_t)slot * SH_BINS + SH_BINS - 1]++;
+                return;
+            }
+            n->sover = p;
+            n->cap_over = cap;
+        }
         n->sover[2 * n->nover] = slot;
         n->sover[2 * n->nover + 1] = us;
         n->nover++;

@@ -131,7 +131,7 @@ def think_note(duration_s: float, clients: Sequence[int]) -> str | None:
     if duration_s >= 10 * cycle:
         return None
     per = duration_s / cycle
-    few = min(clients)
+    few = min(clients, default=1)
     return (f"--think: TPC-C's keying and think times average {cycle:.0f} s per transaction and client, so a "
             f"{duration_s:g} s step measures about {per:.1f} transactions per client ({per * few:.0f} at "
             f"{few} client{'s' if few != 1 else ''}); use --duration {10 * cycle:.0f} or more, or many clients "

@@ -195,6 +195,30 @@ def test_statement_latencies_are_counted_per_statement(target: Target) -> None:
         nc.close()
 
 
+def test_a_looped_slow_statement_keeps_every_latency(target: Target) -> None:
+    """A program's loop runs one statement more times than the C side's first store of long latencies holds
+    (4,096 pairs; the batch guard bounds statements per transaction only without jumps): the store grows,
+    every latency comes back exactly, nothing is written past its end (before the fix: a heap overflow)."""
+    sleep = "SELECT pg_sleep(0.0011)" if target.dbms.name == "postgres" else "DO SLEEP(0.0011)"
+    n = 4200
+    prog = Program()
+    prog.let("i", "0")
+    prog.label("top")
+    prog.simple(sleep)
+    prog.add("i", "i", 1)
+    prog.jump_unless(f"i == {n}", "top")
+    nc = _native(target, prog, 23)
+    try:
+        buf = array("q", bytes(8))
+        t0 = time.perf_counter_ns()
+        assert nc.batch(t0, t0 + 10**13, buf)[::2] == (1, None)
+        got = nc.statement_latency()[sleep]
+        assert sum(got.values()) == n and min(got) >= 1000, (sum(got.values()), min(got))
+        assert nc.sent() == n
+    finally:
+        nc.close()
+
+
 def _balances(target: Target) -> Counter[int]:
     with Session(target, statement_timeout_ms=0) as s:
         rows = s.query("SELECT aid, abalance FROM dbdiag.pgbench_accounts WHERE abalance <> 0")

@@ -58,7 +58,8 @@ def test_client_mode_on_both_loops_keeps_the_data_consistent(target: Target, tmp
         assert r["errors"] == {}, r["error_samples"]
         # New-Order sends 2 + 4 * (5..15 lines) + 5 statements, Payment 10 or 11: about 20 a transaction
         assert 10 < r["qps"] / r["tps"] < 40, (r["qps"], r["tps"])
-        assert r["nopm"] > 0 and 0.3 < r["nopm"] / r["tpm"] < 0.6, (r["nopm"], r["tpm"], r["transactions"])
+        # New-Order is 45% of the mix; over ~50 transactions a share's standard deviation is about 0.07
+        assert r["nopm"] > 0 and 0.2 < r["nopm"] / r["tpm"] < 0.7, (r["nopm"], r["tpm"], r["transactions"])
     with Session(target, statement_timeout_ms=0) as s:
         _check_tpcc(s)
         # Payment's history text is the warehouse's and the district's names (string registers, OP_FMT)
