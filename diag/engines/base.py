@@ -126,6 +126,10 @@ class Engine:
     # What :attr:`instrumentation` was measured to cost (bench/statements_overhead.py, BENCHMARKS.md), in words
     # for the report: a throwaway server's statement section says it next to the evidence it buys.
     instrumentation_cost: ClassVar[str] = ""
+    # What the statement digests' timer covers, as a key (two engines' statement times are compared as equals
+    # only when their keys match) and in words for the report.
+    statement_timer_scope: ClassVar[str] = ""
+    statement_timer_text: ClassVar[str] = ""
 
     def instrumentation_for(self, version_num: int) -> list[tuple[str, str]]:
         """The (setting, value) pairs of :attr:`instrumentation` a server of ``version_num`` has."""

@@ -87,6 +87,12 @@ class MysqlEngine(Engine):
                        ("performance-schema-instrument", "wait/lock/metadata/sql/mdl=ON", 0))
     instrumentation_cost = ("measured at about 7% of point-select throughput at saturation on a quiet machine, "
                             "server CPU per statement +10-23% (MariaDB 10.11, 4 clients, BENCHMARKS.md, 2026-12-01)")
+    # performance_schema's statement events are timed from the statement's start (before parsing) to its end,
+    # so the digest's time holds parse, optimisation and execution. Source: "Performance Schema Statement Event
+    # Tables", https://dev.mysql.com/doc/refman/8.0/en/performance-schema-statement-tables.html
+    statement_timer_scope = "parse_to_end"
+    statement_timer_text = ("parse to end of statement (performance_schema statement events: parse, optimisation "
+                            "and execution)")
     # Sources: https://dev.mysql.com/doc/refman/8.0/en/innodb-parameters.html,
     # https://mariadb.com/kb/en/innodb-system-variables/
     commit_path_settings = ("innodb_flush_log_at_trx_commit", "innodb_flush_method")
