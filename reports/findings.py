@@ -12,7 +12,7 @@ from collections.abc import Callable
 from typing import Any
 
 from diag.bundle import Bundle
-from reports.rules import checkpoints, client, cpu, durability, limit, lost, noise, statements, symptoms
+from reports.rules import checkpoints, client, cpu, durability, limit, lost, noise, spills, statements, symptoms
 from reports.rules.base import SEVERITIES, Finding
 
 __all__ = ["RULES", "SEVERITIES", "Finding", "Rule", "derive_findings"]
@@ -36,6 +36,7 @@ RULES: tuple[Rule, ...] = (
     cpu.host_contention,
     statements.full_scan,
     statements.statement_hotspot,
+    spills.temp_spill,
     noise.noisy_measurement,
     noise.unsteady_window,
 )

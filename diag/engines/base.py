@@ -130,6 +130,12 @@ class Engine:
     # only when their keys match) and in words for the report.
     statement_timer_scope: ClassVar[str] = ""
     statement_timer_text: ClassVar[str] = ""
+    # Sorts, hashes and temporary tables that outgrew memory (reports.rules.spills): (key in stats_series,
+    # words) of counters of spill events, each recorded one counts; a bytes counter ("" = none) and the
+    # settings that size the memory they outgrew, as advice.
+    spill_counters: ClassVar[tuple[tuple[str, str], ...]] = ()
+    spill_bytes_counter: ClassVar[str] = ""
+    spill_settings: ClassVar[str] = ""
 
     def instrumentation_for(self, version_num: int) -> list[tuple[str, str]]:
         """The (setting, value) pairs of :attr:`instrumentation` a server of ``version_num`` has."""
