@@ -12,7 +12,7 @@ from collections.abc import Callable
 from typing import Any
 
 from diag.bundle import Bundle
-from reports.rules import checkpoints, client, cpu, durability, limit, lost, noise, spills, statements, symptoms
+from reports.rules import cache, checkpoints, client, cpu, durability, limit, lost, noise, spills, statements, symptoms
 from reports.rules.base import SEVERITIES, Finding
 
 __all__ = ["RULES", "SEVERITIES", "Finding", "Rule", "derive_findings"]
@@ -28,6 +28,7 @@ RULES: tuple[Rule, ...] = (
     symptoms.lock_contention,
     symptoms.latch_contention,
     symptoms.io_read_bound,
+    cache.buffer_pool_misses,
     cpu.cpu_parse_plan,
     symptoms.cpu_bound,
     client.client_bound,
