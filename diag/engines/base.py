@@ -136,6 +136,9 @@ class Engine:
     spill_counters: ClassVar[tuple[tuple[str, str], ...]] = ()
     spill_bytes_counter: ClassVar[str] = ""
     spill_settings: ClassVar[str] = ""
+    # (rows read by table scans, scans) counters of stats_series, server-wide, for reports.rules.scans where the
+    # engine has no per-table scan source of its own (() = it has one: PostgreSQL's collectors.pg.tables).
+    scan_counters: ClassVar[tuple[str, ...]] = ()
 
     def instrumentation_for(self, version_num: int) -> list[tuple[str, str]]:
         """The (setting, value) pairs of :attr:`instrumentation` a server of ``version_num`` has."""

@@ -98,6 +98,9 @@ class MysqlEngine(Engine):
     # information_schema reads make on-disk temporary tables (measured on MariaDB 10.11: 41 in a 1.5 s step of
     # a load that made none, 0 in 5 s of an idle server), so it would name our looking as the cause.
     spill_counters = (("status.Sort_merge_passes", "sort merge passes"),)
+    # Rows read by table scans (the next row of a scan) and joins that scanned their first table.
+    # Source: "Server Status Variables", MySQL manual.
+    scan_counters = ("status.Handler_read_rnd_next", "status.Select_scan")
     spill_settings = ("tmp_table_size and max_heap_table_size (an in-memory temporary table may grow to the smaller "
                       "of the two), sort_buffer_size for sorts; all settable per session")
     # Sources: https://dev.mysql.com/doc/refman/8.0/en/innodb-parameters.html,
