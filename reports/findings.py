@@ -12,8 +12,8 @@ from collections.abc import Callable
 from typing import Any
 
 from diag.bundle import Bundle
-from reports.rules import (cache, checkpoints, client, cpu, durability, limit, lost, noise, scans, spills, statements,
-                           symptoms)
+from reports.rules import (cache, checkpoints, client, cpu, durability, limit, lost, noise, oldxact, scans, spills,
+                           statements, symptoms)
 from reports.rules.base import SEVERITIES, Finding
 
 __all__ = ["RULES", "SEVERITIES", "Finding", "Rule", "derive_findings"]
@@ -38,6 +38,7 @@ RULES: tuple[Rule, ...] = (
     cpu.host_contention,
     statements.full_scan,
     scans.table_scan,
+    oldxact.old_transaction,
     statements.statement_hotspot,
     spills.temp_spill,
     noise.noisy_measurement,

@@ -5,6 +5,7 @@ for every PostgreSQL target. Version-specific SQL is in ``sql/`` and chosen by
 :func:`collectors.sql.pick_sql`.
 """
 
+from collectors.oldest import OldestTransaction
 from collectors.pg.blocking import PgBlockingCollector
 from collectors.pg.settings import PgSettingsCollector
 from collectors.pg.stats import PgStatsCollector
@@ -13,6 +14,6 @@ from collectors.pg.tables import PgTableScans
 from collectors.pg.waits import PgWaitsCollector
 
 PG_COLLECTORS = (PgStatsCollector, PgWaitsCollector, PgSettingsCollector, PgStatementSource, PgBlockingCollector,
-                 PgTableScans)
+                 PgTableScans, OldestTransaction)
 
 __all__ = ["PgBlockingCollector", "PgTableScans", "PgStatementSource", "PG_COLLECTORS", "PgSettingsCollector", "PgStatsCollector", "PgWaitsCollector"]

@@ -139,6 +139,10 @@ class Engine:
     # (rows read by table scans, scans) counters of stats_series, server-wide, for reports.rules.scans where the
     # engine has no per-table scan source of its own (() = it has one: PostgreSQL's collectors.pg.tables).
     scan_counters: ClassVar[tuple[str, ...]] = ()
+    # What an old transaction holds back from cleanup (reports.rules.oldxact), and what to do about it.
+    cleanup_backlog: ClassVar[str] = ""
+    old_transaction_advice: ClassVar[str] = ""
+    last_statement_hint: ClassVar[str] = ""  # why another session's last statement may not be visible
 
     def instrumentation_for(self, version_num: int) -> list[tuple[str, str]]:
         """The (setting, value) pairs of :attr:`instrumentation` a server of ``version_num`` has."""

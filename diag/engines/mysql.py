@@ -101,6 +101,12 @@ class MysqlEngine(Engine):
     # Rows read by table scans (the next row of a scan) and joins that scanned their first table.
     # Source: "Server Status Variables", MySQL manual.
     scan_counters = ("status.Handler_read_rnd_next", "status.Select_scan")
+    cleanup_backlog = "the InnoDB history list"
+    last_statement_hint = ("not visible: the processlist shows only a running statement; an idle thread's last "
+                           "one is in performance_schema.events_statements_current (performance_schema=ON)")
+    old_transaction_advice = ("End that session's transaction (COMMIT or ROLLBACK in the application, or KILL its "
+                              "thread); until then purge cannot free the undo log behind its read view, and reads "
+                              "walk ever longer version chains.")
     spill_settings = ("tmp_table_size and max_heap_table_size (an in-memory temporary table may grow to the smaller "
                       "of the two), sort_buffer_size for sorts; all settable per session")
     # Sources: https://dev.mysql.com/doc/refman/8.0/en/innodb-parameters.html,

@@ -73,6 +73,11 @@ class PostgresEngine(Engine):
     # work_mem), whatever log_temp_files says. Source: "pg_stat_database", monitoring-stats.html.
     spill_counters = (("db.temp_files", "temporary files"),)
     spill_bytes_counter = "db.temp_bytes"
+    cleanup_backlog = "dead row versions"
+    last_statement_hint = "not visible: another role's query needs pg_read_all_stats (pg_monitor)"
+    old_transaction_advice = ("End that session's transaction (COMMIT or ROLLBACK in the application, or "
+                              "pg_terminate_backend(pid)); idle_in_transaction_session_timeout ends idle ones for "
+                              "you. Until then VACUUM cannot remove the dead rows: tables and indexes grow.")
     spill_settings = ("work_mem (per sort or hash node; hashes may use work_mem x hash_mem_multiplier), settable "
                       "per role or per transaction with SET LOCAL work_mem")
     # Source: "Write Ahead Log" settings, https://www.postgresql.org/docs/current/runtime-config-wal.html
