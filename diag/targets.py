@@ -19,6 +19,7 @@ from urllib.parse import parse_qs, unquote, urlsplit
 
 from diag.engines import ENGINES, Engine, engine_for, engine_for_scheme
 from diag.errors import UsageError
+from diag.redact import redact_text
 
 _LABEL_RE = re.compile(r"^([A-Za-z0-9_.@-]+)=(.+)$")
 
@@ -114,7 +115,7 @@ def parse_target(text: str) -> Target:
         return replace(t, label=label or default_label(t))
     if "://" not in text:
         raise UsageError(
-            f"cannot read target {_scrub(text)!r}: expected postgresql://, mysql://, mariadb:// or embedded:ENGINE")
+            f"cannot read target {redact_text(text)!r}: expected postgresql://, mysql://, mariadb:// or embedded:ENGINE")
     scheme = text.split("://", 1)[0].lower()
     eng = engine_for_scheme(scheme)
     if eng is None:
@@ -124,8 +125,9 @@ def parse_target(text: str) -> Target:
         parts = urlsplit(text)
         port = parts.port
     except ValueError as e:
-        raise UsageError(f"bad target {_scrub(text)!r}: {e}") from None
-    query = {k: v[-1] for k, v in parse_qs(parts.query).items()}
+        raise UsageError(f"bad target {redact_text(text)!r}: {e}") from None
+    # libpq decodes %XX in a URI and leaves "+" as it is ("a+b" is a password of three characters): so here.
+    query = {k: v[-1] for k, v in parse_qs(parts.query.replace("+", "%2B")).items()}
     host = unquote(parts.hostname or "") or None
     socket = None
     if query.get(eng.socket_param, "").startswith("/"):
@@ -141,12 +143,3 @@ def parse_target(text: str) -> Target:
                user=user, password=password, database=database, label_given=bool(label))
     return replace(t, label=label or default_label(t))
 
-
-def _scrub(text: str) -> str:
-    """Hide a password in a DSN-looking string for error messages."""
-    return re.sub(r"(://[^:/@]*:)[^@]*@", r"\1***@", text)
-
-
-def redact_argv(argv: list[str]) -> list[str]:
-    """The command line with any DSN password replaced by ``***``."""
-    return [_scrub(a) for a in argv]

@@ -75,6 +75,9 @@ class Engine:
     default_user: ClassVar[str] = ""
     default_database: ClassVar[str] = ""
     socket_param: ClassVar[str] = ""           # DSN query parameter naming a unix socket
+    # Whether the server reads \' in a string as a quote and "..." as a string (MySQL's default SQL mode);
+    # how diag.fingerprint finds the literals of statement texts read from the server.
+    string_backslashes: ClassVar[bool] = False
     drivers: ClassVar[tuple[tuple[str, str], ...]] = ()  # (distribution, module), fastest first
     driver_hint: ClassVar[str] = ""            # what to pip install when none is present
     key_settings: ClassVar[tuple[str, ...]] = ()  # read with every run: durability and sizing
