@@ -27,6 +27,7 @@ from collections.abc import Mapping
 from typing import Any, ClassVar
 
 from collectors.base import Collector, CollectorContext, Probe
+from collectors.plans import without_literals
 from diag.bundle import safe_name
 from diag.db import Session
 from diag.errors import DbError, DiagError
@@ -300,6 +301,7 @@ class StatementSource(Collector, abc.ABC):
                 plan, raw = self.explain(self.session, text, key)
         except DiagError as e:  # the server's error, or a plan of a shape the parser does not know
             return StatementPlan(error=str(e))
+        plan, raw = without_literals(plan, raw, self.ctx.statement_text)
         if raw is not None and self.ctx.bundle is not None:
             label, workload, clients = step
             name = f"plan--{safe_name(label)}--{safe_name(workload)}--c{clients}--{rank + 1}.json"

@@ -8,12 +8,14 @@ from pathlib import Path
 
 import pytest
 
+from collectors.base import CollectorContext
 from collectors.mysql.statements import MyStatementSource, substitute
-from collectors.plans import PlanFormatError, my_plan_nodes, pg_plan_nodes
+from collectors.plans import PlanFormatError, my_plan_nodes, pg_plan_nodes, without_literals
 from collectors.statements import digest_delta, explainable, table_delta
 from diag.bundle import Bundle, load_bundle
 from diag.engines import MYSQL, POSTGRES
-from diag.schema import BundleFormatError, ResultRow, StepStatements
+from diag.schema import BundleFormatError, ResultRow, StatementPlan, StepStatements
+from diag.targets import parse_target
 from reports.rules.statements import full_scan, statement_hotspot
 from reports.statements_view import compare_statements, normalise, statement_sections
 
@@ -152,3 +154,21 @@ def test_statement_section_and_versus_table_on_the_saved_run() -> None:
     assert "count(*)" in custom["lead"]["text"] and custom["lead"]["a_plan"] and custom["lead"]["b_plan"]
     # Both engines' spellings of both statements meet: two rows, each with both sides.
     assert len(custom["rows"]) == 2 and all(r["a_us"] and r["b_us"] for r in custom["rows"])
+
+
+def test_plan_conditions_lose_their_literals() -> None:
+    """A MariaDB plan of a sampled statement quotes its constants in attached_condition: stored as a fingerprint
+    (node filter and raw plan) unless the run keeps literals; PostgreSQL's $1 conditions are unchanged."""
+    raw = _plan("mariadb1011_all.json")
+    plan = StatementPlan(method="explain", nodes=tuple(my_plan_nodes(raw)))
+    assert "'none'" in plan.nodes[0].filter
+    ctx = CollectorContext(target=parse_target("m=mysql://u@h:3306/"), artifacts=Path("/nonexistent"))
+    clean, clean_raw = without_literals(plan, raw, ctx.statement_text)
+    assert clean.nodes[0].filter == "dbdiag.sbtest1.pad = ?"
+    assert "'none'" not in json.dumps(clean_raw) and "dbdiag.sbtest1.pad = ?" in json.dumps(clean_raw)
+    kept = CollectorContext(target=ctx.target, artifacts=ctx.artifacts, keep_literals=True)
+    assert without_literals(plan, raw, kept.statement_text) == (plan, raw)
+    pg_raw = _plan("pg18_index_scan.json")
+    pg = StatementPlan(nodes=tuple(pg_plan_nodes(pg_raw)))
+    pg_ctx = CollectorContext(target=parse_target("p=postgresql://u@h/db"), artifacts=Path("/nonexistent"))
+    assert without_literals(pg, pg_raw, pg_ctx.statement_text) == (pg, pg_raw)
