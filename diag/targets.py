@@ -40,6 +40,7 @@ class Target:
     socket: str | None = None
     user: str = ""
     password: str | None = field(default=None, repr=False)
+    passfile: str | None = None  # a password file the driver reads (PostgreSQL's ?passfile=); its path only
     database: str = ""
     embedded: bool = False
     label_given: bool = False
@@ -75,6 +76,7 @@ class Target:
             "user": self.user,
             "database": self.database,
             "embedded": self.embedded,
+            "credentials": self.dbms.credentials_text(self),
         }
 
     def is_local(self) -> bool:
@@ -137,9 +139,10 @@ def parse_target(text: str) -> Target:
     database = unquote(parts.path.lstrip("/")) or query.get("dbname", "") or eng.default_database
     user = unquote(parts.username or "") or query.get("user", "") or eng.default_user
     password = unquote(parts.password) if parts.password is not None else query.get("password")
+    passfile = query.get(eng.passfile_param) if eng.passfile_param else None
     if not host and not socket:
         host = "127.0.0.1"
     t = Target(label=label, engine=eng.name, host=host, port=port or eng.default_port, socket=socket,
-               user=user, password=password, database=database, label_given=bool(label))
+               user=user, password=password, passfile=passfile, database=database, label_given=bool(label))
     return replace(t, label=label or default_label(t))
 

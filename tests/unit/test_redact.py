@@ -5,9 +5,11 @@ from __future__ import annotations
 import json
 import sys
 import urllib.parse
+from pathlib import Path
 
 import pytest
 
+from diag.engines.base import DriverInfo
 from diag.errors import UsageError
 from diag.redact import (MASK, RedactingStream, redact_argv, redact_text, redact_url, redact_userinfo, spellings,
                          url_credentials)
@@ -111,3 +113,26 @@ def test_redacting_stream(capsys: pytest.CaptureFixture[str]) -> None:
     print("connect postgresql://u:longsecret@h/db failed; longsecret", file=out)
     err = capsys.readouterr().err
     assert "longsecret" not in err and err.count(MASK) == 2
+
+
+def test_where_the_password_comes_from_is_said_never_the_password(tmp_path: Path,
+                                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+    """run.json's ``credentials`` of a target: the DSN, PGPASSWORD or the passfile libpq reads (by path)."""
+    monkeypatch.delenv("PGPASSWORD", raising=False)
+    monkeypatch.delenv("PGPASSFILE", raising=False)
+    monkeypatch.setenv("HOME", str(tmp_path))  # no ~/.pgpass here
+    pf = tmp_path / "pgpass"
+    pf.write_text("*:*:*:*:Pa55file-secret\n")
+    t = parse_target(f"postgresql://u@h/db?passfile={pf}")
+    assert t.passfile == str(pf) and t.password is None
+    kw = t.dbms.connect_kwargs(t, DriverInfo("psycopg", "", None), True, 5, "x")
+    assert kw["passfile"] == str(pf) and "password" not in kw  # libpq reads it, dbdiag does not
+    said = json.dumps(t.to_dict())
+    assert f"passfile {pf}" in said and "Pa55file-secret" not in said
+    assert parse_target("postgresql://u@h/db").to_dict()["credentials"] == "no password"
+    (tmp_path / ".pgpass").write_text("")
+    assert parse_target("postgresql://u@h/db").to_dict()["credentials"].startswith(f"passfile {tmp_path}/.pgpass")
+    monkeypatch.setenv("PGPASSWORD", "env-secret-1")
+    said = json.dumps(parse_target("postgresql://u@h/db").to_dict())
+    assert "PGPASSWORD" in said and "env-secret-1" not in said
+    assert parse_target("mysql://u:pw@h/").to_dict()["credentials"] == "password in the DSN (***)"
