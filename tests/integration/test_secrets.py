@@ -21,6 +21,7 @@ string, an ssh destination with a password) give one line that holds no secret.
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -115,7 +116,10 @@ def test_postgres_password_forms(node_url: str, script: str, pg_service: Target,
                "--out", str(out), timeout=180)
     needles = tuple(n for _, ns in PG_FORMS for n in ns) + NODE_NEEDLES
     check_run(out, p, needles, ["a", "b", "c", "d"])
-    assert "postgresql://postgres:***@127.0.0.1:5432/postgres" in (out / "run.json").read_text()
+    run = json.loads((out / "run.json").read_text())
+    assert {t["label"]: (t["dsn"], t["credentials"]) for t in run["targets"]} == {
+        x: ("postgresql://postgres:***@127.0.0.1:5432/postgres", "password in the DSN (***)") for x in "abcd"}
+    assert run["targets"][0]["host_metrics"].startswith(f"http://{NODE_USER}:***@127.0.0.1:")
 
 
 def test_mariadb_password_forms(node_url: str, script: str, my_user: str, tmp_path: Path) -> None:
