@@ -27,7 +27,7 @@ from collections.abc import Mapping
 from typing import Any, ClassVar
 
 from collectors.base import Collector, CollectorContext, Probe
-from collectors.plans import without_literals
+from collectors.plans import error_without_literals, without_literals
 from diag.bundle import safe_name
 from diag.db import Session
 from diag.errors import DbError, DiagError
@@ -300,7 +300,7 @@ class StatementSource(Collector, abc.ABC):
             with self._lock:
                 plan, raw = self.explain(self.session, text, key)
         except DiagError as e:  # the server's error, or a plan of a shape the parser does not know
-            return StatementPlan(error=str(e))
+            return StatementPlan(error=error_without_literals(str(e), self.ctx.statement_text))
         plan, raw = without_literals(plan, raw, self.ctx.statement_text)
         if raw is not None and self.ctx.bundle is not None:
             label, workload, clients = step

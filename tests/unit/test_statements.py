@@ -10,7 +10,7 @@ import pytest
 
 from collectors.base import CollectorContext
 from collectors.mysql.statements import MyStatementSource, substitute
-from collectors.plans import PlanFormatError, my_plan_nodes, pg_plan_nodes, without_literals
+from collectors.plans import PlanFormatError, error_without_literals, my_plan_nodes, pg_plan_nodes, without_literals
 from collectors.statements import digest_delta, explainable, table_delta
 from diag.bundle import Bundle, load_bundle
 from diag.engines import MYSQL, POSTGRES
@@ -172,3 +172,17 @@ def test_plan_conditions_lose_their_literals() -> None:
     pg = StatementPlan(nodes=tuple(pg_plan_nodes(pg_raw)))
     pg_ctx = CollectorContext(target=parse_target("p=postgresql://u@h/db"), artifacts=Path("/nonexistent"))
     assert without_literals(pg, pg_raw, pg_ctx.statement_text) == (pg, pg_raw)
+
+
+def test_plan_errors_quote_no_literals() -> None:
+    """A server's EXPLAIN error quotes the statement (MySQL "near '...'") or a value (PostgreSQL): fingerprints."""
+    my = CollectorContext(target=parse_target("m=mysql://u@h:3306/"), artifacts=Path("/nonexistent"))
+    pg = CollectorContext(target=parse_target("p=postgresql://u@h/db"), artifacts=Path("/nonexistent"))
+    near = "You have an error in your SQL syntax; check the manual near 'WHERE c = 'SECRET-1' LIMIT 5' at line 1"
+    assert error_without_literals(near, my.statement_text) == \
+        "You have an error in your SQL syntax; check the manual near 'WHERE c = ? LIMIT ?' at line 1"
+    assert error_without_literals('invalid input syntax for type integer: "SECRET-2"', pg.statement_text) == \
+        "invalid input syntax for type integer: ?"
+    assert error_without_literals("Table 'db.t' doesn't exist", my.statement_text) == "Table 'db.t' doesn't exist"
+    kept = CollectorContext(target=my.target, artifacts=my.artifacts, keep_literals=True)
+    assert error_without_literals(near, kept.statement_text) == near
