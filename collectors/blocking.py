@@ -135,7 +135,8 @@ class WindowBuilder:
         for pid, a in sorted(self.acc.items(), key=lambda kv: -kv[1].blocked_s)[:MAX_BLOCKERS]:
             s = a.seen or Seen(pid)
             blockers.append(Blocker(
-                pid=pid, user=s.user, client=s.client, state=s.state, statement=self.statement_text(s.statement)[:STATEMENT_CHARS],
+                pid=pid, user=s.user, client=s.client, state=s.state,
+                statement=self.statement_text(s.statement)[:STATEMENT_CHARS],
                 xact_s=_num(s.xact_s), state_s=_num(s.state_s), first_t=round(a.first_t, 3),
                 last_t=round(a.last_t, 3), ticks=a.ticks, blocked_s=round(a.blocked_s, 3),
                 blocked=tuple(sorted(a.blocked)), lock=a.locks.most_common(1)[0][0] if a.locks else "",

@@ -122,7 +122,8 @@ def cmd_run(a: argparse.Namespace, argv: list[str]) -> int:
     opts = RunOptions(targets=a.targets or default_targets(), workloads=[w.strip() for w in a.workload.split(",")
                                                                           if w.strip()],
                       driver=drv, out=a.out, name=a.name, argv=["dbdiag", *argv], collect=not a.no_collect,
-                      profile=not a.no_profile, keep_literals=a.keep_literals, profile_seconds=a.profile_seconds, profile_client=a.profile_client,
+                      profile=not a.no_profile, keep_literals=a.keep_literals, profile_seconds=a.profile_seconds,
+                      profile_client=a.profile_client,
                       flush_capability=a.flush_capability, fsync_seconds=a.fsync_seconds,
                       server_settings=_kv(a.set),
                       host_metrics=_kv(a.host_metrics, "--host-metrics", "LABEL=URL"),

@@ -208,11 +208,13 @@ class Run:
         for label, url in sorted(opts.host_metrics.items()):
             parts = urllib.parse.urlsplit(url)
             if parts.scheme not in ("http", "https") or not parts.hostname:
-                raise UsageError(f"--host-metrics {label}={redact_url(url)}: node_exporter's address is http://HOST:PORT/metrics")
+                raise UsageError(f"--host-metrics {label}={redact_url(url)}: node_exporter's address is "
+                                 "http://HOST:PORT/metrics")
         for label, spec in sorted(opts.ssh.items()):  # ssh would read "-o..." as an option, "@" as its usage
             user, _, host = spec.rpartition("@")
             if spec.startswith("-") or not host or ("@" in spec and not user) or any(c.isspace() for c in spec):
-                raise UsageError(f"--ssh {label}={redact_userinfo(spec)}: expected USER@HOST or a Host of your ssh config")
+                raise UsageError(f"--ssh {label}={redact_userinfo(spec)}: expected USER@HOST or a Host of your "
+                                 "ssh config")
             if ":" in user:  # ssh takes no password there; refused here so it is written nowhere
                 raise UsageError(f"--ssh {label}={redact_userinfo(spec)}: ssh takes no password in USER@HOST "
                                  "(dbdiag logs in with a key: BatchMode)")
@@ -243,7 +245,8 @@ class Run:
         self.bundle.write_json("results.json", {"results": []})
         self.bundle.write_json("findings.json", {"findings": []})
         self._write_run_json(
-            tool="dbdiag", version=__version__, kind=o.kind, command=redact_argv(o.argv, self.secrets), status="running",
+            tool="dbdiag", version=__version__, kind=o.kind, command=redact_argv(o.argv, self.secrets),
+            status="running",
             started=time.time(), host=host_facts(), workloads=o.workloads, name=o.name,
             options={"clients": list(o.driver.clients), "duration_s": o.driver.duration_s,
                      "warmup_s": o.driver.warmup_s, "protocol": o.driver.protocol,
@@ -339,7 +342,8 @@ class Run:
             options={"collector_pids": lc.collector_pids, "client_roots": lc.client_roots, "progress": self.out,
                      "server_pids": {rt.target.label: rt.pid for rt in self.runtimes
                                      if rt.pid and rt.target.is_local()}},
-            servers=tuple(rt.facts() for rt in self.runtimes), bundle=self.bundle, keep_literals=self.opts.keep_literals)
+            servers=tuple(rt.facts() for rt in self.runtimes), bundle=self.bundle,
+            keep_literals=self.opts.keep_literals)
 
     def _target_context(self, rt: TargetRuntime) -> CollectorContext:
         return CollectorContext(target=rt.target, artifacts=self.bundle.path / "artifacts", server_pid=rt.pid,

@@ -117,7 +117,8 @@ def parse_target(text: str) -> Target:
         return replace(t, label=label or default_label(t))
     if "://" not in text:
         raise UsageError(
-            f"cannot read target {redact_text(text)!r}: expected postgresql://, mysql://, mariadb:// or embedded:ENGINE")
+            f"cannot read target {redact_text(text)!r}: expected postgresql://, mysql://, mariadb:// or "
+            "embedded:ENGINE")
     scheme = text.split("://", 1)[0].lower()
     eng = engine_for_scheme(scheme)
     if eng is None:

@@ -245,7 +245,8 @@ def test_report_shows_the_chains(planted_run) -> None:
 
 def files_holding(root: Path, needle: str) -> list[str]:
     """The files under ``root`` (every one, read as bytes) that contain ``needle``."""
-    return sorted(str(p.relative_to(root)) for p in root.rglob("*") if p.is_file() and needle.encode() in p.read_bytes())
+    return sorted(str(p.relative_to(root)) for p in root.rglob("*")
+                  if p.is_file() and needle.encode() in p.read_bytes())
 
 
 def test_other_sessions_literals_are_not_stored(planted_run) -> None:

@@ -12,7 +12,8 @@ PG = [
     # E'' strings read backslash escapes; standard strings do not (standard_conforming_strings)
     ("SELECT E'it\\'s', 'C:\\dir\\', x FROM t", "SELECT ?, ?, x FROM t"),
     ("SELECT e'a\\\\', 'b' FROM t", "SELECT ?, ? FROM t"),
-    ("SELECT $$a 'quoted' $$, $fn$ it's $$ $fn$ FROM t WHERE a = $1 AND b = $2", "SELECT ?, ? FROM t WHERE a = $1 AND b = $2"),
+    ("SELECT $$a 'quoted' $$, $fn$ it's $$ $fn$ FROM t WHERE a = $1 AND b = $2",
+     "SELECT ?, ? FROM t WHERE a = $1 AND b = $2"),
     ("SELECT 'x'::int, CAST('2024-01-01' AS date), '{1,2}'::int[]", "SELECT ?::int, CAST(? AS date), ?::int[]"),
     ("SELECT 3.5e-2, .5, 1e10, 0x1F, X'ff', B'0101', U&'d\\0061t', N'abc'", "SELECT ?, ?, ?, ?, ?, ?, ?, ?"),
     ("SELECT a -- it's a 'comment' 42\nFROM t /* 'x' 7 */ WHERE b = 1", "SELECT a FROM t WHERE b = ?"),
@@ -33,7 +34,8 @@ PG = [
 ]
 
 MY = [
-    ("SELECT 'it\\'s', \"dq \\\" str\", `col1` FROM `t2` WHERE a = 'x''y'", "SELECT ?, ?, `col1` FROM `t2` WHERE a = ?"),
+    ("SELECT 'it\\'s', \"dq \\\" str\", `col1` FROM `t2` WHERE a = 'x''y'",
+     "SELECT ?, ?, `col1` FROM `t2` WHERE a = ?"),
     ("SELECT a # comment 'x\n, 5 FROM t", "SELECT a , ? FROM t"),
     ("SELECT a--1 FROM t", "SELECT a-? FROM t"),  # MySQL: "--" starts a comment only before a space
     ("SELECT a -- c 'x\n FROM t", "SELECT a FROM t"),
