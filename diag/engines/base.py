@@ -130,6 +130,19 @@ class Engine:
     # What :attr:`instrumentation` was measured to cost (bench/statements_overhead.py, BENCHMARKS.md), in words
     # for the report: a throwaway server's statement section says it next to the evidence it buys.
     instrumentation_cost: ClassVar[str] = ""
+    # What the statement digests' timer covers, as a key (two engines' statement times are compared as equals
+    # only when their keys match) and in words for the report.
+    statement_timer_scope: ClassVar[str] = ""
+    statement_timer_text: ClassVar[str] = ""
+    # Sorts, hashes and temporary tables that outgrew memory (reports.rules.spills): (key in stats_series,
+    # words) of counters of spill events, each recorded one counts; a bytes counter ("" = none) and the
+    # settings that size the memory they outgrew, as advice.
+    spill_counters: ClassVar[tuple[tuple[str, str], ...]] = ()
+    spill_bytes_counter: ClassVar[str] = ""
+    spill_settings: ClassVar[str] = ""
+    # (rows read by table scans, scans) counters of stats_series, server-wide, for reports.rules.scans where the
+    # engine has no per-table scan source of its own (() = it has one: PostgreSQL's collectors.pg.tables).
+    scan_counters: ClassVar[tuple[str, ...]] = ()
 
     def instrumentation_for(self, version_num: int) -> list[tuple[str, str]]:
         """The (setting, value) pairs of :attr:`instrumentation` a server of ``version_num`` has."""

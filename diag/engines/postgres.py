@@ -68,6 +68,16 @@ class PostgresEngine(Engine):
     instrumentation_sql = ("CREATE EXTENSION IF NOT EXISTS pg_stat_statements",)
     instrumentation_cost = ("measured at about 8% of point-select throughput at saturation, server CPU per "
                             "statement +10-16% (PostgreSQL 18, 4 clients, BENCHMARKS.md, 2026-12-01)")
+    # pg_stat_statements' total_exec_time is the executor's time only: parse, analysis and planning (planning is
+    # total_plan_time, off by default) are not in it. Source: the pg_stat_statements page above.
+    statement_timer_scope = "execution"
+    statement_timer_text = "execution only (pg_stat_statements total_exec_time: no parse, analysis or planning)"
+    # pg_stat_database counts every temporary file a query wrote (sorts, hashes, materialisations beyond
+    # work_mem), whatever log_temp_files says. Source: "pg_stat_database", monitoring-stats.html.
+    spill_counters = (("db.temp_files", "temporary files"),)
+    spill_bytes_counter = "db.temp_bytes"
+    spill_settings = ("work_mem (per sort or hash node; hashes may use work_mem x hash_mem_multiplier), settable "
+                      "per role or per transaction with SET LOCAL work_mem")
     # Source: "Write Ahead Log" settings, https://www.postgresql.org/docs/current/runtime-config-wal.html
     commit_path_settings = ("fsync", "synchronous_commit")
     sync_method_setting = "wal_sync_method"

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -17,7 +18,7 @@ from diag.engines import MYSQL, POSTGRES
 from diag.schema import BundleFormatError, ResultRow, StatementPlan, StepStatements
 from diag.targets import parse_target
 from reports.rules.statements import full_scan, statement_hotspot
-from reports.statements_view import compare_statements, normalise, statement_sections
+from reports.statements_view import compare_pair, compare_statements, normalise, statement_sections
 
 PLANS = Path(__file__).resolve().parents[1] / "data" / "plans"
 
@@ -151,9 +152,46 @@ def test_statement_section_and_versus_table_on_the_saved_run() -> None:
     secs = {s["target"]: s for s in statement_sections(b)}
     assert set(secs) == {"pg", "my"} and all(len(s["steps"]) == 2 and not s["off"] for s in secs.values())
     (custom,) = [c for c in compare_statements(b) if c["workload"] == "custom"]
-    assert "count(*)" in custom["lead"]["text"] and custom["lead"]["a_plan"] and custom["lead"]["b_plan"]
-    # Both engines' spellings of both statements meet: two rows, each with both sides.
+    # Both engines' spellings of both statements meet: two rows, each with both sides and both plans.
     assert len(custom["rows"]) == 2 and all(r["a_us"] and r["b_us"] for r in custom["rows"])
+    assert any("count(*)" in r["text"] and r["a_plan"] and r["b_plan"] for r in custom["rows"])
+    # PostgreSQL times execution only, MariaDB from parse to end: never subtracted, never a share of the gap.
+    assert custom["comparable"] is False and custom["lead"] is None and custom["gap_us"] is None
+    assert all(r["diff_us"] is None for r in custom["rows"])
+    assert "explains" not in custom["sentence"] and "total_exec_time" in custom["sentence"]
+    assert "parse to end" in custom["sentence"]
+    # Rows per call do mean the same on both: the saved digests' own rows / calls.
+    raw = {r["target"]: r for r in b.results if r["workload"] == "custom"}
+    for side, label in (("a", custom["a"]), ("b", custom["b"])):
+        stmts = raw[label]["statements"]["statements"]
+        (cnt,) = [x for x in stmts if "count(*)" in x["text"].lower()]
+        (row,) = [r for r in custom["rows"] if "count(*)" in r["text"].lower()]
+        assert row[f"{side}_rows_per_call"] == pytest.approx(cnt["rows"] / cnt["calls"])
+    # The transaction gap is the accounting's: clients x window / transactions, worked out here from the rows.
+    wall = {k: r["clients"] * (r["t_end"] - r["t_start"]) * 1e6 / r["transactions"] for k, r in raw.items()}
+    assert custom["txn_gap_us"] == pytest.approx(wall[custom["b"]] - wall[custom["a"]], rel=1e-3)
+
+
+def _custom_pair(txn_gap_us: float | None) -> dict[str, Any]:
+    """The saved run's custom step compared as if both sides timed statements alike (two PostgreSQL servers)."""
+    b = _saved()
+    (ra, sa), (rb, sb) = [(r, ResultRow.from_dict(r).step_statements) for r in b.results if r["workload"] == "custom"]
+    assert sa is not None and sb is not None
+    return compare_pair("custom", 1, ra, sa, rb, sb, scopes=(POSTGRES, POSTGRES), txn_gap_us=txn_gap_us)
+
+
+def test_a_same_scope_statement_gap_is_never_claimed_beyond_the_transaction_gap() -> None:
+    big = _custom_pair(txn_gap_us=None)
+    assert big["comparable"] and "count(*)" in big["lead"]["text"] and "explains" in big["sentence"]
+    stmt_gap = big["gap_us"]
+    assert stmt_gap == pytest.approx(sum(r["b_us"] or 0 for r in big["rows"]) - sum(r["a_us"] or 0 for r in big["rows"]))
+    # A transaction gap wider than the statements' difference: the share stands as said.
+    wide = _custom_pair(txn_gap_us=2 * stmt_gap)
+    assert "more than the whole transaction" not in wide["sentence"]
+    # Narrower (or the other way): the sentence says the statement difference exceeds it, not a share of it.
+    for gap in (stmt_gap / 4, -stmt_gap):
+        narrow = _custom_pair(txn_gap_us=gap)
+        assert "more than the whole transaction's measured gap" in narrow["sentence"]
 
 
 def test_plan_conditions_lose_their_literals() -> None:
