@@ -21,6 +21,7 @@ file is never read by dbdiag (libpq reads it).
 
 from __future__ import annotations
 
+import functools
 import html
 import json
 import re
@@ -36,8 +37,9 @@ _KEYS = "|".join(SECRET_KEYS)
 # Characters that end a password in free text: whitespace, and the quotes and angle brackets around a URL
 # in JSON, HTML and messages; a password that holds one of them is still caught as a known secret.
 _STOP = r"\s\"'<>"
-# scheme://[user]:PASSWORD@ ; the password is greedy up to the authority's last "@" (before / ? #).
-_USERINFO = re.compile(rf"(\b[A-Za-z][A-Za-z0-9+.\-]*://[^{_STOP}:/?#@]*:)[^{_STOP}/?#]*(?=@)")
+# scheme://[user]:PASSWORD@ ; the password is greedy up to the authority's last "@" (before / ? #). The pattern
+# starts at the literal "://" (the scheme is not needed to hide the password): a scan, not a try at every word.
+_USERINFO = re.compile(rf"(://[^{_STOP}:/?#@]*:)[^{_STOP}/?#]*(?=@)")
 # ?password=VALUE / &password=VALUE in a URL's query.
 _QUERY = re.compile(rf"([?&;](?:{_KEYS})=)[^&#{_STOP}]*", re.IGNORECASE)
 # password=VALUE / password = 'quoted \' value' in a key=value connection string (not after ? or &).
@@ -57,23 +59,27 @@ def spellings(secret: str) -> Iterator[str]:
             yield s
 
 
-def blind_list(secrets: Iterable[str]) -> tuple[str, ...]:
-    """Every spelling of the known secrets long enough to replace blindly, longest first (so a longer
-    spelling is not cut by a shorter one inside it)."""
+@functools.lru_cache(maxsize=64)  # a run has one set of secrets; its every line is redacted with it
+def _blind(secrets: tuple[str, ...]) -> re.Pattern[str] | None:
+    """One pattern of every spelling of the known secrets long enough to replace blindly, longest first (so a
+    longer spelling is not cut by a shorter one inside it); None when there is none."""
     out = {sp for s in secrets if s and len(s) >= MIN_BLIND for sp in spellings(s)}
-    return tuple(sorted(out, key=len, reverse=True))
+    return re.compile("|".join(re.escape(sp) for sp in sorted(out, key=len, reverse=True))) if out else None
 
 
 def redact_text(text: str, secrets: Iterable[str] = ()) -> str:
     """``text`` with every password in it replaced by ``***`` (the forms of the module docstring)."""
     if not text:
         return text
-    text = _USERINFO.sub(rf"\1{MASK}", text)
-    text = _QUERY.sub(rf"\1{MASK}", text)
-    text = _CONNINFO.sub(rf"\1{MASK}", text)
-    for s in blind_list(secrets):
-        text = text.replace(s, MASK)
-    return text
+    # Every series line passes here: the patterns run only where their marker is (a tenth of the time).
+    if "://" in text:
+        text = _USERINFO.sub(rf"\1{MASK}", text)
+    low = text.lower()
+    if "pass" in low or "pwd" in low:
+        text = _QUERY.sub(rf"\1{MASK}", text)
+        text = _CONNINFO.sub(rf"\1{MASK}", text)
+    blind = _blind(tuple(secrets))
+    return blind.sub(MASK, text) if blind is not None else text
 
 
 def redact_url(url: str) -> str:
