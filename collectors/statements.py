@@ -27,6 +27,7 @@ from collections.abc import Mapping
 from typing import Any, ClassVar
 
 from collectors.base import Collector, CollectorContext, Probe
+from collectors.plans import error_without_literals, without_literals
 from diag.bundle import safe_name
 from diag.db import Session
 from diag.errors import DbError, DiagError
@@ -283,7 +284,8 @@ class StatementSource(Collector, abc.ABC):
         examined, source = self.examined(d, plan, tables)
         ints = ("rows", "shared_blks_hit", "shared_blks_read", "shared_blks_dirtied", "shared_blks_written",
                 "temp_blks_read", "temp_blks_written", "no_index_used")
-        return StatementStat(key=key, text=text[:TEXT_CHARS], calls=int(d["calls"]),
+        # Digest texts are fingerprints already on MySQL; PostgreSQL keeps utility statements' literals.
+        return StatementStat(key=key, text=self.ctx.statement_text(text)[:TEXT_CHARS], calls=int(d["calls"]),
                              total_ms=round(d.get("total_ms", 0.0), 3),
                              plan_ms=round(d["plan_ms"], 3) if d.get("plan_ms") is not None else None,
                              rows_examined=examined, examined_from=source,
@@ -298,12 +300,14 @@ class StatementSource(Collector, abc.ABC):
             with self._lock:
                 plan, raw = self.explain(self.session, text, key)
         except DiagError as e:  # the server's error, or a plan of a shape the parser does not know
-            return StatementPlan(error=str(e))
+            return StatementPlan(error=error_without_literals(str(e), self.ctx.statement_text))
+        plan, raw = without_literals(plan, raw, self.ctx.statement_text)
         if raw is not None and self.ctx.bundle is not None:
             label, workload, clients = step
             name = f"plan--{safe_name(label)}--{safe_name(workload)}--c{clients}--{rank + 1}.json"
             with contextlib.suppress(OSError):
-                self.ctx.bundle.artifact(name).write_text(json.dumps(raw, indent=1, default=str), encoding="utf-8")
+                self.ctx.bundle.artifact(name).write_text(self.ctx.bundle.scrub(json.dumps(raw, indent=1, default=str)),
+                                                         encoding="utf-8")
                 plan = StatementPlan(method=plan.method, nodes=plan.nodes, artifact=f"artifacts/{name}",
                                      error=plan.error)
         return plan

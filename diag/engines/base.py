@@ -75,6 +75,10 @@ class Engine:
     default_user: ClassVar[str] = ""
     default_database: ClassVar[str] = ""
     socket_param: ClassVar[str] = ""           # DSN query parameter naming a unix socket
+    # Whether the server reads \' in a string as a quote and "..." as a string (MySQL's default SQL mode);
+    # how diag.fingerprint finds the literals of statement texts read from the server.
+    string_backslashes: ClassVar[bool] = False
+    passfile_param: ClassVar[str] = ""  # DSN query parameter naming a password file the driver reads ("" none)
     drivers: ClassVar[tuple[tuple[str, str], ...]] = ()  # (distribution, module), fastest first
     driver_hint: ClassVar[str] = ""            # what to pip install when none is present
     key_settings: ClassVar[tuple[str, ...]] = ()  # read with every run: durability and sizing
@@ -240,6 +244,10 @@ class Engine:
                        application_name: str) -> dict[str, Any]:
         """Keyword arguments for ``driver.module.connect``."""
         raise NotImplementedError
+
+    def credentials_text(self, target: "Target") -> str:
+        """Where the target's password comes from, for run.json: never the password, never a file's contents."""
+        return "password in the DSN (***)" if target.password is not None else "no password"
 
     def connect(self, target: "Target", *, autocommit: bool = True, timeout_s: int = 5,
                 application_name: str = "dbdiag", driver: DriverInfo | None = None) -> Any:

@@ -57,6 +57,7 @@ class MysqlEngine(Engine):
     default_user = "root"
     default_database = ""
     socket_param = "unix_socket"
+    string_backslashes = True
     drivers = (("mysqlclient", "MySQLdb"), ("PyMySQL", "pymysql"))
     driver_hint = "pymysql"
     key_settings = ("innodb_flush_log_at_trx_commit", "sync_binlog", "log_bin", "innodb_doublewrite",

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import os
 import signal
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from diag.engines.base import DriverInfo, Engine, Identity
@@ -43,6 +45,7 @@ class PostgresEngine(Engine):
     default_user = "postgres"
     default_database = "postgres"
     socket_param = "host"
+    passfile_param = "passfile"
     drivers = (("psycopg", "psycopg"), ("psycopg2", "psycopg2"))
     driver_hint = "psycopg[binary] (or the psycopg2 extra: pip install 'dbdiag[psycopg2]')"
     key_settings = ("fsync", "synchronous_commit", "wal_sync_method", "full_page_writes", "commit_delay",
@@ -136,9 +139,24 @@ class PostgresEngine(Engine):
             kw["port"] = target.port
         if target.password is not None:
             kw["password"] = target.password
+        if target.passfile:
+            kw["passfile"] = target.passfile
         if driver.name == "psycopg":  # psycopg2's connect() has no autocommit argument
             kw["autocommit"] = autocommit
         return kw
+
+    def credentials_text(self, target: "Target") -> str:
+        # libpq's own order: the password given, else PGPASSWORD, else the passfile (PGPASSFILE, ~/.pgpass),
+        # the file read by libpq only when the server asks for a password.
+        if target.password is not None:
+            return "password in the DSN (***)"
+        if os.environ.get("PGPASSWORD"):
+            return "PGPASSWORD from the environment (***)"
+        given = target.passfile or os.environ.get("PGPASSFILE")
+        path = Path(given).expanduser() if given else Path.home() / ".pgpass"
+        if given or path.exists():
+            return f"passfile {path} (read by libpq when the server asks; never by dbdiag)"
+        return "no password"
 
     def version_text(self, version_num: int) -> str:
         # server_version_num since 10: major * 10000 + minor.

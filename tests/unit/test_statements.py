@@ -9,12 +9,14 @@ from typing import Any
 
 import pytest
 
+from collectors.base import CollectorContext
 from collectors.mysql.statements import MyStatementSource, substitute
-from collectors.plans import PlanFormatError, my_plan_nodes, pg_plan_nodes
+from collectors.plans import PlanFormatError, error_without_literals, my_plan_nodes, pg_plan_nodes, without_literals
 from collectors.statements import digest_delta, explainable, table_delta
 from diag.bundle import Bundle, load_bundle
 from diag.engines import MYSQL, POSTGRES
-from diag.schema import BundleFormatError, ResultRow, StepStatements
+from diag.schema import BundleFormatError, ResultRow, StatementPlan, StepStatements
+from diag.targets import parse_target
 from reports.rules.statements import full_scan, statement_hotspot
 from reports.statements_view import compare_pair, compare_statements, normalise, statement_sections
 
@@ -190,3 +192,35 @@ def test_a_same_scope_statement_gap_is_never_claimed_beyond_the_transaction_gap(
     for gap in (stmt_gap / 4, -stmt_gap):
         narrow = _custom_pair(txn_gap_us=gap)
         assert "more than the whole transaction's measured gap" in narrow["sentence"]
+
+
+def test_plan_conditions_lose_their_literals() -> None:
+    """A MariaDB plan of a sampled statement quotes its constants in attached_condition: stored as a fingerprint
+    (node filter and raw plan) unless the run keeps literals; PostgreSQL's $1 conditions are unchanged."""
+    raw = _plan("mariadb1011_all.json")
+    plan = StatementPlan(method="explain", nodes=tuple(my_plan_nodes(raw)))
+    assert "'none'" in plan.nodes[0].filter
+    ctx = CollectorContext(target=parse_target("m=mysql://u@h:3306/"), artifacts=Path("/nonexistent"))
+    clean, clean_raw = without_literals(plan, raw, ctx.statement_text)
+    assert clean.nodes[0].filter == "dbdiag.sbtest1.pad = ?"
+    assert "'none'" not in json.dumps(clean_raw) and "dbdiag.sbtest1.pad = ?" in json.dumps(clean_raw)
+    kept = CollectorContext(target=ctx.target, artifacts=ctx.artifacts, keep_literals=True)
+    assert without_literals(plan, raw, kept.statement_text) == (plan, raw)
+    pg_raw = _plan("pg18_index_scan.json")
+    pg = StatementPlan(nodes=tuple(pg_plan_nodes(pg_raw)))
+    pg_ctx = CollectorContext(target=parse_target("p=postgresql://u@h/db"), artifacts=Path("/nonexistent"))
+    assert without_literals(pg, pg_raw, pg_ctx.statement_text) == (pg, pg_raw)
+
+
+def test_plan_errors_quote_no_literals() -> None:
+    """A server's EXPLAIN error quotes the statement (MySQL "near '...'") or a value (PostgreSQL): fingerprints."""
+    my = CollectorContext(target=parse_target("m=mysql://u@h:3306/"), artifacts=Path("/nonexistent"))
+    pg = CollectorContext(target=parse_target("p=postgresql://u@h/db"), artifacts=Path("/nonexistent"))
+    near = "You have an error in your SQL syntax; check the manual near 'WHERE c = 'SECRET-1' LIMIT 5' at line 1"
+    assert error_without_literals(near, my.statement_text) == \
+        "You have an error in your SQL syntax; check the manual near 'WHERE c = ? LIMIT ?' at line 1"
+    assert error_without_literals('invalid input syntax for type integer: "SECRET-2"', pg.statement_text) == \
+        "invalid input syntax for type integer: ?"
+    assert error_without_literals("Table 'db.t' doesn't exist", my.statement_text) == "Table 'db.t' doesn't exist"
+    kept = CollectorContext(target=my.target, artifacts=my.artifacts, keep_literals=True)
+    assert error_without_literals(near, kept.statement_text) == near
