@@ -7,7 +7,7 @@ oldest (``oldest_xact``: PostgreSQL's backend_xmin holders of the database, Inno
 results.json row gets ``old_transaction``: ``backlog_start``, ``backlog_end``, ``t0``/``t1`` (Unix s) and
 ``oldest`` (pid, user, client, state, application_name, xact_age_s, state_age_s, xmin_age, query), or
 ``oldest: null`` when no other session had a transaction open. The query text is another user's data: it is
-stored as read, and the report shows it as it shows other sessions' statements.
+stored without its literals unless the run keeps them (:meth:`collectors.base.CollectorContext.statement_text`).
 
 Needs: PostgreSQL any role (another role's user and query need pg_read_all_stats); MySQL/MariaDB PROCESS
 (INNODB_TRX, INNODB_METRICS). A part refused is said once in the row's ``notes``.
@@ -109,5 +109,7 @@ class OldestTransaction(Collector):
                 self._note(f"oldest transaction not read: {e}")
                 rows = None
         oldest = {k: _plain(v) for k, v in rows[0].items()} if rows else None
+        if oldest is not None and isinstance(oldest.get("query"), str):
+            oldest["query"] = self.ctx.statement_text(oldest["query"])  # another session's: literals out
         return {"old_transaction": {"t0": t0, "t1": time.time(), "backlog_start": b0, "backlog_end": b1,
                                     "oldest": oldest, "notes": list(self.notes)}}
