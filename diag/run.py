@@ -79,6 +79,7 @@ class RunOptions:
     progress: Literal["bar", "steps"] = "bar"
     host_metrics: dict[str, str] = field(default_factory=dict)  # label -> node_exporter URL (--host-metrics)
     ssh: dict[str, str] = field(default_factory=dict)  # label -> user@host: profiles there over ssh (--ssh)
+    plan_others: bool = False  # plan other users' statements too (--plan-others; collectors.plansafety)
 
 
 @dataclass
@@ -242,7 +243,8 @@ class Run:
                      "warmup_s": o.driver.warmup_s, "protocol": o.driver.protocol,
                      "isolation": o.driver.isolation, "rate": o.driver.rate, "scale": o.driver.scale,
                      "on_error": o.driver.on_error, "repeat": o.driver.repeat, "think": o.driver.think,
-                     "tpcc_mode": o.driver.tpcc_mode, "flush_capability": o.flush_capability, "profile": self.plan.profile, **self.plan.to_dict()},
+                     "tpcc_mode": o.driver.tpcc_mode, "flush_capability": o.flush_capability, "profile": self.plan.profile,
+                     "plan_others": o.plan_others, **self.plan.to_dict()},
             targets=[t.to_dict() for t in self.targets], collectors={}, metrics={})
         status, error = "complete", ""
         for line in start_notes(o.workloads, o.driver):
@@ -337,7 +339,7 @@ class Run:
         return CollectorContext(target=rt.target, artifacts=self.bundle.path / "artifacts", server_pid=rt.pid,
                                 data_dir=rt.data_dir, client_pids=self.sources.client_pids,
                                 servers=(rt.facts(),), bundle=self.bundle,
-                                options={"progress": self.out,
+                                options={"progress": self.out, "plan_others": self.opts.plan_others,
                                          **{k: rt.info[k] for k in ("host_metrics", "ssh") if rt.info.get(k)}})
 
     def _sweep_all(self) -> None:
