@@ -54,6 +54,7 @@ _OWN = re.compile(r"^\s*(?:SHOW|SET|EXPLAIN|USE|SELECT\s+@@|SELECT\s+VERSION\s*\
                   r"|`?(?:performance_schema|information_schema)`?\s*\.", re.IGNORECASE)
 _LIMIT = re.compile(r"\b(LIMIT|OFFSET)\s+\?", re.IGNORECASE)
 _ELLIPSIS_LIST = re.compile(r"\(\s*\.\.\.\s*\)")
+_CALL_SPACE = re.compile(r"\b([A-Za-z_]\w*) \(")
 # Statements MariaDB will not EXPLAIN in a READ ONLY transaction: writes and locking reads.
 _WRITES = re.compile(r"^\W*(?:INSERT|UPDATE|DELETE|REPLACE)\b|\bFOR\s+UPDATE\b|\bFOR\s+SHARE\b|\bLOCK\s+IN\s+SHARE\s+MODE\b",
                      re.IGNORECASE)
@@ -62,10 +63,20 @@ CONSUMER_FIX = ("UPDATE performance_schema.setup_consumers SET ENABLED = 'YES' W
 
 
 def substitute(text: str) -> tuple[str, bool]:
-    """``text`` with each ``?`` parameter as a literal (see the module docstring); whether anything changed."""
+    """``text`` with each ``?`` parameter as a literal (see the module docstring); whether anything changed.
+
+    A digest text (no quotes: its literals are ``?``) spaces a call out, ``COUNT ( * )``, which MariaDB does not
+    parse as a built-in function without IGNORE_SPACE; the space before ``(`` goes (a keyword followed directly
+    by a parenthesis parses the same).
+    """
     out = _ELLIPSIS_LIST.sub("('1')", _LIMIT.sub(r"\1 1", text))
+    changed = out != text
+    before = out
     out = re.sub(r"(?<![\w'`])\?(?![\w'`])", "'1'", out)
-    return out, out != text
+    changed = changed or out != before
+    if "'" not in text and '"' not in text:
+        out = _CALL_SPACE.sub(r"\1(", out)
+    return out, changed
 
 
 def _text(v: Any) -> str:
