@@ -15,9 +15,15 @@ from __future__ import annotations
 
 import re
 
+from diag.errors import DiagError
+
 PLAN_TIMEOUT_MS = 2000  # a plan takes milliseconds; a text that plans for longer is not worth the server's time
 PLANNED_KINDS = ("select", "insert", "update", "delete", "with")
 PLAN_OTHERS_OPTION = "--plan-others"
+
+
+class PlanNotMade(DiagError):
+    """dbdiag declined to plan a statement; the message says why (whose statement, what is missing)."""
 
 
 def _skip_quoted(text: str, i: int, quote: str, backslash: bool) -> int:

@@ -33,7 +33,7 @@ from collections.abc import Mapping
 from typing import Any, ClassVar
 
 from collectors.base import Collector, CollectorContext, Probe
-from collectors.plansafety import plan_refusal
+from collectors.plansafety import PlanNotMade, plan_refusal
 from diag.bundle import safe_name
 from diag.db import Session
 from diag.errors import DbError, DiagError
@@ -338,6 +338,8 @@ class StatementSource(Collector, abc.ABC):
         try:
             with self._lock:
                 plan, raw = self.explain(self.session, text, key)
+        except PlanNotMade as e:  # whose the statement is, found only now (PostgreSQL: the login's memberships)
+            return StatementPlan(not_made=str(e))
         except DiagError as e:  # the server's error, or a plan of a shape the parser does not know
             return StatementPlan(error=str(e))
         if raw is not None and self.ctx.bundle is not None:

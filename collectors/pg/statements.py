@@ -37,7 +37,7 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
-from collectors.plansafety import PLAN_OTHERS_OPTION, PLAN_TIMEOUT_MS
+from collectors.plansafety import PLAN_OTHERS_OPTION, PLAN_TIMEOUT_MS, PlanNotMade
 from collectors.pg.common import MONITOR_HINT, describe, open_session, plain, privileges, quote_ident, \
     unsupported_reason
 from collectors.plans import pg_plan_nodes
@@ -56,7 +56,7 @@ EXAMINED_FROM_PLAN = "plan x table size"
 SAFE_SEARCH_PATH = 'pg_catalog, "$user", public, pg_temp'
 # Runs its statements as the function's owner (a security-definer context: no SET ROLE back); all but the
 # last are run (PREPARE), the last's rows (one JSON plan) returned.
-_AS_OWNER = """CREATE FUNCTION pg_temp.{name}(stmts text[]) RETURNS SETOF text LANGUAGE plpgsql SECURITY DEFINER
+_AS_OWNER = """CREATE {marker} FUNCTION pg_temp.{name}(stmts text[]) RETURNS SETOF text LANGUAGE plpgsql SECURITY DEFINER
 SET search_path = {path} AS $dbdiag$
 DECLARE i int; r record;
 BEGIN
@@ -78,6 +78,7 @@ class PgStatementSource(StatementSource):
         self.own_role = ""  # the login's role as pg_stat_statements names it (regrole text)
         self._rows_per_scan: dict[str, float] = {}
         self._as_role: dict[str, str] = {}  # role -> the pg_temp function that plans as it
+        self._made = 0
 
     def open(self) -> Session:
         return open_session(self.ctx.target, self.name, SNAPSHOT_TIMEOUT_MS)
@@ -186,11 +187,17 @@ class PgStatementSource(StatementSource):
             return self._as_role[role]
         ok = s.query(f"SELECT {MARKER} pg_has_role(current_user, %(r)s::regrole, 'MEMBER') AS ok", {"r": role})
         if not ok or not ok[0]["ok"]:
-            raise DbError(f"statement of role {role}: dbdiag's login {self.own_role} is not a member of it, so "
-                          f"cannot plan as {role}", kind="privilege")
-        name = f"dbdiag_plan_as_{len(self._as_role) + 1}"
-        s.execute(_AS_OWNER.format(name=name, path=SAFE_SEARCH_PATH))
-        s.execute(f"ALTER FUNCTION {MARKER} pg_temp.{name}(text[]) OWNER TO {role}")
+            raise PlanNotMade(f"statement of role {role}: dbdiag's login {self.own_role} is not a member of it, "
+                              f"so cannot plan as {role}")
+        self._made += 1
+        name = f"dbdiag_plan_as_{self._made}"
+        s.execute(_AS_OWNER.format(marker=MARKER, name=name, path=SAFE_SEARCH_PATH))
+        try:
+            s.execute(f"ALTER FUNCTION {MARKER} pg_temp.{name}(text[]) OWNER TO {role}")
+        except DbError as e:
+            with contextlib.suppress(DbError):
+                s.execute(f"DROP FUNCTION {MARKER} pg_temp.{name}(text[])")
+            raise PlanNotMade(f"statement of role {role}: cannot plan as {role} ({e})") from None
         self._as_role[role] = f"pg_temp.{name}"
         return self._as_role[role]
 

@@ -35,6 +35,7 @@ PG_SETUP = [
     "DROP VIEW IF EXISTS plansafe_v", "DROP TABLE IF EXISTS plansafe_log", "DROP TABLE IF EXISTS plansafe_t",
     "DO $$ BEGIN IF EXISTS (SELECT FROM pg_roles WHERE rolname = 'plansafe_low') THEN DROP OWNED BY plansafe_low; "
     "END IF; END $$", "DROP ROLE IF EXISTS plansafe_low", "CREATE ROLE plansafe_low LOGIN",
+    "DROP ROLE IF EXISTS plansafe_mon", "CREATE ROLE plansafe_mon LOGIN IN ROLE pg_read_all_stats",
     "CREATE TABLE plansafe_log (who text, at timestamptz DEFAULT now())",
     "GRANT INSERT, SELECT ON plansafe_log TO PUBLIC",
     "CREATE TABLE plansafe_t (id int PRIMARY KEY)", "GRANT SELECT ON plansafe_t TO PUBLIC",
@@ -96,8 +97,10 @@ def _by_text(rec: dict[str, Any]) -> dict[str, dict[str, Any]]:
     return {s["text"]: s for s in rec["statements"]}
 
 
-def _pg_run(pg: Target, plan_others: bool, tmp_path: Path) -> tuple[dict[str, dict[str, Any]], list[str]]:
+def _pg_run(pg: Target, plan_others: bool, tmp_path: Path, login: str = "postgres"
+            ) -> tuple[dict[str, dict[str, Any]], list[str]]:
     low = pg.with_endpoint(pg.host, pg.port, None, "plansafe_low", pg.database)
+    dbdiag = pg.with_endpoint(pg.host, pg.port, None, login, pg.database)
 
     def statements(_t0: float) -> None:
         # Enough calls to rank among the step's statements the source plans (connections' own set-up
@@ -112,8 +115,8 @@ def _pg_run(pg: Target, plan_others: bool, tmp_path: Path) -> tuple[dict[str, di
 
     with Session(pg) as s:
         s.execute("TRUNCATE plansafe_log")
-    rec = _step(PgStatementSource(CollectorContext(target=pg, artifacts=tmp_path, options={"plan_others": plan_others})),
-                pg, statements)
+    rec = _step(PgStatementSource(CollectorContext(target=dbdiag, artifacts=tmp_path,
+                                                   options={"plan_others": plan_others})), dbdiag, statements)
     with Session(pg) as s:
         who = [str(r["who"]) for r in s.query("SELECT who FROM plansafe_log")]
     return _by_text(rec), who
@@ -218,3 +221,13 @@ def test_mariadb_plans_others_when_asked_in_a_read_only_transaction(my, tmp_path
     assert set(who) == {"plansafe_low@%"}
     plan = _my_stmt(stmts, "SELECT * FROM plansafe.t WHERE id")["plan"]
     assert "READ ONLY transaction" in plan["error"] and not plan["not_made"]
+
+
+def test_postgres_does_not_plan_as_a_role_its_login_cannot_become(pg, tmp_path) -> None:
+    # dbdiag logged in as a monitoring role (pg_read_all_stats: it sees every role's statements), not a member of
+    # plansafe_low: even asked to, it cannot plan as plansafe_low, so it does not plan at all.
+    stmts, who = _pg_run(pg, True, tmp_path, login="plansafe_mon")
+    assert set(who) == {"plansafe_low"}
+    plan = stmts["SELECT plansafe_canary()"]["plan"]
+    assert plan["not_made"] == ("statement of role plansafe_low: dbdiag's login plansafe_mon is not a member of it, "
+                                "so cannot plan as plansafe_low") and not plan["error"]
