@@ -56,8 +56,8 @@ _LIMIT = re.compile(r"\b(LIMIT|OFFSET)\s+\?", re.IGNORECASE)
 _ELLIPSIS_LIST = re.compile(r"\(\s*\.\.\.\s*\)")
 _CALL_SPACE = re.compile(r"\b([A-Za-z_]\w*) \(")
 # Statements MariaDB will not EXPLAIN in a READ ONLY transaction: writes and locking reads.
-_WRITES = re.compile(r"^\W*(?:INSERT|UPDATE|DELETE|REPLACE)\b|\bFOR\s+UPDATE\b|\bFOR\s+SHARE\b|\bLOCK\s+IN\s+SHARE\s+MODE\b",
-                     re.IGNORECASE)
+_WRITES = re.compile(r"^\W*(?:INSERT|UPDATE|DELETE|REPLACE)\b"
+                     r"|\bFOR\s+UPDATE\b|\bFOR\s+SHARE\b|\bLOCK\s+IN\s+SHARE\s+MODE\b", re.IGNORECASE)
 CONSUMER_FIX = ("UPDATE performance_schema.setup_consumers SET ENABLED = 'YES' WHERE NAME = '{name}' (or "
                 "performance-schema-consumer-{option}=ON in my.cnf)")
 

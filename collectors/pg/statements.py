@@ -56,8 +56,8 @@ EXAMINED_FROM_PLAN = "plan x table size"
 SAFE_SEARCH_PATH = 'pg_catalog, "$user", public, pg_temp'
 # Runs its statements as the function's owner (a security-definer context: no SET ROLE back); all but the
 # last are run (PREPARE), the last's rows (one JSON plan) returned.
-_AS_OWNER = """CREATE {marker} FUNCTION pg_temp.{name}(stmts text[]) RETURNS SETOF text LANGUAGE plpgsql SECURITY DEFINER
-SET search_path = {path} AS $dbdiag$
+_AS_OWNER = """CREATE {marker} FUNCTION pg_temp.{name}(stmts text[]) RETURNS SETOF text LANGUAGE plpgsql
+SECURITY DEFINER SET search_path = {path} AS $dbdiag$
 DECLARE i int; r record;
 BEGIN
   FOR i IN 1 .. array_length(stmts, 1) - 1 LOOP EXECUTE stmts[i]; END LOOP;
@@ -144,8 +144,9 @@ class PgStatementSource(StatementSource):
             method, stmts = "generic_plan", [f"EXPLAIN {MARKER} (GENERIC_PLAN, FORMAT JSON, VERBOSE) {text}"]
         elif generic:  # before 16: the generic plan of a statement with $n parameters (values unknown)
             nulls = ", ".join(["NULL"] * params)
-            method, stmts = "generic_prepared", [f"PREPARE {MARKER} dbdiag_plan AS {text}",
-                                                 f"EXPLAIN {MARKER} (FORMAT JSON, VERBOSE) EXECUTE dbdiag_plan({nulls})"]
+            method, stmts = "generic_prepared", [
+                f"PREPARE {MARKER} dbdiag_plan AS {text}",
+                f"EXPLAIN {MARKER} (FORMAT JSON, VERBOSE) EXECUTE dbdiag_plan({nulls})"]
         else:
             method, stmts = "explain", [f"EXPLAIN {MARKER} (FORMAT JSON, VERBOSE) {text}"]
         role = self.role_of(key)
