@@ -13,11 +13,13 @@ through one step as a run drives it (step_started, the statements, step_finished
 * MariaDB: ``plansafe.canary(x)`` is a DETERMINISTIC SQL SECURITY INVOKER stored function; MariaDB's EXPLAIN
   runs it for a primary-key lookup on its value (found on 10.11: twice per EXPLAIN).
 
+The pre-16 plan path (PREPARE under the statement's role) is checked on the machine's PostgreSQL 15.
 Before this change both servers got the row (dbdiag's plans ran the functions as postgres / root).
 """
 
 from __future__ import annotations
 
+import os
 import time
 from pathlib import Path
 from typing import Any
@@ -28,6 +30,7 @@ from collectors.base import CollectorContext
 from collectors.mysql.statements import MyStatementSource
 from collectors.pg.statements import PgStatementSource
 from diag.db import Session
+from diag.errors import DbError
 from diag.targets import Target
 from workloads.options import StepInfo
 
@@ -231,3 +234,34 @@ def test_postgres_does_not_plan_as_a_role_its_login_cannot_become(pg, tmp_path) 
     plan = stmts["SELECT plansafe_canary()"]["plan"]
     assert plan["not_made"] == ("statement of role plansafe_low: dbdiag's login plansafe_mon is not a member of it, "
                                 "so cannot plan as plansafe_low") and not plan["error"]
+
+
+def test_postgres_before_16_plans_as_the_role_through_prepare(pg_service, tmp_path) -> None:
+    """The pre-16 generic plan (PREPARE, EXPLAIN EXECUTE) inside the planner that runs as the statement's role, on
+    the machine's PostgreSQL 15 (its own uniquely named role and schema, dropped after; no setting changed)."""
+    tag = f"plansafe_{os.getpid()}"
+    with Session(pg_service) as s:
+        assert s.version_num < 160000, "this test needs the machine's PostgreSQL 15 (the pre-16 plan path)"
+        path = s.query("SHOW search_path")[0]["search_path"]
+        s.execute(f"CREATE ROLE {tag}")
+        try:
+            s.execute(f"CREATE SCHEMA {tag}")
+            s.execute(f"CREATE TABLE {tag}.t (id int PRIMARY KEY, v int)")
+            s.execute(f"""CREATE FUNCTION {tag}.canary(x int) RETURNS int LANGUAGE plpgsql IMMUTABLE AS $$
+                          BEGIN RAISE EXCEPTION 'canary ran as %', current_user; END $$""")
+            s.execute(f"GRANT USAGE ON SCHEMA {tag} TO {tag}")
+            s.execute(f"GRANT SELECT ON {tag}.t TO {tag}")
+            src = PgStatementSource(CollectorContext(target=pg_service, artifacts=tmp_path,
+                                                     options={"plan_others": True}))
+            src.own_role = str(s.query("SELECT current_user::regrole::text AS r")[0]["r"])
+            plan, _ = src.explain(s, f"SELECT v FROM {tag}.t WHERE id = $1", f"1|{tag}")
+            assert plan.method == "generic_prepared" and plan.nodes[0].table == f"{tag}.t"
+            # the constant argument is folded at plan time: as the statement's role, never as postgres
+            with pytest.raises(DbError, match=f"canary ran as {tag}"):
+                src.explain(s, f"SELECT v FROM {tag}.t WHERE id = $1 AND v = {tag}.canary(7)", f"2|{tag}")
+            assert s.query("SELECT count(*) AS n FROM pg_prepared_statements")[0]["n"] == 0
+            assert s.query("SHOW search_path")[0]["search_path"] == path  # SET LOCAL: gone with the transaction
+        finally:
+            s.execute(f"DROP SCHEMA IF EXISTS {tag} CASCADE")
+            s.execute(f"DROP OWNED BY {tag}")  # this session's pg_temp planner, owned by the role
+            s.execute(f"DROP ROLE {tag}")
