@@ -57,6 +57,11 @@ def _skip_block_comment(text: str, i: int, nested: bool) -> int:
     return i
 
 
+def _word_char(c: str) -> bool:
+    """Whether ``c`` may precede ``$`` inside one PostgreSQL word (``a$b`` is a name, not a dollar quote)."""
+    return bool(c) and (c.isalnum() or c in "_$")
+
+
 def _dollar_tag(text: str, i: int) -> str:
     """The ``$tag$`` opening a PostgreSQL dollar-quoted string at ``text[i]``, or "" (``$1`` is a parameter)."""
     j = i + 1
@@ -68,9 +73,11 @@ def _dollar_tag(text: str, i: int) -> str:
     return ""
 
 
-def code_of(text: str, mysql: bool) -> tuple[str, str]:
+def code_of(text: str, mysql: bool, escapes: bool) -> tuple[str, str]:
     """(``text`` with comments and quoted strings and names blanked out, why it cannot be read or "").
 
+    ``escapes``: a backslash escapes the next character in every string (PostgreSQL with
+    standard_conforming_strings off; MySQL without NO_BACKSLASH_ESCAPES), else only in PostgreSQL's ``E'...'``.
     MySQL runs the inside of ``/*! ... */`` and ``/*M! ... */`` comments, so a text with one is refused
     rather than read.
     """
@@ -90,10 +97,11 @@ def code_of(text: str, mysql: bool) -> tuple[str, str]:
             j = text.find("\n", i)
             i = len(text) if j < 0 else j
         elif c in "'\"`":
-            backslash = mysql and c != "`" or (not mysql and c == "'" and text[i - 1:i] in ("E", "e"))
+            backslash = c != "`" and (mysql or c == "'") and escapes or \
+                (not mysql and c == "'" and text[i - 1:i] in ("E", "e"))
             i = _skip_quoted(text, i, c, backslash)
             out.append(" x ")
-        elif not mysql and c == "$" and _dollar_tag(text, i):
+        elif not mysql and c == "$" and not _word_char(text[i - 1:i]) and _dollar_tag(text, i):
             tag = _dollar_tag(text, i)
             j = text.find(tag, i + len(tag))
             i = len(text) if j < 0 else j + len(tag)
@@ -107,17 +115,20 @@ def code_of(text: str, mysql: bool) -> tuple[str, str]:
 def plan_refusal(text: str, mysql: bool) -> str:
     """Why dbdiag will not plan ``text`` ("" when it is one plain SELECT, INSERT, UPDATE, DELETE or WITH).
 
-    One statement only: a ``;`` outside strings, names and comments may only end the text. Comments and
-    leading parentheses are ignored before the first word is read.
+    One statement only: a ``;`` outside strings, names and comments may only end the text, read with and
+    without backslash escapes (dbdiag does not know the session's string mode; a text whose two readings
+    differ is refused). Comments and leading parentheses are ignored before the first word is read.
     """
-    code, why = code_of(text, mysql)
-    if why:
-        return why
-    body = code.strip()
-    while body.endswith(";"):
-        body = body[:-1].rstrip()
-    if ";" in body:
-        return "the text holds more than one statement"
+    body = ""
+    for escapes in (False, True):
+        code, why = code_of(text, mysql, escapes)
+        if why:
+            return why
+        body = code.strip()
+        while body.endswith(";"):
+            body = body[:-1].rstrip()
+        if ";" in body:
+            return "the text holds more than one statement"
     m = re.match(r"[A-Za-z_]+", body.lstrip("( \n\t\r"))
     first = m.group(0).lower() if m else ""
     if first not in PLANNED_KINDS:

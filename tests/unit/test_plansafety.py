@@ -21,7 +21,8 @@ SAVED = Path(__file__).resolve().parents[1] / "data" / "statements" / "planted_r
     ("WITH x AS (SELECT 1) SELECT * FROM x", False),
     ("select ';' || $$ ; $$ || $tag$ ; $tag$ -- ; \n FROM t", False),
     ("SELECT E'it\\'s ; here', \"a;b\" FROM t", False),
-    ("INSERT INTO t VALUES ('a;b', \"c;d\", 'e\\';f') -- trailing; comment", True),
+    ("SELECT a$b, $1 FROM t$x WHERE c = $2", False),
+    ("INSERT INTO t VALUES ('a;b', \"c;d\", 'e''f') -- trailing; comment", True),
     ("UPDATE `we;ird` SET v = ? # done;", True),
     ("DELETE FROM t WHERE id = ?;", True),
 ])
@@ -36,6 +37,14 @@ def test_one_plain_statement_is_planned(text: str, mysql: bool) -> None:
     ("SELECT 1 /* nested /* ; */ still a comment */; COPY t TO PROGRAM 'x'", False, "more than one statement"),
     ("SELECT 'it''s'; CALL p()", True, "more than one statement"),
     ("SELECT 1 /*!50000 ; DROP TABLE t */", True, "executable comment"),
+    # a name with a $ in it, not a dollar quote: the ; is outside
+    ("SELECT foo$a$; DROP TABLE t; $a$", False, "more than one statement"),
+    # read as the server reads it with standard_conforming_strings off / with NO_BACKSLASH_ESCAPES
+    ("SELECT '\\'; DROP TABLE t; --'", False, "more than one statement"),
+    ("SELECT '\\'; DROP TABLE t; -- '", True, "more than one statement"),
+    ("SELECT \"a\\\"; DROP TABLE t; -- \"", True, "more than one statement"),
+    # one statement with escapes, two without: the two readings differ, so it is refused (a plan lost, rarely)
+    ("INSERT INTO t VALUES ('e\\';f')", True, "more than one statement"),
     ("SELECT 1 /*M! ; SET GLOBAL x = 1 */", True, "executable comment"),
     ("CALL p(1)", True, "not CALL"),
     ("/* SELECT */ DO $$ BEGIN END $$", False, "not DO"),
