@@ -78,6 +78,10 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("-o", "--out", type=Path, default=None, help="bundle folder (default runs/<UTC time>-<name>)")
     r.add_argument("--name", default="", help="name used in the default bundle folder (default: the workload names)")
     r.add_argument("--no-collect", action="store_true", help="do not run collectors (driver only)")
+    r.add_argument("--plan-others", action="store_true",
+                   help="also plan other users' statements (PostgreSQL: as their role, which needs dbdiag's login "
+                        "to be a member of it; MySQL/MariaDB: with dbdiag's own privileges, as EXPLAIN runs the "
+                        "stored functions a plan needs); default: only statements of dbdiag's own user")
     r.add_argument("--no-profile", action="store_true", help="do not record perf profiles")
     r.add_argument("--keep-literals", action="store_true",
                    help="store statement texts read from the server (other sessions' blockers, samples) with their "
@@ -123,7 +127,7 @@ def cmd_run(a: argparse.Namespace, argv: list[str]) -> int:
                                                                           if w.strip()],
                       driver=drv, out=a.out, name=a.name, argv=["dbdiag", *argv], collect=not a.no_collect,
                       profile=not a.no_profile, keep_literals=a.keep_literals, profile_seconds=a.profile_seconds,
-                      profile_client=a.profile_client,
+                      profile_client=a.profile_client, plan_others=a.plan_others,
                       flush_capability=a.flush_capability, fsync_seconds=a.fsync_seconds,
                       server_settings=_kv(a.set),
                       host_metrics=_kv(a.host_metrics, "--host-metrics", "LABEL=URL"),

@@ -81,6 +81,7 @@ class RunOptions:
     progress: Literal["bar", "steps"] = "bar"
     host_metrics: dict[str, str] = field(default_factory=dict)  # label -> node_exporter URL (--host-metrics)
     ssh: dict[str, str] = field(default_factory=dict)  # label -> user@host: profiles there over ssh (--ssh)
+    plan_others: bool = False  # plan other users' statements too (--plan-others; collectors.plansafety)
 
 
 @dataclass
@@ -253,7 +254,8 @@ class Run:
                      "isolation": o.driver.isolation, "rate": o.driver.rate, "scale": o.driver.scale,
                      "on_error": o.driver.on_error, "repeat": o.driver.repeat, "think": o.driver.think,
                      "tpcc_mode": o.driver.tpcc_mode, "flush_capability": o.flush_capability,
-                     "keep_literals": o.keep_literals, "profile": self.plan.profile, **self.plan.to_dict()},
+                     "keep_literals": o.keep_literals, "plan_others": o.plan_others, "profile": self.plan.profile,
+                     **self.plan.to_dict()},
             targets=[t.to_dict() for t in self.targets], collectors={}, metrics={})
         status, error = "complete", ""
         for line in start_notes(o.workloads, o.driver):
@@ -349,7 +351,7 @@ class Run:
         return CollectorContext(target=rt.target, artifacts=self.bundle.path / "artifacts", server_pid=rt.pid,
                                 data_dir=rt.data_dir, client_pids=self.sources.client_pids,
                                 servers=(rt.facts(),), bundle=self.bundle, keep_literals=self.opts.keep_literals,
-                                options={"progress": self.out,
+                                options={"progress": self.out, "plan_others": self.opts.plan_others,
                                          # the given values (a node_exporter URL's credentials log it in)
                                          **{k: given[rt.target.label] for k, given in
                                             (("host_metrics", self.opts.host_metrics), ("ssh", self.opts.ssh))

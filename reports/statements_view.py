@@ -63,7 +63,7 @@ def _plan_view(s: StatementStat) -> dict[str, Any] | None:
     p = s.plan
     if p is None:
         return None
-    return {"method": p.method, "error": p.error, "artifact": p.artifact,
+    return {"method": p.method, "error": p.error, "artifact": p.artifact, "not_made": p.not_made,
             "nodes": [{"depth": n.depth, "label": n.label, "rows": n.rows, "filter": n.filter,
                        "full_scan": n.full_scan} for n in p.nodes]}
 
@@ -122,6 +122,8 @@ def _by_text(st: StepStatements, row: dict[str, Any]) -> dict[str, tuple[Stateme
 def _plan_text(s: StatementStat | None) -> str:
     if s is None or s.plan is None:
         return ""
+    if s.plan.not_made:
+        return f"plan not made: {s.plan.not_made}"
     return s.plan.error or "; ".join(n.label for n in s.plan.nodes if n.table or n.depth == 0)
 
 

@@ -73,8 +73,12 @@ def test_a_plan_of_another_shape_is_one_clear_error(bad: str) -> None:
 
 def test_parameters_become_literals_mysql_compares_either_way() -> None:
     assert substitute("SELECT c FROM t WHERE id = ? LIMIT ?") == ("SELECT c FROM t WHERE id = '1' LIMIT 1", True)
-    assert substitute("SELECT c FROM t WHERE id IN (...)") == ("SELECT c FROM t WHERE id IN ('1')", True)
+    assert substitute("SELECT c FROM t WHERE id IN (...)") == ("SELECT c FROM t WHERE id IN('1')", True)
     assert substitute("SELECT '?' FROM t") == ("SELECT '?' FROM t", False)
+    # a digest's spaced-out call parses again (MariaDB without IGNORE_SPACE: "COUNT (" is a syntax error)
+    assert substitute("SELECT COUNT ( * ) FROM `t` WHERE `v` IN (...)") == \
+        ("SELECT COUNT( * ) FROM `t` WHERE `v` IN('1')", True)
+    assert substitute("SELECT COUNT ( * ) FROM `t`") == ("SELECT COUNT( * ) FROM `t`", False)
 
 
 def test_own_statements_are_told_apart() -> None:
