@@ -127,6 +127,23 @@ def _plan_text(s: StatementStat | None) -> str:
     return s.plan.error or "; ".join(n.label for n in s.plan.nodes if n.table or n.depth == 0)
 
 
+def _access(s: StatementStat | None) -> tuple[str, ...] | None:
+    """How a statement's plan reads its tables, engine-neutral: per table, "full scan" or "index"; None when
+    there is no plan to tell."""
+    if s is None or s.plan is None or s.plan.error or s.plan.not_made or not s.plan.nodes:
+        return None
+    return tuple(sorted(f"{n.table.rsplit('.', 1)[-1]}: {'full scan' if n.full_scan else 'index'}"
+                        for n in s.plan.nodes if n.table))
+
+
+def plan_difference(text: str, a: str, sa: StatementStat | None, b: str, sb: StatementStat | None) -> str:
+    """A sentence when the same statement's plans read a table differently on the two sides ("" otherwise)."""
+    pa, pb = _access(sa), _access(sb)
+    if pa is None or pb is None or pa == pb or not pa or not pb:
+        return ""
+    return (f"The plans differ for {text[:100]!r}: {a} reads {', '.join(pa)}; {b} reads {', '.join(pb)}")
+
+
 def _wall_us(b: Bundle) -> dict[int, float]:
     """Each accounted row's mean transaction wall time (µs), keyed by the row's id: the accounting's own figure."""
     return {id(step.row): acc.wall_us_per_txn for step, acc in accounts(b)}
@@ -178,7 +195,9 @@ def compare_pair(workload: str, clients: int, ra: dict[str, Any], sa: StepStatem
                      "diff_us": ub - ua if comparable else None,
                      "a_rows_per_call": _per_call(float(sa_.rows), sa_.calls) if sa_ and sa_.rows is not None else None,
                      "b_rows_per_call": _per_call(float(sb_.rows), sb_.calls) if sb_ and sb_.rows is not None else None,
-                     "a_plan": _plan_text(sa_), "b_plan": _plan_text(sb_)})
+                     "a_plan": _plan_text(sa_), "b_plan": _plan_text(sb_),
+                     "plan_difference": plan_difference(s.text, str(ra.get("target")), sa_, str(rb.get("target")),
+                                                        sb_)})
     base = {"workload": workload, "clients": clients, "a": ra.get("target"), "b": rb.get("target"),
             "comparable": comparable, "txn_gap_us": txn_gap_us, "rows": rows, "lead": None, "gap_us": None}
     if not comparable:

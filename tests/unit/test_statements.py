@@ -18,7 +18,7 @@ from diag.engines import MYSQL, POSTGRES
 from diag.schema import BundleFormatError, ResultRow, StatementPlan, StepStatements
 from diag.targets import parse_target
 from reports.rules.statements import full_scan, statement_hotspot
-from reports.statements_view import compare_pair, compare_statements, normalise, statement_sections
+from reports.statements_view import compare_pair, compare_statements, normalise, plan_difference, statement_sections
 
 PLANS = Path(__file__).resolve().parents[1] / "data" / "plans"
 
@@ -228,3 +228,18 @@ def test_plan_errors_quote_no_literals() -> None:
     assert error_without_literals("Table 'db.t' doesn't exist", my.statement_text) == "Table 'db.t' doesn't exist"
     kept = CollectorContext(target=my.target, artifacts=my.artifacts, keep_literals=True)
     assert error_without_literals(near, kept.statement_text) == near
+
+
+def test_plans_that_read_a_table_differently_are_said() -> None:
+    b = _saved()
+    (custom,) = [c for c in compare_statements(b) if c["workload"] == "custom"]
+    (scan,) = [r for r in custom["rows"] if "count(*)" in r["text"].lower()]
+    (look,) = [r for r in custom["rows"] if "where id" in r["text"].lower()]
+    # Both engines scan sbtest1 for count(*) and use the key for the lookup: the same access, nothing said.
+    assert scan["plan_difference"] == "" and look["plan_difference"] == ""
+    raw = {r["target"]: ResultRow.from_dict(r).step_statements for r in b.results if r["workload"] == "custom"}
+    pg = next(s for s in raw["pg"].statements if "count(*)" in s.text.lower())
+    my_look = next(s for s in raw["my"].statements if "where id" in s.text.lower())
+    said = plan_difference("q", "pg", pg, "my", my_look)  # a full scan against a key lookup of one table
+    assert said == "The plans differ for 'q': pg reads sbtest1: full scan; my reads sbtest1: index", said
+    assert plan_difference("q", "pg", pg, "my", None) == ""
