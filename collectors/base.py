@@ -24,6 +24,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, ClassVar, Literal
 
+from collectors.lockgate import LockGate
 from diag.bundle import BundleWriter
 from diag.targets import Target
 
@@ -72,6 +73,8 @@ class CollectorContext:
     ``artifacts``: the bundle's artifacts/ folder for large files. ``servers``: every
     target of the run (run-wide sources). ``bundle``: the run's bundle writer, for
     in-process sources (events, artifacts); sampled ones get their own in their process.
+    ``lock_gate``: shared by one target's wait and blocking samplers (:mod:`collectors.lockgate`); None
+    when they run alone, and then the blocking sampler reads the server every tick.
     """
 
     target: Target
@@ -83,6 +86,7 @@ class CollectorContext:
     options: dict[str, Any] = field(default_factory=dict)
     servers: tuple[ServerFacts, ...] = ()
     bundle: BundleWriter | None = None
+    lock_gate: LockGate | None = None
 
     def server(self, label: str) -> ServerFacts | None:
         """The facts of target ``label`` among :attr:`servers`."""

@@ -25,6 +25,7 @@ from typing import Any, Literal, TextIO
 from collectors.base import Collector, CollectorContext, ServerFacts
 from collectors.hostinfo import data_directory, host_facts, server_binary, server_pid, storage_facts
 from collectors.lifecycle import Batch, Lifecycle
+from collectors.lockgate import LockGate
 from collectors.node_exporter import remote_storage_facts
 from collectors.registry import SourcePlan, sources_for
 from collectors.runner import CollectorRunner
@@ -336,7 +337,7 @@ class Run:
     def _target_context(self, rt: TargetRuntime) -> CollectorContext:
         return CollectorContext(target=rt.target, artifacts=self.bundle.path / "artifacts", server_pid=rt.pid,
                                 data_dir=rt.data_dir, client_pids=self.sources.client_pids,
-                                servers=(rt.facts(),), bundle=self.bundle,
+                                servers=(rt.facts(),), bundle=self.bundle, lock_gate=LockGate(),
                                 options={"progress": self.out,
                                          **{k: rt.info[k] for k in ("host_metrics", "ssh") if rt.info.get(k)}})
 
