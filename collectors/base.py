@@ -125,6 +125,11 @@ class Collector(abc.ABC):
         """Close; may return final records (e.g. a settings snapshot at the end)."""
         return None
 
+    def tail_s(self, duration_s: float) -> float:
+        """Seconds of load this source needs after each step's measured part of ``duration_s`` (an expensive
+        source records there, apart from the step's figures: workloads.steptail). In-process sources only."""
+        return 0.0
+
     def step_started(self, info: Any) -> None:
         """A measured step begins (``info``: workloads.driver.StepInfo). In-process sources only."""
 
