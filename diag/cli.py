@@ -78,7 +78,8 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("--name", default="", help="name used in the default bundle folder (default: the workload names)")
     r.add_argument("--no-collect", action="store_true", help="do not run collectors (driver only)")
     r.add_argument("--no-profile", action="store_true", help="do not record perf profiles")
-    r.add_argument("--profile-seconds", type=_positive, default=3.0, help="perf window per step (middle of it)")
+    r.add_argument("--profile-seconds", type=_positive, default=3.0,
+                   help="perf window per step, after its measured part")
     r.add_argument("--profile-client", action="store_true", help="sample the client processes with py-spy")
     r.add_argument("--flush-capability", type=_positive, default=None,
                    help="flushes/s the storage can do (skip measuring), e.g. 120 for a 7200 rpm disk "
