@@ -21,11 +21,19 @@ from reports.rules.base import num, steps
 from reports.rules.cpu import cpu_use
 
 
+def in_tail(row: dict[str, Any]) -> bool:
+    """The step's profile window lies in its tail (a profile over ssh, or on Dask workers, records inside the
+    measured part)."""
+    tail = row.get("profile_tail") or {}
+    window = (row.get("profile") or {}).get("window")
+    return (tail.get("tps") is not None and isinstance(window, list) and len(window) == 2
+            and float(window[0]) >= float(tail.get("t_start", 0.0)) - 0.5)
+
+
 def profiled_tps(row: dict[str, Any]) -> float | None:
     """Transactions/s of the load while the step's profile recorded: its tail's when the profile recorded in the
     tail, else the step's own (profiled inside its measured part); None when unknown."""
-    tail = row.get("profile_tail") or {}
-    tps = tail.get("tps") if tail.get("tps") is not None else row.get("tps")
+    tps = (row.get("profile_tail") or {}).get("tps") if in_tail(row) else row.get("tps")
     return float(tps) if isinstance(tps, (int, float)) and tps > 0 else None
 
 
@@ -38,7 +46,7 @@ def observer_rows(b: Bundle) -> list[dict[str, Any]]:
         prof = row.get("profile") or {}
         u = cpu_use(b, step)
         coll = u.collector_cores if u is not None else None
-        if tail.get("tps") is not None:
+        if in_tail(row):
             where = "after the measured part"
         elif prof.get("window"):
             where = "inside the measured part: its figures include the profile's cost"
