@@ -24,6 +24,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, ClassVar, Literal
 
+from collectors.lockgate import LockGate
 from diag.bundle import BundleWriter
 from diag.fingerprint import fingerprint
 from diag.targets import Target
@@ -75,6 +76,8 @@ class CollectorContext:
     in-process sources (events, artifacts); sampled ones get their own in their process.
     ``keep_literals``: store statement texts read from the server as sent (``--keep-literals``); by default
     :meth:`statement_text` stores their fingerprint (other sessions' literals are other people's data).
+    ``lock_gate``: shared by one target's wait and blocking samplers (:mod:`collectors.lockgate`); None
+    when they run alone, and then the blocking sampler reads the server every tick.
     """
 
     target: Target
@@ -87,6 +90,7 @@ class CollectorContext:
     servers: tuple[ServerFacts, ...] = ()
     bundle: BundleWriter | None = None
     keep_literals: bool = False
+    lock_gate: LockGate | None = None
 
     def statement_text(self, text: str) -> str:
         """A statement text read from the server, as it may be stored: literals replaced (diag.fingerprint)
@@ -129,6 +133,11 @@ class Collector(abc.ABC):
     def stop(self) -> list[dict[str, Any]] | None:
         """Close; may return final records (e.g. a settings snapshot at the end)."""
         return None
+
+    def tail_s(self, duration_s: float) -> float:
+        """Seconds of load this source needs after each step's measured part of ``duration_s`` (an expensive
+        source records there, apart from the step's figures: workloads.steptail). In-process sources only."""
+        return 0.0
 
     def step_started(self, info: Any) -> None:
         """A measured step begins (``info``: workloads.driver.StepInfo). In-process sources only."""

@@ -15,10 +15,12 @@ from __future__ import annotations
 import time
 from collections import Counter
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from collectors.base import Metric
+from collectors.lockgate import LockGate
+from collectors.sampling import WINDOW_S
 from diag.schema.blocking import Blocker, BlockingWindow
 
 STATEMENT_CHARS = 200  # the SQL files cut statements to this many characters too
@@ -173,6 +175,28 @@ def tick_chains(waits: list[Wait]) -> list[tuple[str, float]]:
             stack.extend([*path, b] for b in nxt)
         out.append((" -> ".join(str(p) for p in best), w.period_s))
     return out
+
+
+def catch_up(waits: list[Wait], gap_s: float) -> list[Wait]:
+    """The waits of the first read after ticks skipped on the lock gate's word (:mod:`collectors.lockgate`),
+    each counting the time it has waited by the server's clock (``wait_s``), at most ``gap_s`` and at least its
+    period: the gate opens a tick or more after a wait began, and the ticks in between said nobody waited.
+    ``gap_s``: :func:`catch_up_gap`; the cap matters, InnoDB dates a lock wait in whole seconds."""
+    return [replace(w, period_s=max(w.period_s, min(w.wait_s, gap_s))) if w.wait_s is not None else w
+            for w in waits]
+
+
+def catch_up_gap(gate: LockGate | None, now: float, last_read: float | None) -> float:
+    """The most a wait first seen at ``now`` (monotonic s) after skipped ticks can have waited unseen: back to
+    the previous read of this kind (``last_read``) or to the wait sampler's last tick that saw no lock wait,
+    whichever is later, and at most a window."""
+    gaps = [WINDOW_S]
+    if last_read is not None:
+        gaps.append(now - last_read)
+    since = gate.since_s(now) if gate is not None else None
+    if since is not None:
+        gaps.append(since)
+    return max(0.0, min(gaps))
 
 
 def text(v: Any) -> str:

@@ -14,6 +14,7 @@ records how the run ended, so the bundle stays readable.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import datetime as _dt
 import sys
 import time
@@ -25,6 +26,7 @@ from typing import Any, Literal, TextIO
 from collectors.base import Collector, CollectorContext, ServerFacts
 from collectors.hostinfo import data_directory, host_facts, server_binary, server_pid, storage_facts
 from collectors.lifecycle import Batch, Lifecycle
+from collectors.lockgate import LockGate
 from collectors.node_exporter import remote_storage_facts
 from collectors.registry import SourcePlan, sources_for
 from collectors.runner import CollectorRunner
@@ -114,6 +116,13 @@ def run_plan(opts: RunOptions) -> SourcePlan:
                       flush_off=FLUSH_READ_ONLY if opts.collect and not writes else "",
                       fsync_test_s=opts.fsync_seconds if writes and not opts.flush_capability else None,
                       profile=opts.profile, client_profile=opts.profile_client, profile_s=opts.profile_seconds)
+
+
+def with_tail(driver: DriverOptions, run_wide: Batch) -> DriverOptions:
+    """``driver`` with the tail the run's profile sources record in (``DriverOptions.tail_s``: the load runs on
+    after each step's measured part, apart from its figures); unchanged when none runs."""
+    tail = max((c.tail_s(driver.duration_s) for c in run_wide.in_process), default=0.0)
+    return dataclasses.replace(driver, tail_s=tail) if tail > 0 else driver
 
 
 def default_targets(note: TextIO = sys.stderr) -> list[str]:
@@ -351,6 +360,7 @@ class Run:
         return CollectorContext(target=rt.target, artifacts=self.bundle.path / "artifacts", server_pid=rt.pid,
                                 data_dir=rt.data_dir, client_pids=self.sources.client_pids,
                                 servers=(rt.facts(),), bundle=self.bundle, keep_literals=self.opts.keep_literals,
+                                lock_gate=LockGate(),
                                 options={"progress": self.out, "plan_others": self.opts.plan_others,
                                          # the given values (a node_exporter URL's credentials log it in)
                                          **{k: given[rt.target.label] for k, given in
@@ -366,13 +376,14 @@ class Run:
         run_wide: Batch | None = None
         try:
             run_wide = self.sources.start(sources_for("run", self.plan, self._run_context()), strict)
-            sequential = self.runtimes if self.opts.driver.repeat == 1 else []
+            driver = with_tail(self.opts.driver, run_wide)
+            sequential = self.runtimes if driver.repeat == 1 else []
             if not sequential:
-                self._sweep_interleaved(progress, bar, strict)
+                self._sweep_interleaved(progress, bar, strict, driver)
             for rt in sequential:
                 batch = self.sources.start(sources_for("target", self.plan, self._target_context(rt)), strict)
                 try:
-                    rows = run_sweep(rt.target, self.opts.workloads, self.opts.driver, self.bundle,
+                    rows = run_sweep(rt.target, self.opts.workloads, driver, self.bundle,
                                      hooks=_Hooks(self), progress=progress, bar=bar)
                     self._note_lost(rt, rows)
                     self.aborted += [aborted_line(rt.target.label, r) for r in rows if r.get("aborted")]
@@ -383,14 +394,14 @@ class Run:
             if run_wide is not None:
                 self.sources.stop(run_wide)
 
-    def _sweep_interleaved(self, progress: TextIO | None, bar: Any, strict: bool) -> None:
+    def _sweep_interleaved(self, progress: TextIO | None, bar: Any, strict: bool, driver: DriverOptions) -> None:
         """``--repeat N`` > 1: every target's sources run through one sweep that interleaves the targets
         (A1 B1 A2 B2 ... for each step), so a drift of the machine hits each target alike."""
         batches: list[Batch] = []
         try:
             for rt in self.runtimes:
                 batches.append(self.sources.start(sources_for("target", self.plan, self._target_context(rt)), strict))
-            rows = run_interleaved([rt.target for rt in self.runtimes], self.opts.workloads, self.opts.driver,
+            rows = run_interleaved([rt.target for rt in self.runtimes], self.opts.workloads, driver,
                                    self.bundle, hooks=_Hooks(self), progress=progress, bar=bar)
             for rt in self.runtimes:
                 got = rows.get(rt.target.label, [])

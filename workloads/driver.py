@@ -15,6 +15,7 @@ most), reports the cut step through the hooks and re-raises ``KeyboardInterrupt`
 
 from __future__ import annotations
 
+import dataclasses
 import sys
 from dataclasses import dataclass
 from typing import TextIO
@@ -187,6 +188,8 @@ def _sweep(target: Target, workloads: list[str], opts: DriverOptions, bundle: Bu
     series = bundle.series(f"workload--{target.label}")
     steps = [(wl, n) for wl in wls for n in opts.clients]
     cluster = dask_steps.Cluster(opts.workers, bundle) if opts.workers else None
+    if cluster is not None:  # no tail on Dask workers: a profile there records inside the measured part
+        opts = dataclasses.replace(opts, tail_s=0.0)
     try:
         for i, (wl, n) in enumerate(steps, 1):
             bar.begin_step(f"{target.label}: {wl.name}, {n} client{'s' if n > 1 else ''}, "
@@ -249,6 +252,8 @@ def run_interleaved(targets: list[Target], workloads: list[str], opts: DriverOpt
         runs = [(i, w, n, r) for i, (w, n) in enumerate(plan, 1) for r in range(1, opts.repeat + 1)]
         lost: set[str] = set()
         cluster = dask_steps.Cluster(opts.workers, bundle) if opts.workers else None
+        if cluster is not None:  # no tail on Dask workers: a profile there records inside the measured part
+            opts = dataclasses.replace(opts, tail_s=0.0)
         for k, (i, w, n, r) in enumerate(runs):
             for p in ready:
                 label = p.target.label

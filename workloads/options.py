@@ -37,6 +37,9 @@ class DriverOptions:
     repeat: int = 1
     # A Dask scheduler (tcp://HOST:8786): each step's clients run on its workers (workloads.dask_steps).
     workers: str | None = None
+    # Seconds the load runs on after the measured part, for the run's profiles (perf's start-up, its window):
+    # counted apart (the row's ``profile_tail``), never in the step's figures. 0: no tail (no profiles, Dask).
+    tail_s: float = 0.0
 
 
 ON_ERROR = ("continue", "abort")
@@ -54,6 +57,8 @@ class StepInfo:
     # its share's child and the clients that forks, born after the step starts); host evidence counts them
     # as clients.
     client_roots: tuple[int, ...] = ()
+    # Seconds the load runs on after the measured part (DriverOptions.tail_s): where profiles record.
+    tail_s: float = 0.0
 
 
 class StepHooks(Protocol):

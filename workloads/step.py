@@ -38,6 +38,8 @@ from workloads.progress import SweepBar
 from workloads.stepend import StepCut, server_gone
 from workloads.stepresult import (StepKey, WallClock, busiest_client_pct, interval_line, result_row,
                                   saturation_message, series_record, summary_line)
+from workloads.steptail import TailSum, tail_line
+from workloads.steptail import measured_cpu as _measured_cpu
 
 READY_TIMEOUT_S = 60.0
 END_GRACE_S = 10.0      # a client stuck in a query past the end gets this long, then is terminated
@@ -63,6 +65,11 @@ class Step:
                                opts.max_tries, opts.rate, opts.think, seed, opts.on_error)
         self.row: dict | None = None
         self.totals = Totals()
+        self.tail = Totals()  # the run-on after the measured part (opts.tail_s), where profiles record
+        self._tail = TailSum()
+        self._measured_cpu_s = 0.0  # the clients' CPU in the measured intervals
+        self._measured_k = 0
+        self._measured_end_ns = 0
         self.pids: list[int] = []
         self.c_loops: list[bool] = []       # per ready client: it runs a C loop
         self.loops: list[str] = []          # per ready client: the name of its C loop ("": the Python loop)
@@ -111,8 +118,12 @@ class Step:
         now = time.perf_counter_ns()
         self._clock = WallClock(time.time_ns() - now)
         o = self.opts
-        plan = Go.plan(now, o.warmup_s, o.duration_s, o.report_interval_s)
-        self._merger = merger = IntervalMerger(plan, self.totals)
+        plan = Go.plan(now, o.warmup_s, o.duration_s + max(o.tail_s, 0.0), o.report_interval_s)
+        # The measured part: whole report intervals covering -T; the tail (profiles) runs on after it.
+        self._measured_k = max(1, -(-int(o.duration_s * 1e9) // plan.interval_ns))
+        self._measured_end_ns = min(plan.measure_ns + self._measured_k * plan.interval_ns, plan.end_ns)
+        self._merger = merger = IntervalMerger(plan, self.totals, self.tail if o.tail_s > 0 else None,
+                                               self._measured_k)
         self._stopped_ns = plan.end_ns
         pool.start(plan)
         hard = plan.end_ns + int(END_GRACE_S * 1e9)
@@ -211,8 +222,9 @@ class Step:
             self._write(self._merger.rest(self._stopped_ns))
 
     def _started(self, plan: Go) -> None:
-        self.info = StepInfo(self.target.label, self.wl.name, self.n, self.opts.duration_s,
-                             self._clock.unix(plan.measure_ns), tuple(self.pids))
+        tail_s = (plan.end_ns - self._measured_end_ns) / 1e9 if self.opts.tail_s > 0 else 0.0
+        self.info = StepInfo(self.target.label, self.wl.name, self.n, (self._measured_end_ns - plan.measure_ns) / 1e9,
+                             self._clock.unix(plan.measure_ns), tuple(self.pids), tail_s=tail_s)
         self.bundle.event("step_started", f"{self.target.label}: {self.wl.name} with {self.n} clients"
                           + (f" (repeat {self.repeat})" if self.repeat else ""),
                           target=self.target.label, workload=self.wl.name, clients=self.n,
@@ -236,12 +248,19 @@ class Step:
             rec = series_record(self.key, m, self._clock, self.ncpu)
             if self.interval_hist is not None:
                 rec["hdr"] = hist.encode_counts(m.latency_us or {}, self.interval_hist)
+            tail = self._merger.in_tail(m.k)
+            if tail:  # the run-on after the measured part, while profiles record: apart from the figures
+                rec["tail"] = True
+                self._tail.add(m)
+            else:
+                self._measured_cpu_s += m.cpu_s
             self.series.write(rec)
             # A short last interval (the step's end, a cut) is noisier: only full ones are samples.
-            if m.seconds >= FULL_INTERVAL * self.opts.report_interval_s:
+            if not tail and m.seconds >= FULL_INTERVAL * self.opts.report_interval_s:
                 self.interval_tps.append(round(m.transactions / m.seconds, 2))
             if self.bar.out is not None:
-                self.bar.say(interval_line(self.key, m, measure_ns, self.ncpu))
+                self.bar.say(interval_line(self.key, m, measure_ns, self.ncpu)
+                             + ("  (profiling: not in the step's figures)" if tail else ""))
 
     # -- result ------------------------------------------------------------------
 
@@ -255,12 +274,17 @@ class Step:
     def _finish(self, interrupted: bool) -> dict:
         assert self._merger is not None
         measure_ns = self._merger.plan.measure_ns
-        duration = max((self._stopped_ns - measure_ns) / 1e9, 1e-9)
+        measured_end_ns = min(self._stopped_ns, self._measured_end_ns)
+        duration = max((measured_end_ns - measure_ns) / 1e9, 1e-9)
         t = self.totals
+        if self.opts.tail_s > 0:
+            _measured_cpu(t, self._measured_cpu_s)
         row: dict[str, Any] = result_row(self.key, t, self.opts, self._driver_label(),
-                                         self._clock.unix(measure_ns), self._clock.unix(self._stopped_ns),
+                                         self._clock.unix(measure_ns), self._clock.unix(measured_end_ns),
                                          duration, self.ncpu, self.interval_tps)
         row.update(self.wl.result_extra(t.extra, t.transactions, duration))
+        if self.opts.tail_s > 0:
+            row["profile_tail"] = self._tail.summary(self._clock, row["tps"])
         if interrupted:
             row["interrupted"] = True
         for key, cut in (("server_lost", self.lost), ("aborted", self.aborted)):
@@ -282,6 +306,8 @@ class Step:
                           f"{row['tps']:.1f} tps{cut}", target=self.target.label, workload=self.wl.name,
                           clients=self.n, complete=row["complete"], histogram=f"artifacts/{name}", **self._rep)
         self.bar.say(summary_line(self.key, row, self.ncpu))
+        if row.get("profile_tail", {}).get("tps") is not None:
+            self.bar.say(tail_line(row["profile_tail"]))
         if self.hooks is not None and self.info is not None:
             self.hooks.step_finished(self.info, row)
         return row
