@@ -37,6 +37,10 @@ class DriverOptions:
     repeat: int = 1
     # A Dask scheduler (tcp://HOST:8786): each step's clients run on its workers (workloads.dask_steps).
     workers: str | None = None
+    # Seconds a statement may run before it counts as stuck (named with the server's view of its wait, its
+    # session ended, the step cut); None: only a statement still running AFTER_END_S past the step's end
+    # (workloads.stuck), and a load statement in one endless wait for LOAD_STUCK_S.
+    statement_timeout_s: float | None = None
 
 
 ON_ERROR = ("continue", "abort")
