@@ -32,7 +32,7 @@ from diag import __version__, servers
 from diag.bundle import BundleWriteError, BundleWriter, safe_name
 from diag.db import Session, own_app_name
 from diag.errors import DiagError, ServerLost, StatementStuck, StepsAborted, ToolUnavailable, UsageError
-from diag.procs import Supervisor, interrupt_reason
+from diag.procs import Interrupted, Supervisor, hold_stop_signals, interrupt_reason, stop_requested
 from diag.serverloss import aborted_line, loss_facts, loss_line, stuck_line
 from diag.targets import Target, parse_target, redact_argv
 from reports.render import render_bundle
@@ -268,13 +268,19 @@ class Run:
             status, error = "failed", str(e)
             raise
         finally:
-            for rt in self.runtimes:
-                if rt.server is not None:
-                    with contextlib.suppress(Exception):
-                        rt.server.stop()
-            if self.supervisor is not None:
-                self.supervisor.close()
-            self._close(status, error)
+            with hold_stop_signals():  # every wait below is bounded; a signal now is noted, not raised
+                for rt in self.runtimes:
+                    if rt.server is not None:
+                        with contextlib.suppress(Exception):
+                            rt.server.stop()
+                if self.supervisor is not None:
+                    self.supervisor.close()
+                late = stop_requested() if status != "interrupted" else None
+                if late:  # the work was done, the clean-up was asked to stop: said so, and exit as interrupted
+                    status, error = "interrupted", f"interrupted by {late} during the clean-up"
+                self._close(status, error)
+        if late:
+            raise Interrupted(late)
         if self.lost:
             raise ServerLost("; ".join(self.lost))
         if self.stuck:
@@ -365,11 +371,13 @@ class Run:
                     self._note_lost(rt, rows)
                     self._note_cuts(rt, rows)
                 finally:
-                    self.sources.stop(batch)
+                    with hold_stop_signals():
+                        self.sources.stop(batch)
         finally:
-            bar.close()
-            if run_wide is not None:
-                self.sources.stop(run_wide)
+            with hold_stop_signals():
+                bar.close()
+                if run_wide is not None:
+                    self.sources.stop(run_wide)
 
     def _sweep_interleaved(self, progress: TextIO | None, bar: Any, strict: bool) -> None:
         """``--repeat N`` > 1: every target's sources run through one sweep that interleaves the targets
@@ -385,8 +393,9 @@ class Run:
                 self._note_lost(rt, got)
                 self._note_cuts(rt, got)
         finally:
-            for b in reversed(batches):
-                self.sources.stop(b)
+            with hold_stop_signals():
+                for b in reversed(batches):
+                    self.sources.stop(b)
 
     def _note_cuts(self, rt: TargetRuntime, rows: list[dict[str, Any]]) -> None:
         """Steps that --on-error abort or a stuck statement ended: one line each, for run.json and the exit."""

@@ -32,6 +32,7 @@ from typing import Any
 
 from diag.bundle import BundleWriter, SeriesWriter, safe_name
 from diag.db import DriverInfo
+from diag.procs import hold_stop_signals, interrupt_reason
 from diag.targets import Target
 from workloads import hist
 from workloads.base import Workload
@@ -97,8 +98,9 @@ class Step:
         try:
             return self._run()
         finally:
-            if self._to_end:  # a commit waiting for a standby that never answers would keep its backend forever
-                look(self.target, self._to_end, end=True)
+            if any(self._to_end):  # a commit waiting for a standby that never answers keeps its backend forever
+                with hold_stop_signals():
+                    look(self.target, self._to_end, end=True)
 
     def _run(self) -> dict:
         with ClientPool(self.spec, self.n) as pool:
@@ -113,15 +115,18 @@ class Step:
                         self.c_loops.append(bool(msg.c_loop))
                         self.loops.append(msg.loop if msg.c_loop else "")
                 self._measure(pool)
-            except KeyboardInterrupt:
-                self._stopping = True
-                pool.stop()
-                self._drain(pool, time.monotonic() + STOP_GRACE_S)
-                self.bundle.event("step_interrupted", f"{self.target.label}: {self.wl.name} with {self.n} clients "
-                                  "cut short by Ctrl-C", target=self.target.label, workload=self.wl.name,
-                                  clients=self.n)
-                if self.info is not None:
-                    self.row = self._finish(interrupted=True)
+            except KeyboardInterrupt as ki:
+                with hold_stop_signals():  # a second signal must not cut the row's writing
+                    self._stopping = True
+                    pool.stop()
+                    self._drain(pool, time.monotonic() + STOP_GRACE_S)
+                    # Still in a statement after the grace: their sessions are ended once they are gone.
+                    self._to_end += [self.sessions.get(i, 0) for i in pool.live.values()]
+                    self.bundle.event("step_interrupted", f"{self.target.label}: {self.wl.name} with {self.n} "
+                                      f"clients cut short by {interrupt_reason(ki)}", target=self.target.label,
+                                      workload=self.wl.name, clients=self.n)
+                    if self.info is not None:
+                        self.row = self._finish(interrupted=True)
                 raise
         assert self.row is not None
         return self.row
