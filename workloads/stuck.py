@@ -55,7 +55,9 @@ class SessionView:
     def text(self) -> str:
         """One clause for a line: the wait, the state and the start of the statement."""
         q = " ".join(self.query.split())[:120]
-        return f"waiting for {self.wait_text()} ({self.state or 'no state'}, {self.seconds:.0f} s) in: {q}"
+        w = self.wait_text()
+        lead = w if w.lower().startswith("waiting") else f"waiting for {w}"  # MySQL states say it themselves
+        return f"{lead} ({self.state or 'no state'}, {self.seconds:.0f} s) in: {q}"
 
     def to_row(self) -> dict[str, Any]:
         return {"session": self.id, "state": self.state, "wait_type": self.wait_type, "wait": self.wait,
