@@ -152,7 +152,7 @@ def prepare(target: Target, workloads: list[str], opts: DriverOptions, bundle: B
     wls = [make_workload(n, opts) for n in workloads]
     drv = fastest_driver(target.engine)
     with Session(target, statement_timeout_ms=0, application_name=own_app_name("load")) as s, \
-            LoadWatch(target, own_session_id(s), opts.statement_timeout_s) as watch:
+            LoadWatch(target, own_session_id(s), opts.statement_timeout_s, bar.say) as watch:
         try:
             product = _load(s, target, wls, opts, bundle, progress, bar)
         except DiagError as e:

@@ -266,9 +266,17 @@ class Step:
             self._pool.stop()
 
     def _drain(self, pool: ClientPool, deadline: float) -> None:
-        """After Ctrl-C: what the live clients still send until ``deadline`` (monotonic s), then the rest."""
+        """After Ctrl-C: what the live clients still send until ``deadline`` (monotonic s), then the rest.
+
+        A client silent for two report intervals is inside a long statement (a stuck commit): it would answer
+        only once that returns, so it is not waited for."""
+        quiet_ns = int(2 * self.opts.report_interval_s * 1e9) + 500_000_000
         while pool.live and time.monotonic() < deadline:
-            for idx, msg in pool.receive(max(deadline - time.monotonic(), 0)):
+            now = time.perf_counter_ns()
+            if all(now - self._heard.get(i, 0) > quiet_ns for i in pool.live.values()):
+                break
+            for idx, msg in pool.receive(min(max(deadline - time.monotonic(), 0), WAKE_NS / 1e9)):
+                self._heard[idx] = time.perf_counter_ns()
                 self._handle(idx, msg)
         if self._merger is not None:
             self._stopped_ns = min(self._merger.plan.end_ns, time.perf_counter_ns())

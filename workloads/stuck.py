@@ -19,6 +19,7 @@ from __future__ import annotations
 import contextlib
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -30,6 +31,7 @@ LOOK_TIMEOUT_MS = 3000   # each statement of a look
 AFTER_END_S = 5.0        # a client still in a statement this long after the step's end is stuck
 LOAD_STUCK_S = 30.0      # a load statement in one endless wait this long is stuck (without --statement-timeout)
 LOAD_POLL_S = 1.0        # how often the load's session is looked at
+LOAD_SAY_S = 5.0         # an endless wait this long is said on the terminal before the load gives up on it
 
 
 @dataclass(frozen=True)
@@ -128,8 +130,9 @@ class LoadWatch:
     is ended on the server (the load's statement then fails) and :attr:`stuck` says what it waited for.
     Use as a context manager around the load."""
 
-    def __init__(self, target: Target, session: int, bound_s: float | None) -> None:
-        self.target, self.session, self.bound_s = target, session, bound_s
+    def __init__(self, target: Target, session: int, bound_s: float | None,
+                 say: Callable[[str], None] | None = None) -> None:
+        self.target, self.session, self.bound_s, self.say = target, session, bound_s, say
         self.stuck: SessionView | None = None
         self._done = threading.Event()  # threads of this process only: no child can leave it held
         self._th = threading.Thread(target=self._watch, name="dbdiag-load-watch", daemon=True)
@@ -154,6 +157,7 @@ class LoadWatch:
 
     def _poll(self, s: Session) -> None:
         since: dict[str, float] = {}  # the endless wait seen at every look since (monotonic s)
+        told = False                  # that wait was said on the terminal
         while not self._done.wait(LOAD_POLL_S):
             v = view(s, [self.session]).get(self.session)
             if v is None or v.state in ("idle", "Sleep"):
@@ -161,7 +165,16 @@ class LoadWatch:
                 continue
             key = v.wait_key()
             now = time.monotonic()
-            since = {key: since.get(key, now)} if endless(self.target, v) else {}
+            if endless(self.target, v):
+                if key not in since:
+                    told = False
+                since = {key: since.get(key, now)}
+                if not told and now - since[key] >= LOAD_SAY_S and self.say is not None and self.bound_s is None:
+                    told = True
+                    self.say(f"{self.target.label}: the load's statement is {v.text()}; ended if it still "
+                             f"waits at {LOAD_STUCK_S:g} s (--statement-timeout sets the bound)")
+            else:
+                since = {}
             over = self.bound_s is not None and v.seconds > self.bound_s
             if over or (key in since and now - since[key] >= LOAD_STUCK_S):
                 if not self._done.is_set():
