@@ -178,5 +178,6 @@ class LoadWatch:
             over = self.bound_s is not None and v.seconds > self.bound_s
             if over or (key in since and now - since[key] >= LOAD_STUCK_S):
                 if not self._done.is_set():
-                    self.stuck = view(s, [self.session], end=True).get(self.session, v)
+                    self.stuck = v  # before the end: the load's statement fails at once, and asks for it
+                    view(s, [self.session], end=True)
                 return
