@@ -312,6 +312,7 @@ def test_sigterm_during_clean_up(stuck_pg: str, tmp_path: Path, runs: list[Run])
     # In a held clean-up (sources, servers, run.json) it is "... during the clean-up"; between two holds it
     # is raised like any interrupt: either way the run ended on it, after its step.
     assert str(run["error"]).startswith("interrupted by SIGTERM"), run
+    print(f"clean-up: run.json error {run['error']!r}")
     assert json.loads((r.out / "results.json").read_text())["results"][0]["stuck"]["wait"] == "SyncRep"
     _no_waiter_left(stuck_pg)
 
