@@ -37,6 +37,7 @@ SIGNAL_TO_EXIT_S = 5.0   # "within a few seconds" of the signal, on a loaded 2-v
 LINE_TIMEOUT_S = 90.0    # until the line that marks the phase appears (start-up of a busy machine included)
 EXIT_SLACK_S = 8.0       # after the stuck bound: clients stopped, sources stopped, report rendered
 FAST = ["--warmup", "0", "--no-profile", "--flush-capability", "100"]
+BARE = [*FAST, "--no-collect"]  # where the sources are not what is tested: a second or two less per run
 
 
 def _sync_rep_waiters(dsn: str) -> list[dict[str, object]]:
@@ -213,7 +214,7 @@ def test_statement_timeout_cuts_the_step_and_abort_ends_the_target(stuck_pg: str
                                                                    runs: list[Run]) -> None:
     out = tmp_path / "b"
     r = _start(runs, [stuck_pg, "-w", "insert", "-c", "1,2", "-T", "60", "--statement-timeout", "1",
-                      "--on-error", "abort", *FAST], out)
+                      "--on-error", "abort", *BARE], out)
     rc = r.wait(LINE_TIMEOUT_S + 30)
     err = r.text()
     assert rc == 5, err
@@ -231,7 +232,7 @@ def test_statement_timeout_cuts_the_step_and_abort_ends_the_target(stuck_pg: str
 def test_a_stuck_load_statement_is_named(stuck_pg: str, tmp_path: Path, runs: list[Run]) -> None:
     # point-select's dataset is not on the server: its CREATE TABLE commits, and waits.
     out = tmp_path / "b"
-    r = _start(runs, [stuck_pg, "-w", "point-select", "-c", "1", "-T", "1", "--statement-timeout", "2", *FAST],
+    r = _start(runs, [stuck_pg, "-w", "point-select", "-c", "1", "-T", "1", "--statement-timeout", "2", *BARE],
                out)
     rc = r.wait(LINE_TIMEOUT_S + 30)
     err = r.text()
@@ -327,7 +328,7 @@ def test_a_statement_stuck_on_mariadb_is_named_from_the_process_list(my_server: 
         s.execute("LOCK TABLES dbdiag.insert_data READ")
         try:
             out = tmp_path / "b"
-            r = _start(runs, [my_server.dsn(), "-w", "insert", "-c", "1", "-T", "1", *FAST], out)
+            r = _start(runs, [my_server.dsn(), "-w", "insert", "-c", "1", "-T", "1", *BARE], out)
             rc = r.wait(1 + AFTER_END_S + EXIT_SLACK_S + LINE_TIMEOUT_S)
         finally:
             s.execute("UNLOCK TABLES")
