@@ -47,8 +47,10 @@ from collectors.profile.record import (DWARF_STACK_BYTES, ProfileRecording, Scop
                                        record_profile)
 from diag.bundle import BundleWriter, safe_name
 from diag.errors import DiagError
+from diag.procs import stop_requested
 
 JOIN_SLACK_S = 30.0  # perf script on a few seconds of samples takes well under this here
+HURRY_JOIN_S = 1.0  # once a stop was asked for
 MIN_WINDOW_S = 0.5
 WINDOW_SHARE = 0.8  # of the step, at most: the window stays inside the measured part
 FREQ_HZ = 499
@@ -135,7 +137,9 @@ class _StepThreads(Collector):
         th = self._threads.pop(_key(info), None)
         if th is None:
             return None
-        th.join(self.seconds + JOIN_SLACK_S)
+        # Once the run was asked to stop (Ctrl-C, SIGTERM), a window under way is not waited for: its perf
+        # dies with the run (parent-death signal) and the row goes without its profile.
+        th.join(HURRY_JOIN_S if stop_requested() else self.seconds + JOIN_SLACK_S)
         out = self._out.pop(_key(info), None)
         return {self.result_key: out} if out else None
 

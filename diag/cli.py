@@ -43,7 +43,9 @@ def build_parser() -> argparse.ArgumentParser:
                        formatter_class=DefaultsHelpFormatter,
                        epilog="exit codes: 0 done; 2 a problem you can fix (printed as one line); 3 a target's "
                               "server was lost mid-run (the other targets still ran, the report is rendered); "
-                              "130 interrupted (the partial bundle is kept)")
+                              "4 --on-error abort ended a step; 5 a statement did not return (named with what it "
+                              "waited for; the report is rendered); "
+                              "130 interrupted by Ctrl-C, SIGTERM or SIGHUP (the partial bundle is kept)")
     r.add_argument("targets", nargs="*", metavar="TARGET",
                    help="[LABEL=]DSN: postgresql://..., mysql://..., mariadb://..., embedded:postgres, "
                         "embedded:mysql (default: embedded servers available here)")
@@ -62,6 +64,11 @@ def build_parser() -> argparse.ArgumentParser:
                    help="continue: count a failed transaction and go on (a lost connection is re-established, "
                         "counted as reconnects); abort: end the step at the first error that is not a retried "
                         "serialization failure or deadlock")
+    r.add_argument("--statement-timeout", type=_positive, default=None, metavar="SECONDS",
+                   help="a statement (or commit) running longer is stuck: the server's view of what it waits for "
+                        "is reported, its session ended and the step cut (incomplete); --on-error decides whether "
+                        "the run goes on (default: a statement still running 5 s after its step's end, or a load "
+                        "statement in one lock or replication wait for 30 s)")
     r.add_argument("--repeat", type=int, default=1, metavar="N",
                    help="run each step N times, interleaved across targets (A1 B1 A2 B2 ...); the result is "
                         "the median with its interval")
@@ -122,7 +129,8 @@ def cmd_run(a: argparse.Namespace, argv: list[str]) -> int:
     drv = DriverOptions(clients=a.clients, duration_s=a.duration, warmup_s=max(0.0, a.warmup),
                         protocol=a.protocol, isolation=a.isolation, rate=a.rate, max_tries=a.max_tries,
                         report_interval_s=a.report_interval, scale=a.scale, fresh=a.fresh, script=a.script,
-                        think=a.think, tpcc_mode=a.tpcc_mode, on_error=a.on_error, repeat=a.repeat, workers=a.workers)
+                        think=a.think, tpcc_mode=a.tpcc_mode, on_error=a.on_error, repeat=a.repeat, workers=a.workers,
+                        statement_timeout_s=a.statement_timeout)
     opts = RunOptions(targets=a.targets or default_targets(), workloads=[w.strip() for w in a.workload.split(",")
                                                                           if w.strip()],
                       driver=drv, out=a.out, name=a.name, argv=["dbdiag", *argv], collect=not a.no_collect,

@@ -33,10 +33,10 @@ from collectors.runner import CollectorRunner
 from diag import __version__, servers
 from diag.bundle import BundleWriteError, BundleWriter, safe_name
 from diag.db import Session, own_app_name
-from diag.errors import DiagError, ServerLost, StepsAborted, ToolUnavailable, UsageError
-from diag.procs import Supervisor, interrupt_reason
-from diag.serverloss import aborted_line, loss_facts, loss_line
+from diag.errors import DiagError, ServerLost, StatementStuck, StepsAborted, ToolUnavailable, UsageError
+from diag.procs import Interrupted, Supervisor, hold_stop_signals, interrupt_reason, stop_requested
 from diag.redact import RedactingStream, redact_argv, redact_url, redact_userinfo, url_credentials
+from diag.serverloss import aborted_line, loss_facts, loss_line, stuck_line
 from diag.targets import Target, parse_target
 from reports.render import render_bundle
 from workloads.client import client_driver_text
@@ -241,6 +241,7 @@ class Run:
         self.supervisor: Supervisor | None = None  # started with the first throwaway server; see _supervise
         self.lost: list[str] = []  # one line per target whose server went away (the run went on without it)
         self.aborted: list[str] = []  # one line per step that --on-error abort ended at its first error
+        self.stuck: list[str] = []  # one line per step a statement that did not return ended
 
     def say(self, text: str) -> None:
         print(text, file=self.out, flush=True)
@@ -274,6 +275,8 @@ class Run:
             self._sweep_all()
             if self.lost:
                 status, error = "server_lost", "; ".join(self.lost)
+            elif self.stuck:
+                status, error = "stuck", "; ".join(self.stuck)
             elif self.aborted:
                 status, error = "aborted", "; ".join(self.aborted)
         except KeyboardInterrupt as e:
@@ -287,15 +290,23 @@ class Run:
             status, error = "failed", str(e)
             raise
         finally:
-            for rt in self.runtimes:
-                if rt.server is not None:
-                    with contextlib.suppress(Exception):
-                        rt.server.stop()
-            if self.supervisor is not None:
-                self.supervisor.close()
-            self._close(status, error)
+            with hold_stop_signals():  # every wait below is bounded; a signal now is noted, not raised
+                for rt in self.runtimes:
+                    if rt.server is not None:
+                        with contextlib.suppress(Exception):
+                            rt.server.stop()
+                if self.supervisor is not None:
+                    self.supervisor.close()
+                late = stop_requested() if status != "interrupted" else None
+                if late:  # the work was done, the clean-up was asked to stop: said so, and exit as interrupted
+                    status, error = "interrupted", f"interrupted by {late} during the clean-up"
+                self._close(status, error)
+        if late:
+            raise Interrupted(late)
         if self.lost:
             raise ServerLost("; ".join(self.lost))
+        if self.stuck:
+            raise StatementStuck("; ".join(self.stuck))
         if self.aborted:
             raise StepsAborted("; ".join(self.aborted))
         return self.path
@@ -386,13 +397,15 @@ class Run:
                     rows = run_sweep(rt.target, self.opts.workloads, driver, self.bundle,
                                      hooks=_Hooks(self), progress=progress, bar=bar)
                     self._note_lost(rt, rows)
-                    self.aborted += [aborted_line(rt.target.label, r) for r in rows if r.get("aborted")]
+                    self._note_cuts(rt, rows)
                 finally:
-                    self.sources.stop(batch)
+                    with hold_stop_signals():
+                        self.sources.stop(batch)
         finally:
-            bar.close()
-            if run_wide is not None:
-                self.sources.stop(run_wide)
+            with hold_stop_signals():
+                bar.close()
+                if run_wide is not None:
+                    self.sources.stop(run_wide)
 
     def _sweep_interleaved(self, progress: TextIO | None, bar: Any, strict: bool, driver: DriverOptions) -> None:
         """``--repeat N`` > 1: every target's sources run through one sweep that interleaves the targets
@@ -406,10 +419,16 @@ class Run:
             for rt in self.runtimes:
                 got = rows.get(rt.target.label, [])
                 self._note_lost(rt, got)
-                self.aborted += [aborted_line(rt.target.label, r) for r in got if r.get("aborted")]
+                self._note_cuts(rt, got)
         finally:
-            for b in reversed(batches):
-                self.sources.stop(b)
+            with hold_stop_signals():
+                for b in reversed(batches):
+                    self.sources.stop(b)
+
+    def _note_cuts(self, rt: TargetRuntime, rows: list[dict[str, Any]]) -> None:
+        """Steps that --on-error abort or a stuck statement ended: one line each, for run.json and the exit."""
+        self.aborted += [aborted_line(rt.target.label, r) for r in rows if r.get("aborted")]
+        self.stuck += [stuck_line(rt.target.label, r) for r in rows if r.get("stuck")]
 
     def _note_lost(self, rt: TargetRuntime, rows: list[dict[str, Any]]) -> None:
         """If the sweep lost its server: how the server ended and its last log lines into run.json's target

@@ -22,6 +22,7 @@ Rule = Callable[[Bundle], list[Finding]]
 RULES: tuple[Rule, ...] = (
     lost.server_lost,
     lost.step_aborted,
+    lost.statement_stuck,
     durability.durability_unsafe,
     durability.durability_implausible,
     limit.step_limit,

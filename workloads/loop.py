@@ -39,6 +39,7 @@ from workloads.hist import fold
 from workloads.messages import Aborted, Done, Fatal, Go, IntervalCounts, Lost, Ready, Reconnected
 from workloads.native import LABEL as NATIVE_LABEL
 from workloads.native import NativeClient, native_runner
+from workloads.stuck import session_id
 
 TICK_NS = 100_000_000
 BATCH_CAP = 1 << 16  # latencies one C batch may write: far above a tick's worth at 1 µs per query
@@ -398,7 +399,8 @@ def client_main(index: int, spec: ClientSpec, pipe: Any, stop: Any) -> None:
             pipe.send(Fatal(code=error_key(e), message=str(e), kind=e.kind))
             return
         c_loop = runner.batch is not None and isinstance(client, NativeClient) and not spec.rate and not spec.think
-        pipe.send(Ready(pid=os.getpid(), c_loop=c_loop, loop=NATIVE_LABEL if c_loop else ""))
+        pipe.send(Ready(pid=os.getpid(), c_loop=c_loop, loop=NATIVE_LABEL if c_loop else "",
+                        session=session_id(client, spec.target)))
         msg = pipe.recv()
         if not isinstance(msg, Go):
             return

@@ -40,6 +40,10 @@ class DriverOptions:
     # Seconds the load runs on after the measured part, for the run's profiles (perf's start-up, its window):
     # counted apart (the row's ``profile_tail``), never in the step's figures. 0: no tail (no profiles, Dask).
     tail_s: float = 0.0
+    # Seconds a statement may run before it counts as stuck (named with the server's view of its wait, its
+    # session ended, the step cut); None: only a statement still running AFTER_END_S past the step's end
+    # (workloads.stuck), and a load statement in one endless wait for LOAD_STUCK_S.
+    statement_timeout_s: float | None = None
 
 
 ON_ERROR = ("continue", "abort")

@@ -14,6 +14,13 @@ the server takes no new connection, the step stops every client and its row says
 ``complete: false``, ``server_lost`` (when, in which client, why) and covers the
 seconds up to the loss only. ``--on-error abort`` ends the step the same way at
 the first error (``aborted``).
+
+A stuck statement (:mod:`workloads.stuck`): a client still in a statement
+``AFTER_END_S`` after the end (or silent longer than ``--statement-timeout``
+during the step) is named with the server's view of its session (``stuck`` in
+the row: what it waits for, its state and statement), its session is ended on the
+server, every client is stopped and the late ones terminated; the row is
+``complete: false``.
 """
 
 from __future__ import annotations
@@ -25,6 +32,7 @@ from typing import Any
 
 from diag.bundle import BundleWriter, SeriesWriter, safe_name
 from diag.db import DriverInfo
+from diag.procs import hold_stop_signals, interrupt_reason
 from diag.targets import Target
 from workloads import hist
 from workloads.base import Workload
@@ -36,13 +44,14 @@ from workloads.options import DriverOptions, StepHooks, StepInfo
 from workloads.pool import ClientPool
 from workloads.progress import SweepBar
 from workloads.stepend import StepCut, server_gone
+from workloads.stuck import AFTER_END_S, look
 from workloads.stepresult import (StepKey, WallClock, busiest_client_pct, interval_line, result_row,
                                   saturation_message, series_record, summary_line)
 from workloads.steptail import TailSum, tail_line
 from workloads.steptail import measured_cpu as _measured_cpu
 
 READY_TIMEOUT_S = 60.0
-END_GRACE_S = 10.0      # a client stuck in a query past the end gets this long, then is terminated
+STUCK_STOP_S = 2.0      # after a stuck statement ends the step: the other clients' time to report
 STOP_GRACE_S = 2.0      # on Ctrl-C
 WAKE_NS = 250_000_000   # the parent looks at the clock at least this often (intervals, the bar)
 RECONNECT_EVENTS = 20   # per step: a flapping connection is counted in full, but told only this often
@@ -80,6 +89,11 @@ class Step:
         self._stopped_ns = 0
         self.lost: StepCut | None = None      # the server went away during the step
         self.aborted: StepCut | None = None   # --on-error abort: the error that ended it
+        self.stuck: StepCut | None = None     # a statement that did not return: the first stuck client
+        self.stuck_view: dict[str, Any] = {}  # the server's view of its session (workloads.stuck.SessionView)
+        self.sessions: dict[int, int] = {}    # client index -> the server's id of its connection
+        self._heard: dict[int, int] = {}      # client index -> perf_counter_ns of its last message
+        self._to_end: list[int] = []          # sessions of stuck clients, ended on the server after the step
         self._pool: ClientPool | None = None
         self._stopping = False                # Ctrl-C: clients' ends are not news about the server
         self._reconnect_events = 0
@@ -88,6 +102,14 @@ class Step:
         self.interval_hist: hist.HdrHistogram | None = None
 
     def run(self) -> dict:
+        try:
+            return self._run()
+        finally:
+            if any(self._to_end):  # a commit waiting for a standby that never answers keeps its backend forever
+                with hold_stop_signals():
+                    look(self.target, self._to_end, end=True)
+
+    def _run(self) -> dict:
         with ClientPool(self.spec, self.n) as pool:
             self._pool = pool
             try:
@@ -95,19 +117,23 @@ class Step:
                     if isinstance(msg, Fatal):
                         self._handle(idx, msg)  # a client that cannot connect may be the first news of a lost server
                     else:
+                        self.sessions[idx] = msg.session
                         self.pids.append(msg.pid)
                         self.c_loops.append(bool(msg.c_loop))
                         self.loops.append(msg.loop if msg.c_loop else "")
                 self._measure(pool)
-            except KeyboardInterrupt:
-                self._stopping = True
-                pool.stop()
-                self._drain(pool, time.monotonic() + STOP_GRACE_S)
-                self.bundle.event("step_interrupted", f"{self.target.label}: {self.wl.name} with {self.n} clients "
-                                  "cut short by Ctrl-C", target=self.target.label, workload=self.wl.name,
-                                  clients=self.n)
-                if self.info is not None:
-                    self.row = self._finish(interrupted=True)
+            except KeyboardInterrupt as ki:
+                with hold_stop_signals():  # a second signal must not cut the row's writing
+                    self._stopping = True
+                    pool.stop()
+                    self._drain(pool, time.monotonic() + STOP_GRACE_S)
+                    # Still in a statement after the grace: their sessions are ended once they are gone.
+                    self._to_end += [self.sessions.get(i, 0) for i in pool.live.values()]
+                    self.bundle.event("step_interrupted", f"{self.target.label}: {self.wl.name} with {self.n} "
+                                      f"clients cut short by {interrupt_reason(ki)}", target=self.target.label,
+                                      workload=self.wl.name, clients=self.n)
+                    if self.info is not None:
+                        self.row = self._finish(interrupted=True)
                 raise
         assert self.row is not None
         return self.row
@@ -126,17 +152,27 @@ class Step:
                                                self._measured_k)
         self._stopped_ns = plan.end_ns
         pool.start(plan)
-        hard = plan.end_ns + int(END_GRACE_S * 1e9)
+        bound = int((o.statement_timeout_s or 0) * 1e9)  # 0: no bound during the step
+        hard = plan.end_ns + int((o.statement_timeout_s or AFTER_END_S) * 1e9)
         while pool.live:
             now = time.perf_counter_ns()
             if self.info is None and now >= plan.measure_ns:
                 self._started(plan)
             if now > hard:
-                for idx in pool.abandon():
-                    self._client_error(idx, "timeout", "client still busy 10 s after the end: terminated")
+                if self.stuck is None:
+                    self._stuck(pool, list(pool.live.values()), plan, now)
+                for idx in pool.abandon():  # close() terminates them; the stuck line above said why
+                    self.totals.client_error("stuck", "client still in a statement: terminated")
                 break
+            if bound and self.stuck is None and now > plan.measure_ns + bound:
+                silent = [i for i in pool.live.values()
+                          if now - max(self._heard.get(i, 0), plan.measure_ns) > bound + plan.interval_ns]
+                if silent:
+                    self._stuck(pool, silent, plan, now)
+                    hard = min(hard, time.perf_counter_ns() + int(STUCK_STOP_S * 1e9))
             wake = plan.measure_ns if self.info is None else now + WAKE_NS
             for idx, msg in pool.receive(max(min(wake - now, WAKE_NS), 0) / 1e9):
+                self._heard[idx] = time.perf_counter_ns()
                 self._handle(idx, msg)
             self._write(merger.ready(time.perf_counter_ns(), pool.live.values()))
             self.bar.tick()  # keeps the bar moving through the warmup, when no interval line is printed
@@ -200,6 +236,34 @@ class Step:
         if self._pool is not None:
             self._pool.stop()
 
+    def _stuck(self, pool: ClientPool, idxs: list[int], plan: Go, now: int) -> None:
+        """Clients ``idxs`` are inside a statement past their bound: what the server says they wait for, one
+        line and an event; every client is told to stop, and the stuck sessions are ended on the server once
+        their processes are gone (a warning sent to a live client would be printed by its driver)."""
+        views = look(self.target, [self.sessions.get(i, 0) for i in idxs])
+        first = idxs[0]
+        view = views.get(self.sessions.get(first, 0))
+        for i in idxs:  # the one the server shows waiting names the step's cut
+            v = views.get(self.sessions.get(i, 0))
+            if v is not None and v.wait:
+                first, view = i, v
+                break
+        after = (now - plan.end_ns) / 1e9
+        when = (f"{after:.1f} s after the step's end" if after >= 0 else
+                f"for more than {self.opts.statement_timeout_s:g} s")
+        what = (view.text() if view is not None else
+                "the server did not show its session (no session id, or the server did not answer)")
+        others = f" (and {len(idxs) - 1} other client{'s' if len(idxs) > 2 else ''})" if len(idxs) > 1 else ""
+        message = f"client {first}{others} still in a statement {when}: {what}"
+        self.stuck = StepCut(first, "stuck", message, now)  # when it was found; the view says since when
+        self.stuck_view = {"stuck_clients": sorted(idxs), **(view.to_row() if view is not None else {})}
+        self._to_end = [self.sessions.get(i, 0) for i in idxs]  # once their processes are gone (ClientPool.close)
+        self.bundle.event("step_stuck", f"{self.target.label}: {self.wl.name} with {self.n} clients: {message}; "
+                          "the step was ended", target=self.target.label, workload=self.wl.name, clients=self.n,
+                          **self.stuck_view)
+        self.bar.say(f"  {self.target.label}: {message}: ending the step")
+        pool.stop()
+
     def _abort(self, idx: int, code: str, message: str, t_ns: int) -> None:
         """``--on-error abort``: the first error ends the step."""
         if self.aborted is not None or self.lost is not None:
@@ -213,9 +277,17 @@ class Step:
             self._pool.stop()
 
     def _drain(self, pool: ClientPool, deadline: float) -> None:
-        """After Ctrl-C: what the live clients still send until ``deadline`` (monotonic s), then the rest."""
+        """After Ctrl-C: what the live clients still send until ``deadline`` (monotonic s), then the rest.
+
+        A client silent for two report intervals is inside a long statement (a stuck commit): it would answer
+        only once that returns, so it is not waited for."""
+        quiet_ns = int(2 * self.opts.report_interval_s * 1e9) + 500_000_000
         while pool.live and time.monotonic() < deadline:
-            for idx, msg in pool.receive(max(deadline - time.monotonic(), 0)):
+            now = time.perf_counter_ns()
+            if all(now - self._heard.get(i, 0) > quiet_ns for i in pool.live.values()):
+                break
+            for idx, msg in pool.receive(min(max(deadline - time.monotonic(), 0), WAKE_NS / 1e9)):
+                self._heard[idx] = time.perf_counter_ns()
                 self._handle(idx, msg)
         if self._merger is not None:
             self._stopped_ns = min(self._merger.plan.end_ns, time.perf_counter_ns())
@@ -287,10 +359,12 @@ class Step:
             row["profile_tail"] = self._tail.summary(self._clock, row["tps"])
         if interrupted:
             row["interrupted"] = True
-        for key, cut in (("server_lost", self.lost), ("aborted", self.aborted)):
+        for key, cut in (("server_lost", self.lost), ("aborted", self.aborted), ("stuck", self.stuck)):
             if cut is not None:
                 row[key] = cut.to_row(self._clock.unix(cut.t_ns), measure_ns)
-        row["complete"] = not (interrupted or self.lost or self.aborted)
+        if self.stuck is not None:
+            row["stuck"].update(self.stuck_view)
+        row["complete"] = not (interrupted or self.lost or self.aborted or self.stuck)
         name = (f"workload--{safe_name(self.target.label)}--{self.wl.name}--c{self.n}"
                 + (f"--r{self.repeat}" if self.repeat else "") + ".hdr")
         with contextlib.suppress(OSError):

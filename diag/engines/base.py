@@ -116,6 +116,17 @@ class Engine:
     # (process-per-connection engines); "" when connections are threads of the server process,
     # which is then found by the port or socket it listens on (among ``process_names``).
     backend_pid_sql: ClassVar[str] = ""
+    # A statement that does not return (workloads.stuck). Column ``p`` of session_id_sql: our connection's id
+    # in the server's own view of its sessions. session_view_sql, with {ids} (integers): one row per session
+    # (id, state, wait_type, wait, query, seconds: how long its statement has run). end_session_sql, with
+    # {id}: ends one of our own sessions on the server (its client process is gone or going).
+    session_id_sql: ClassVar[str] = ""
+    session_view_sql: ClassVar[str] = ""
+    end_session_sql: ClassVar[str] = ""
+    # Waits that end only when something outside the statement happens (a lock released, a standby's
+    # answer): the same one seen for longer than a load's bound is a stuck statement (prefixes of
+    # "type/event"; a running statement, I/O, parallel workers' messages are progress).
+    endless_waits: ClassVar[tuple[str, ...]] = ()
     # Folder under the data directory that holds the log and may be a symlink to another disk ("pg_wal");
     # "" when the log lives in the data directory itself. Flush tracing watches that disk too.
     log_directory: ClassVar[str] = ""

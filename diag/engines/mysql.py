@@ -125,6 +125,14 @@ class MysqlEngine(Engine):
                           ("status.Innodb_data_fsyncs", "Innodb_data_fsyncs (redo log and data files)"))
     process_names = ("mariadbd", "mysqld")
     data_directory_sql = "SELECT @@datadir AS d"
+    # Source: https://mariadb.com/kb/en/information-schema-processlist-table/ (STATE is the thread's stage,
+    # "Waiting for ..." when it waits on another session or a replica)
+    session_id_sql = "SELECT CONNECTION_ID() AS p"
+    session_view_sql = ("SELECT /* dbdiag */ ID AS id, COMMAND AS state, '' AS wait_type, "
+                        "COALESCE(STATE, '') AS wait, LEFT(COALESCE(INFO, ''), 300) AS query, TIME AS seconds "
+                        "FROM information_schema.PROCESSLIST WHERE ID IN ({ids})")
+    end_session_sql = "KILL {id}"
+    endless_waits = ("/Waiting for", "/waiting for", "/Waiting on", "/Locked")
 
     @staticmethod
     def is_mariadb(product: str) -> bool:

