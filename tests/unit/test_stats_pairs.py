@@ -175,3 +175,11 @@ def test_the_safety_net_is_exact_too(small_thresholds: None, monkeypatch: pytest
     ys = series("drift", 80, 3)
     slopes = sorted((ys[j] - ys[i]) / (j - i) for i in range(80) for j in range(i + 1, 80))
     assert pairselect.kth_slope(ys, [5, len(slopes) // 2]) == [slopes[5], slopes[len(slopes) // 2]]
+
+
+def test_the_differences_safety_net_is_exact(small_thresholds: None, monkeypatch: pytest.MonkeyPatch) -> None:
+    """No narrowing rounds: the differences' selection lists what is left (all of it), still exact."""
+    monkeypatch.setattr(pairselect, "MAX_ROUNDS", 0)
+    x, y = sorted(series("float", 30, 1)), sorted(series("int", 25, 2))
+    d = sorted(b - a for a in x for b in y)
+    assert pairselect.kth_difference(x, y, [3, 374, 375, 700]) == [d[3], d[374], d[375], d[700]]
