@@ -25,6 +25,7 @@ from diag import __version__
 from diag.argtypes import DefaultsHelpFormatter, csv_ints as _csv_ints, positive as _positive
 from diag.errors import DiagError
 from diag.procs import install_stop_signals
+from diag.redact import redact_text
 
 # The command registry: command name -> the module that runs it, imported by :func:`load_command` when
 # that command is chosen (the one place the architecture test allows an import at run time). Each module
@@ -58,6 +59,24 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--version", action="version", version=f"dbdiag {__version__}")
     sub = p.add_subparsers(dest="command", metavar="COMMAND")
 
+    _run_parser(sub)
+    rep = sub.add_parser("report", help="re-render report.html from a run bundle")
+    rep.add_argument("bundle", type=Path)
+
+    srv = sub.add_parser("server", help="throwaway servers")
+    ssub = srv.add_subparsers(dest="server_command", metavar="ACTION")
+    st = ssub.add_parser("start", help="start a throwaway server, print its DSN, wait for Ctrl-C, remove it")
+    # Checked by the command (diag.engines.engine_for), not by choices: listing them would import the engines.
+    st.add_argument("engine", metavar="ENGINE", help=ENGINE_HELP)
+    st.add_argument("--set", action="append", metavar="KEY=VALUE", help="server setting, e.g. fsync=off")
+    st.add_argument("--port", type=int, default=None)
+    _fsync_test_parser(sub)
+    _durability_parser(sub)
+    _compare_parser(sub)
+    return p
+
+
+def _run_parser(sub: Any) -> None:
     r = sub.add_parser("run", help="run workloads against targets while collecting; write a bundle and report",
                        formatter_class=DefaultsHelpFormatter,
                        epilog="exit codes: 0 done; 2 a problem you can fix (printed as one line); 3 a target's "
@@ -97,7 +116,14 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("-o", "--out", type=Path, default=None, help="bundle folder (default runs/<UTC time>-<name>)")
     r.add_argument("--name", default="", help="name used in the default bundle folder (default: the workload names)")
     r.add_argument("--no-collect", action="store_true", help="do not run collectors (driver only)")
+    r.add_argument("--plan-others", action="store_true",
+                   help="also plan other users' statements (PostgreSQL: as their role, which needs dbdiag's login "
+                        "to be a member of it; MySQL/MariaDB: with dbdiag's own privileges, as EXPLAIN runs the "
+                        "stored functions a plan needs); default: only statements of dbdiag's own user")
     r.add_argument("--no-profile", action="store_true", help="do not record perf profiles")
+    r.add_argument("--keep-literals", action="store_true",
+                   help="store statement texts read from the server (other sessions' blockers, samples) with their "
+                        "literals (default: as fingerprints, each literal replaced by ?)")
     r.add_argument("--profile-seconds", type=_positive, default=3.0, help="perf window per step (middle of it)")
     r.add_argument("--profile-client", action="store_true", help="sample the client processes with py-spy")
     r.add_argument("--flush-capability", type=_positive, default=None,
@@ -112,21 +138,6 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("--ssh", action="append", metavar="LABEL=USER@HOST",
                    help="profile target LABEL's server with perf on its own host over ssh (your ssh config "
                         "and keys; no password prompt)")
-
-    rep = sub.add_parser("report", help="re-render report.html from a run bundle")
-    rep.add_argument("bundle", type=Path)
-
-    srv = sub.add_parser("server", help="throwaway servers")
-    ssub = srv.add_subparsers(dest="server_command", metavar="ACTION")
-    st = ssub.add_parser("start", help="start a throwaway server, print its DSN, wait for Ctrl-C, remove it")
-    # Checked by the command (diag.engines.engine_for), not by choices: listing them would import the engines.
-    st.add_argument("engine", metavar="ENGINE", help=ENGINE_HELP)
-    st.add_argument("--set", action="append", metavar="KEY=VALUE", help="server setting, e.g. fsync=off")
-    st.add_argument("--port", type=int, default=None)
-    _fsync_test_parser(sub)
-    _durability_parser(sub)
-    _compare_parser(sub)
-    return p
 
 
 def _fsync_test_parser(sub: Any) -> None:
@@ -156,6 +167,8 @@ def _durability_parser(sub: Any) -> None:
                    help="setting for an embedded server, e.g. fsync=off")
     d.add_argument("-o", "--out", type=Path, default=None, help="keep the probe's run bundle in this folder")
     d.add_argument("--json", action="store_true", help="print the verdicts as JSON")
+    d.add_argument("--keep-literals", action="store_true",
+                   help="keep the statements INNODB STATUS quotes with their literals (default: fingerprints)")
 
 
 def _compare_parser(sub: Any) -> None:
@@ -187,7 +200,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         return int(load_command(a.command)(a, argv))
     except DiagError as e:
-        print(f"dbdiag: error: {e}", file=sys.stderr)
+        print(f"dbdiag: error: {redact_text(str(e))}", file=sys.stderr)
         return e.exit_code
     except KeyboardInterrupt:
         print("dbdiag: interrupted", file=sys.stderr)

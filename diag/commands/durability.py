@@ -43,7 +43,8 @@ def durability_options(a: argparse.Namespace, settings: dict[str, str], out_dir:
                       fsync_test_s=None if a.flush_capability else a.fsync_seconds, profile=False)
     return RunOptions(targets=[a.target], workloads=["insert"], driver=drv, out=out_dir, argv=argv,
                       profile=False, flush_capability=a.flush_capability, server_settings=settings,
-                      render=False, kind=COMMAND, sources=plan, progress="steps")
+                      render=False, kind=COMMAND, sources=plan, progress="steps",
+                      keep_literals=a.keep_literals)
 
 
 def main(a: argparse.Namespace, argv: list[str]) -> int:

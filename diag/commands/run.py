@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import sys
 
 from diag.argtypes import key_values as _kv
 from diag.errors import DiagError, RunIncomplete
@@ -25,7 +24,8 @@ def main(a: argparse.Namespace, argv: list[str]) -> int:
     opts = RunOptions(targets=a.targets or default_targets(), workloads=[w.strip() for w in a.workload.split(",")
                                                                           if w.strip()],
                       driver=drv, out=a.out, name=a.name, argv=["dbdiag", *argv], collect=not a.no_collect,
-                      profile=not a.no_profile, profile_seconds=a.profile_seconds, profile_client=a.profile_client,
+                      profile=not a.no_profile, keep_literals=a.keep_literals, profile_seconds=a.profile_seconds,
+                      profile_client=a.profile_client, plan_others=a.plan_others,
                       flush_capability=a.flush_capability, fsync_seconds=a.fsync_seconds,
                       server_settings=_kv(a.set),
                       host_metrics=_kv(a.host_metrics, "--host-metrics", "LABEL=URL"),
@@ -34,13 +34,13 @@ def main(a: argparse.Namespace, argv: list[str]) -> int:
     try:
         path = run.execute()
     except KeyboardInterrupt as e:
-        print(f"dbdiag: interrupted ({interrupt_reason(e)}); partial bundle in {run.path}", file=sys.stderr)
+        print(f"dbdiag: interrupted ({interrupt_reason(e)}); partial bundle in {run.path}", file=run.out)
         return 130
     except RunIncomplete as e:  # the run went on and its report is rendered: say where, exit with its own code
-        print(f"dbdiag: error: {e}; report: {(run.path / 'report.html').resolve()}", file=sys.stderr)
+        print(f"dbdiag: error: {e}; report: {(run.path / 'report.html').resolve()}", file=run.out)
         return e.exit_code
     except DiagError as e:
-        print(f"dbdiag: error: {e} (what was collected is in {run.path})", file=sys.stderr)
+        print(f"dbdiag: error: {e} (what was collected is in {run.path})", file=run.out)
         return e.exit_code
     report = path / "report.html"
     print(f"dbdiag: report: {report.resolve() if report.exists() else '(not rendered)'}")
