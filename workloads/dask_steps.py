@@ -168,6 +168,12 @@ def split_clients(n: int, workers: int) -> list[int]:
     return [base + (1 if i < extra else 0) for i in range(workers) if base + (1 if i < extra else 0) > 0]
 
 
+def share_starts(split: Sequence[int]) -> list[int]:
+    """The step's index of each share's first client: share i runs clients ``starts[i]`` ..
+    ``starts[i] + split[i] - 1``, so every client of the step has its own index across workers."""
+    return [sum(split[:i]) for i in range(len(split))]
+
+
 def merge_interval(parts: Sequence[dict[str, Any]], into: Any = None) -> dict[str, Any]:
     """One interval of the step from the shares' same interval: counts add (``t`` and length: the latest of
     them); the latency histogram is the HDR sum of the shares' (``hdr``, each worker's interval k), so
@@ -271,8 +277,8 @@ class DaskStep:
                 ) -> list[Any]:
         tag = uuid.uuid4().hex[:8]
         futures = []
-        for i, (w, k) in enumerate(zip(workers, split)):
-            spec = WorkerSpec(self.target, self.wl, k, self.opts, self.seed * 1000 + i, start)
+        for i, (w, k, first) in enumerate(zip(workers, split, share_starts(split))):
+            spec = WorkerSpec(self.target, self.wl, k, self.opts, self.seed * 1000 + i, start, first, self.n)
             futures.append(self.client.submit(worker_task, pickle.dumps(spec), timeout_s, topic, i, workers=[w],
                                               allow_other_workers=False, pure=False,
                                               key=f"dbdiag-{safe_name(self.target.label)}-{self.wl.name}-c{self.n}"

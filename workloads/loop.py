@@ -72,6 +72,21 @@ class ClientSpec:
     think: bool
     seed: int
     on_error: str = "continue"  # "continue" | "abort" (DriverOptions.on_error)
+    # Where this pool's clients sit among the step's: a Dask worker runs clients first_index ..
+    # first_index + clients - 1 of step_clients (0: this pool is the whole step).
+    first_index: int = 0
+    step_clients: int = 0
+
+    def ctx(self, index: int) -> ClientCtx:
+        """Who this pool's client ``index`` is within the whole step: on a Dask worker its index counts the
+        other workers' clients too, so TPC-C home warehouses (index mod W) do not repeat across workers."""
+        return ClientCtx(self.first_index + index, self.step_clients or self.clients, self.scale, self.think,
+                         self.seed)
+
+    def client_rate(self) -> float:
+        """Transactions/s one client is paced at under ``--rate`` (the step's total): the rate over all the
+        step's clients, so W workers together send the rate, not W times it. 0 without --rate."""
+        return (self.rate or 0) / max(self.step_clients or self.clients, 1)
 
 
 def error_key(e: DbError) -> str:
@@ -319,7 +334,7 @@ class ClientLoop:
         lat: list[int] = []
         ap = lat.append
         nq = 0
-        rate = (self.spec.rate or 0) / max(self.spec.clients, 1)
+        rate = self.spec.client_rate()
         rng = random.Random(self.spec.seed * 7919 + os.getpid())
         pause = self.runner.pause_ns if self.spec.think else None
 
@@ -374,7 +389,7 @@ def run_loops(loop: ClientLoop, start_ns: int) -> None:
 def client_main(index: int, spec: ClientSpec, pipe: Any, stop: Any) -> None:
     """Entry point of one forked client process."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C goes to the parent, which tells us to stop
-    ctx = ClientCtx(index, spec.clients, spec.scale, spec.think, spec.seed)
+    ctx = spec.ctx(index)
     client: Client | None = None
     loop: ClientLoop | None = None
 

@@ -63,7 +63,9 @@ class Step:
 
     def __init__(self, target: Target, product: str, drv: DriverInfo, wl: Workload, n: int,
                  opts: DriverOptions, bundle: BundleWriter, series: SeriesWriter, hooks: StepHooks | None,
-                 bar: SweepBar, seed: int, repeat: int = 0) -> None:
+                 bar: SweepBar, seed: int, repeat: int = 0, first_index: int = 0, step_clients: int = 0) -> None:
+        """``first_index``, ``step_clients``: a Dask worker's share runs the step's clients ``first_index`` ..
+        ``first_index + n - 1`` of ``step_clients`` (see :class:`workloads.loop.ClientSpec`)."""
         self.target, self.drv, self.wl, self.n, self.opts = target, drv, wl, n, opts
         self.bundle, self.series, self.hooks, self.bar = bundle, series, hooks, bar
         self.key = StepKey(target.label, product, wl.name, n, repeat)
@@ -71,7 +73,7 @@ class Step:
         self._rep = {"repeat": repeat} if repeat else {}  # the repeat in every event of the step
         self.interval_tps: list[float] = []  # transactions/s of each full measured interval
         self.spec = ClientSpec(target, product, drv, wl, n, float(opts.scale), opts.protocol, opts.isolation,
-                               opts.max_tries, opts.rate, opts.think, seed, opts.on_error)
+                               opts.max_tries, opts.rate, opts.think, seed, opts.on_error, first_index, step_clients)
         self.row: dict | None = None
         self.totals = Totals()
         self.tail = Totals()  # the run-on after the measured part (opts.tail_s), where profiles record
