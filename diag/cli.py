@@ -16,7 +16,7 @@ from types import ModuleType
 
 from diag import __version__, comparecmd
 from diag.argtypes import DefaultsHelpFormatter, csv_ints as _csv_ints, key_values as _kv, positive as _positive
-from diag.commands import durability, fsync_test
+from diag.commands import durability, fsync_test, watch
 from diag.engines import ENGINES
 from diag.errors import DiagError, RunIncomplete
 from diag.procs import install_stop_signals, interrupt_reason, supervised
@@ -29,7 +29,7 @@ from workloads.tpcc import MODES
 
 # Modules that add subcommands: each defines ``add_parsers(sub)`` and ``dispatch(args) -> int | None``
 # (None: not mine). An explicit tuple, not a folder scan.
-COMMAND_MODULES: tuple[ModuleType, ...] = (fsync_test, durability, comparecmd)
+COMMAND_MODULES: tuple[ModuleType, ...] = (fsync_test, durability, comparecmd, watch)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -176,7 +176,11 @@ def main(argv: list[str] | None = None) -> int:
     warnings.filterwarnings("ignore", message=".*XDG_RUNTIME_DIR.*")
     argv = list(sys.argv[1:] if argv is None else argv)
     parser = build_parser()
+    load_command: list[str] = []
+    if argv[:1] == ["watch"] and "--" in argv:  # the load command after "--" is its own, not dbdiag's to parse
+        load_command, argv = argv[argv.index("--") + 1:], argv[:argv.index("--")]
     a = parser.parse_args(argv)
+    a.load_command = load_command
     if not a.command:
         parser.print_help()
         return 2

@@ -1,0 +1,154 @@
+"""What a report says of a watch (``dbdiag watch``): its windows, the client's figures beside the server's,
+the phases, and whether any load was seen at all. Reads the bundle only.
+
+* A window saw load when the server counted at least :data:`MIN_TPS` transactions/s in it
+  beyond dbdiag's own, or a workload session was seen running a statement.
+* Phases: neighbouring windows with the same limit and throughput within
+  :data:`PHASE_TPS_RATIO` of the phase's first window form one phase.
+* The client's figure and the server's disagree when the server's transactions/s over
+  the command's run differ from the tool's own by more than the counting error: the
+  windows' edges (each reading is up to :data:`EDGE_S` off the window it closes) and
+  dbdiag's own reads (estimated), plus :data:`DISAGREE_SHARE` for what is
+  counted differently by design (pgbench's set-up statements, a tool that counts
+  only some transaction types).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from diag.bundle import Bundle
+
+MIN_TPS = 2.0  # transactions/s: above what dbdiag's own reads can leave after their estimate
+PHASE_TPS_RATIO = 0.25  # a window whose tps differs by more than 25% from its phase's start opens a new one
+DISAGREE_SHARE = 0.10
+EDGE_S = 1.0  # PostgreSQL 15+: a backend flushes its counters at most once a second
+
+
+def watch_rows(b: Bundle) -> list[dict[str, Any]]:
+    """The result rows of a watch's windows, in order ([] for a bundle that is not a watch)."""
+    return [r for r in b.results if r.get("source") == "server"]
+
+
+def is_watch(b: Bundle) -> bool:
+    return b.run.get("kind") == "watch"
+
+
+def no_load_seen(b: Bundle) -> str:
+    """Why the watch saw no load ("" when it saw some): every window under MIN_TPS on every target."""
+    rows = watch_rows(b)
+    if not rows:
+        return ""
+    if any(float(r.get("tps") or 0) >= MIN_TPS for r in rows):
+        return ""
+    secs = sum(float(r.get("duration_s") or 0) for r in rows)
+    labels = sorted({str(r.get("target")) for r in rows})
+    return (f"the server counted no transactions beyond dbdiag's own reads in {secs:.0f} s of watching "
+            f"({', '.join(labels)})")
+
+
+@dataclass(frozen=True)
+class Phase:
+    """Neighbouring windows of one target with the same limit and similar throughput."""
+
+    target: str
+    first: int
+    last: int
+    t0: float
+    t1: float
+    limit: str
+    tps: float
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"target": self.target, "windows": f"{self.first}-{self.last}" if self.last > self.first
+                else str(self.first), "t0": self.t0, "t1": self.t1, "limit": self.limit, "tps": round(self.tps, 1)}
+
+
+def phases(rows: list[dict[str, Any]], limits: Mapping[tuple[str, str], str]) -> list[Phase]:
+    """The phases of each target's windows; ``limits``: (target, workload) -> the window's limit kind ("idle"
+    for a window without load)."""
+    out: list[Phase] = []
+    by_target: dict[str, list[dict[str, Any]]] = {}
+    for r in rows:
+        by_target.setdefault(str(r.get("target")), []).append(r)
+    for target, rs in by_target.items():
+        cur: list[dict[str, Any]] = []
+        for r in rs:
+            lim = "idle" if float(r.get("tps") or 0) < MIN_TPS else limits.get((target, str(r.get("workload"))), "")
+            if cur:
+                lim0 = "idle" if float(cur[0].get("tps") or 0) < MIN_TPS else limits.get(
+                    (target, str(cur[0].get("workload"))), "")
+                base = float(cur[0].get("tps") or 0)
+                similar = abs(float(r.get("tps") or 0) - base) <= PHASE_TPS_RATIO * max(base, MIN_TPS)
+                if lim == lim0 and similar:
+                    cur.append(r)
+                    continue
+                out.append(_phase(target, cur, lim0))
+            cur = [r]
+        if cur:
+            lim = "idle" if float(cur[0].get("tps") or 0) < MIN_TPS else limits.get(
+                (target, str(cur[0].get("workload"))), "")
+            out.append(_phase(target, cur, lim))
+    return out
+
+
+def _phase(target: str, rs: list[dict[str, Any]], limit: str) -> Phase:
+    secs = sum(float(r.get("duration_s") or 0) for r in rs)
+    txn = sum(float(r.get("transactions") or 0) for r in rs)
+    return Phase(target, int(rs[0].get("window") or 0), int(rs[-1].get("window") or 0), float(rs[0]["t_start"]),
+                 float(rs[-1]["t_end"]), limit or "unknown", txn / secs if secs > 0 else 0.0)
+
+
+@dataclass(frozen=True)
+class ClientVsServer:
+    """The load command's own transactions/s beside the server's over the windows it ran in."""
+
+    target: str
+    tool: str
+    client_tps: float
+    server_tps: float
+    allowed: float  # the counting error, as a share of the client's figure
+    detail: str
+
+    @property
+    def gap(self) -> float:
+        return (self.server_tps - self.client_tps) / self.client_tps if self.client_tps > 0 else 0.0
+
+    @property
+    def disagrees(self) -> bool:
+        return abs(self.gap) > self.allowed
+
+
+def client_vs_server(b: Bundle) -> list[ClientVsServer]:
+    """Per target: the tool's summary tps (else the mean of its interval lines) against the server's over the
+    command's lifetime; [] without a load command that printed figures."""
+    cmd = (b.run.get("watch") or {}).get("command") or {}
+    summary = cmd.get("summary") or {}
+    rows = watch_rows(b)
+    out: list[ClientVsServer] = []
+    for target in sorted({str(r.get("target")) for r in rows}):
+        rs = [r for r in rows if r.get("target") == target]
+        secs = sum(float(r.get("duration_s") or 0) for r in rs)
+        txn = sum(float(r.get("transactions") or 0) for r in rs)
+        own = sum(float(r.get("own_transactions") or 0) for r in rs)
+        if secs <= 0:
+            continue
+        pts = [r["client"] for r in rs if isinstance(r.get("client"), Mapping)]
+        if isinstance(summary.get("tps"), (int, float)):
+            ctps, tool, how = float(summary["tps"]), str(summary.get("tool") or ""), "its summary line"
+        elif pts:
+            w = [(float(p["tps"]), float(r.get("duration_s") or 0)) for p, r in
+                 zip(pts, [r for r in rs if isinstance(r.get("client"), Mapping)])]
+            ctps = sum(x * d for x, d in w) / max(sum(d for _x, d in w), 1e-9)
+            tool, how = str(pts[0].get("tool") or ""), "its interval lines"
+        else:
+            continue
+        stps = txn / secs
+        allowed = DISAGREE_SHARE + (EDGE_S * 2) / secs + (own / secs) / max(ctps, MIN_TPS)
+        out.append(ClientVsServer(target, tool, ctps, stps, allowed,
+                                  f"{tool} says {ctps:.1f} tps ({how}); the server counted {stps:.1f} tps over "
+                                  f"{secs:.1f} s ({txn:.0f} transactions, {own:.0f} of dbdiag's own reads "
+                                  "taken out)"))
+    return out
