@@ -12,7 +12,7 @@ from collections.abc import Callable
 from typing import Any
 
 from diag.bundle import Bundle
-from reports.rules import checkpoints, client, cpu, durability, limit, lost, noise, statements, symptoms
+from reports.rules import checkpoints, client, cpu, durability, limit, lost, noise, statements, symptoms, watch
 from reports.rules.base import SEVERITIES, Finding
 
 __all__ = ["RULES", "SEVERITIES", "Finding", "Rule", "derive_findings"]
@@ -38,6 +38,7 @@ RULES: tuple[Rule, ...] = (
     statements.statement_hotspot,
     noise.noisy_measurement,
     noise.unsteady_window,
+    watch.client_server_disagree,
 )
 
 

@@ -6,11 +6,9 @@ the phases, and whether any load was seen at all. Reads the bundle only.
 * Phases: neighbouring windows with the same limit and throughput within
   :data:`PHASE_TPS_RATIO` of the phase's first window form one phase.
 * The client's figure and the server's disagree when the server's transactions/s over
-  the command's run differ from the tool's own by more than the counting error: the
-  windows' edges (each reading is up to :data:`EDGE_S` off the window it closes) and
-  dbdiag's own reads (estimated), plus :data:`DISAGREE_SHARE` for what is
-  counted differently by design (pgbench's set-up statements, a tool that counts
-  only some transaction types).
+  the command's lifetime differ from the tool's own by more than the counting error:
+  dbdiag's own reads (estimated) plus :data:`DISAGREE_SHARE` for the command's start-up
+  and exit inside its lifetime and its set-up statements (pgbench's scale check).
 """
 
 from __future__ import annotations
@@ -24,7 +22,6 @@ from diag.bundle import Bundle
 MIN_TPS = 2.0  # transactions/s: above what dbdiag's own reads can leave after their estimate
 PHASE_TPS_RATIO = 0.25  # a window whose tps differs by more than 25% from its phase's start opens a new one
 DISAGREE_SHARE = 0.10
-EDGE_S = 1.0  # PostgreSQL 15+: a backend flushes its counters at most once a second
 
 
 def watch_rows(b: Bundle) -> list[dict[str, Any]]:
@@ -122,33 +119,90 @@ class ClientVsServer:
 
 
 def client_vs_server(b: Bundle) -> list[ClientVsServer]:
-    """Per target: the tool's summary tps (else the mean of its interval lines) against the server's over the
-    command's lifetime; [] without a load command that printed figures."""
+    """Per target: the tool's summary tps (else the mean of its interval lines) against the server's count over
+    the command's lifetime (the windows' span without one); [] without a load command that printed figures.
+
+    The server's total is read after the command's sessions ended, so PostgreSQL's deferred counter flushes
+    are in it; what is left of the counting error is dbdiag's own reads (estimated, taken out) and the
+    command's start-up and exit inside its lifetime (the tool's own time leaves them out)."""
     cmd = (b.run.get("watch") or {}).get("command") or {}
     summary = cmd.get("summary") or {}
     rows = watch_rows(b)
     out: list[ClientVsServer] = []
     for target in sorted({str(r.get("target")) for r in rows}):
         rs = [r for r in rows if r.get("target") == target]
-        secs = sum(float(r.get("duration_s") or 0) for r in rs)
+        span = sum(float(r.get("duration_s") or 0) for r in rs)
+        life = (float(cmd["ended"]) - float(cmd["started"])
+                if isinstance(cmd.get("ended"), (int, float)) and isinstance(cmd.get("started"), (int, float)) else 0)
+        secs = life if 0 < life <= span + 1.0 else span
         txn = sum(float(r.get("transactions") or 0) for r in rs)
         own = sum(float(r.get("own_transactions") or 0) for r in rs)
         if secs <= 0:
             continue
-        pts = [r["client"] for r in rs if isinstance(r.get("client"), Mapping)]
+        with_client = [r for r in rs if isinstance(r.get("client"), Mapping)]
         if isinstance(summary.get("tps"), (int, float)):
             ctps, tool, how = float(summary["tps"]), str(summary.get("tool") or ""), "its summary line"
-        elif pts:
-            w = [(float(p["tps"]), float(r.get("duration_s") or 0)) for p, r in
-                 zip(pts, [r for r in rs if isinstance(r.get("client"), Mapping)])]
-            ctps = sum(x * d for x, d in w) / max(sum(d for _x, d in w), 1e-9)
-            tool, how = str(pts[0].get("tool") or ""), "its interval lines"
+        elif with_client:
+            dur = sum(float(r.get("duration_s") or 0) for r in with_client)
+            ctps = sum(float(r["client"]["tps"]) * float(r.get("duration_s") or 0) for r in with_client) / max(dur, 1e-9)
+            tool, how = str(with_client[0]["client"].get("tool") or ""), "its interval lines"
         else:
             continue
         stps = txn / secs
-        allowed = DISAGREE_SHARE + (EDGE_S * 2) / secs + (own / secs) / max(ctps, MIN_TPS)
+        allowed = DISAGREE_SHARE + (own / secs) / max(ctps, MIN_TPS)
         out.append(ClientVsServer(target, tool, ctps, stps, allowed,
                                   f"{tool} says {ctps:.1f} tps ({how}); the server counted {stps:.1f} tps over "
                                   f"{secs:.1f} s ({txn:.0f} transactions, {own:.0f} of dbdiag's own reads "
                                   "taken out)"))
     return out
+
+
+def _limit_titles(findings: list[Mapping[str, Any]]) -> dict[tuple[str, str], Mapping[str, Any]]:
+    return {(str(f.get("target")), str(f.get("workload"))): f for f in findings if f.get("category") == "limit"}
+
+
+def unseen(b: Bundle) -> list[str]:
+    """What the watch could not see, one sentence each: sources that were off (with what would turn them on),
+    parts missing, and the clients' CPU when no load command named the client processes."""
+    out = []
+    for key, p in sorted((b.run.get("collectors") or {}).items()):
+        if not isinstance(p, Mapping):
+            continue
+        if not p.get("ok") and p.get("reason"):
+            out.append(f"{key}: {p['reason']}" + (f" ({p['hint']})" if p.get("hint") else ""))
+        out.extend(f"{key}: {m}" for m in p.get("missing") or [])
+    if not (b.run.get("watch") or {}).get("command"):
+        out.append("client CPU: not known: the watch ran no load command, so the client processes are not known "
+                   "(they may be on another host); the accounting leaves that part out rather than guess")
+    hidden = max((int(r.get("sessions_hidden") or 0) for r in watch_rows(b)), default=0)
+    if hidden:
+        out.append(f"{hidden} session(s) of other roles: their state is hidden from this role (needs pg_monitor "
+                   "or pg_read_all_stats)")
+    return out
+
+
+def watch_section(b: Bundle, findings: list[Mapping[str, Any]]) -> dict[str, Any] | None:
+    """What the report's watch section shows (None for a bundle that is not a watch)."""
+    if not is_watch(b):
+        return None
+    rows = watch_rows(b)
+    lims = _limit_titles(findings)
+    windows = []
+    for r in rows:
+        f = lims.get((str(r.get("target")), str(r.get("workload"))))
+        c = r.get("client") if isinstance(r.get("client"), Mapping) else {}
+        windows.append({"target": r.get("target"), "window": r.get("workload"), "t0": r.get("t_start"),
+                        "seconds": r.get("duration_s"), "tps": r.get("tps"), "qps": r.get("qps"),
+                        "clients": r.get("clients"), "client_tps": c.get("tps"),
+                        "latency_ms": (r.get("latency_ms") or {}).get("mean"),
+                        "limit": f.get("title") if f else ("no load seen" if float(r.get("tps") or 0) < MIN_TPS
+                                                           else "no limit named")})
+    kinds = {k: str((f.get("extra") or {}).get("kind") or str(f.get("title", "")).split(":")[0])
+             for k, f in lims.items()}
+    watch = b.run.get("watch") or {}
+    return {"info": watch, "windows": windows, "phases": [p.to_dict() for p in phases(rows, kinds)],
+            "versus": [{"target": c.target, "text": c.detail, "disagrees": c.disagrees,
+                        "gap_pct": round(100 * c.gap, 1), "allowed_pct": round(100 * c.allowed, 1)}
+                       for c in client_vs_server(b)],
+            "no_load": no_load_seen(b), "unseen": unseen(b),
+            "counted": sorted({str(r.get("counted")) for r in rows if r.get("counted")})}

@@ -49,15 +49,16 @@ MY_EXPLICIT = ("Com_commit", "Com_rollback")
 MY_DATA = ("Com_select", "Com_insert", "Com_update", "Com_delete", "Com_replace", "Com_insert_select",
            "Com_replace_select", "Com_update_multi", "Com_delete_multi", "Com_call_procedure", "Com_load")
 
-# Transactions per second of each sampled source that reach the watched database's counters while it runs
-# (MySQL: its SELECTs). PostgreSQL 15+ defers a backend's counter flush while it is busy more often than
-# once a second (a 10 Hz SELECT 1 here: 12 of 49 transactions counted within 5 s, all 49 once it
-# disconnected), so the 10 Hz samplers add little during a watch and the rest after it; pg_stats (five
-# reads once a second, then idle) is counted as it goes. Measured on an idle PostgreSQL 15 here: 7.8/s with
-# the default sources and the watch's own reads at 2/s; checked by the idle-server test
-# (tests/integration/test_watch.py): the remainder stays under reports.watch_view.MIN_TPS.
+# Reads per second each sampled source issues in the watched database: one autocommit transaction each
+# (MySQL: one SELECT each). The 10 Hz samplers read once a tick (blocking: a second read only while a
+# session is blocked), pg_stats five views a second, MySQL's status two SELECTs beside its SHOWs.
+# PostgreSQL 15+ defers a backend's counter flush while it is busy more often than once a second (a 10 Hz
+# SELECT 1 here: 12 of 49 transactions counted within 5 s, all 49 once it disconnected), so over a short
+# watch of an idle database fewer are counted than issued (7.8/s of ~27/s in 16 s here) and the estimate
+# errs high: an idle server stays at 0 (the clamp), never shows phantom load. Under a load the deferred
+# flushes come in (an application at 150 tps: 24/s counted beside it); over a long watch all do.
 OWN_READS_PER_S: Mapping[str, float] = {
-    "pg_waits": 0.4, "pg_blocking": 0.4, "pg_stats": 5.1, "pg_settings": 0.0,
+    "pg_waits": 10.0, "pg_blocking": 10.0, "pg_stats": 5.1, "pg_settings": 0.0,
     "mysql_waits": 10.0, "mysql_blocking": 10.0, "mysql_status": 2.0, "mysql_settings": 0.2,
 }
 # Reads the in-process statement sources make at each window's edges (snapshots, table counters, texts, plans).
@@ -154,6 +155,8 @@ class WindowCounts:
     busy_ms: float | None
     own_transactions: float
     rule: str
+    raw: float = 0.0  # what the server counted, dbdiag's own reads included
+    own_estimate: float = 0.0  # dbdiag's reads in the window as estimated (own_transactions is at most raw)
 
 
 def window_counts(engine_name: str, a: Reading, b: Reading, own_reads: float) -> WindowCounts:
@@ -166,7 +169,7 @@ def _pg_counts(a: Reading, b: Reading, own_reads: float) -> WindowCounts:
     own = min(raw, own_reads)
     return WindowCounts(raw - own, None, delta(a, b, "busy_ms"), own,
                         "xact_commit + xact_rollback of the watched database (pg_stat_database), "
-                        "less dbdiag's own catalog reads")
+                        "less dbdiag's own catalog reads", raw, own_reads)
 
 
 def _my_counts(a: Reading, b: Reading, own_reads: float) -> WindowCounts:
@@ -176,10 +179,10 @@ def _my_counts(a: Reading, b: Reading, own_reads: float) -> WindowCounts:
     if explicit > 0:
         return WindowCounts(explicit, data - own, None, 0.0,
                             "Com_commit + Com_rollback (explicit transactions; autocommit statements beside "
-                            "them are not counted)")
+                            "them are not counted)", explicit, own_reads)
     return WindowCounts(data - own, data - own, None, own,
                         "autocommit data statements (Com_select, Com_insert, Com_update, Com_delete, ...), "
-                        "less dbdiag's own SELECTs")
+                        "less dbdiag's own SELECTs", data, own_reads)
 
 
 _COUNTS = {POSTGRES.name: _pg_counts, MYSQL.name: _my_counts}
