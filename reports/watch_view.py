@@ -14,11 +14,14 @@ the phases, and whether any load was seen at all. Reads the bundle only.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
-from diag.bundle import Bundle
+from diag.bundle import Bundle, Memo
 
+# A window shorter than this share of the longest (the one cut by the command's end, holding PostgreSQL's
+# deferred counter flushes of the sessions that just ended) counts in the totals, not as a throughput sample.
+SAMPLE_SHARE = 0.5
 MIN_TPS = 2.0  # transactions/s: above what dbdiag's own reads can leave after their estimate
 PHASE_TPS_RATIO = 0.25  # a window whose tps differs by more than 25% from its phase's start opens a new one
 DISAGREE_SHARE = 0.10
@@ -176,8 +179,9 @@ def unseen(b: Bundle) -> list[str]:
                    "(they may be on another host); the accounting leaves that part out rather than guess")
     hidden = max((int(r.get("sessions_hidden") or 0) for r in watch_rows(b)), default=0)
     if hidden:
-        out.append(f"{hidden} session(s) of other roles: their state is hidden from this role (needs pg_monitor "
-                   "or pg_read_all_stats)")
+        out.append(f"up to {hidden} session(s) of other roles (on any database of the server): their database "
+                   "and state are hidden from this role, so the clients and their waits were not seen (needs "
+                   "pg_monitor or pg_read_all_stats); their transactions are counted all the same")
     return out
 
 
@@ -206,3 +210,58 @@ def watch_section(b: Bundle, findings: list[Mapping[str, Any]]) -> dict[str, Any
                        for c in client_vs_server(b)],
             "no_load": no_load_seen(b), "unseen": unseen(b),
             "counted": sorted({str(r.get("counted")) for r in rows if r.get("counted")})}
+
+
+def _merge_statements(rows: list[Mapping[str, Any]]) -> dict[str, Any] | None:
+    """The windows' statement digests as one step's: each statement's counters summed by its key."""
+    parts = [r["statements"] for r in rows if isinstance(r.get("statements"), Mapping)]
+    if not parts:
+        return None
+    merged: dict[str, dict[str, Any]] = {}
+    for p in parts:
+        for s in p.get("statements") or []:
+            cur = merged.setdefault(str(s.get("key")), {**s, "calls": 0, "total_ms": 0.0, "rows": 0})
+            for k in ("calls", "total_ms", "rows"):
+                cur[k] = (cur.get(k) or 0) + (s.get(k) or 0)
+    out = {k: v for k, v in parts[0].items() if k != "statements"}
+    out.update({"calls": sum(int(p.get("calls") or 0) for p in parts),
+                "total_ms": sum(float(p.get("total_ms") or 0) for p in parts),
+                "statements": sorted(merged.values(), key=lambda s: -float(s.get("total_ms") or 0))})
+    return out
+
+
+def one_step_row(rows: list[Mapping[str, Any]]) -> dict[str, Any]:
+    """One target's loaded windows as one step (workload ``watch``): counts summed over their span, clients the
+    time-weighted mean, each window's transactions/s a sample of the step's throughput (``interval_tps``)."""
+    secs = sum(float(r.get("duration_s") or 0) for r in rows)
+    txn = sum(int(r.get("transactions") or 0) for r in rows)
+    t0, t1 = float(rows[0]["t_start"]), float(rows[-1]["t_end"])
+    span = max(t1 - t0, 1e-9)
+    longest = max(float(r.get("duration_s") or 0) for r in rows)
+    clients = max(1, round(sum(float(r.get("clients") or 1) * float(r.get("duration_s") or 0) for r in rows)
+                           / max(secs, 1e-9)))
+    row: dict[str, Any] = {**{k: v for k, v in rows[0].items() if k not in ("statements", "client", "profile")},
+                           "workload": "watch", "clients": clients, "t_start": t0, "t_end": t1,
+                           "duration_s": round(span, 3), "measured_s": round(span, 3), "transactions": txn,
+                           "tps": round(txn / span, 2), "windows": [r.get("window") for r in rows],
+                           "interval_tps": [float(r.get("tps") or 0) for r in rows
+                                            if float(r.get("duration_s") or 0) >= SAMPLE_SHARE * longest]}
+    if all(isinstance(r.get("qps"), (int, float)) for r in rows):
+        row["qps"] = round(sum(float(r["qps"]) * float(r.get("duration_s") or 0) for r in rows) / span, 2)
+    stmts = _merge_statements(rows)
+    if stmts is not None:
+        row["statements"] = stmts
+    return row
+
+
+def as_one_step(b: Bundle) -> Bundle:
+    """A watch as one step per target (its windows that saw load), for ``dbdiag compare WATCH_A WATCH_B``;
+    any other bundle as it is."""
+    if not is_watch(b):
+        return b
+    out = []
+    for target in dict.fromkeys(str(r.get("target")) for r in watch_rows(b)):
+        loaded = [r for r in watch_rows(b) if r.get("target") == target and float(r.get("tps") or 0) >= MIN_TPS]
+        if loaded:
+            out.append(one_step_row(loaded))
+    return replace(b, results=out, derived=Memo())

@@ -23,6 +23,7 @@ from diag.bundle import load_bundle
 from diag.db import Session
 from diag.targets import parse_target
 from reports.accounting import accounts
+from reports.watch_view import phases
 
 REPO = Path(__file__).resolve().parents[2]
 DATA = REPO / "tests" / "data" / "watch"
@@ -194,3 +195,79 @@ def test_failing_load_command_is_one_line_and_keeps_the_bundle(pg_db, tmp_path):
     missing = dbdiag("watch", f"pg={PG}/{pg_db}", "--no-collect", "--out", str(tmp_path / "m"), "--",
                      "no-such-load-tool-here")
     assert missing.returncode == 2 and "not found" in missing.stderr and "Traceback" not in missing.stderr
+
+
+def test_compare_two_watches_synchronous_commit_on_and_off(tmp_path):
+    """The same pgbench (simple-update: no branch-row hot spot) watched with synchronous_commit on and off
+    (set by the client, the server untouched): ``dbdiag compare`` pairs each watch as one step, says the two
+    are not at the same durability level, and names the commit flush as the largest part of the gap."""
+    db = _name("sc")
+    with Session(parse_target(f"{PG}/postgres")) as s:
+        s.execute(f"DROP DATABASE IF EXISTS {db}")
+        s.execute(f"CREATE DATABASE {db}")
+    conn = ["-h", "127.0.0.1", "-U", "postgres"]
+    try:
+        subprocess.run(["pgbench", *conn, "-i", "-s", "1", "-q", db], check=True, capture_output=True, timeout=120)
+        paths = {}
+        for sc in ("on", "off"):
+            paths[sc] = tmp_path / sc
+            p = subprocess.run([sys.executable, "-m", "diag", "watch", f"pg={PG}/{db}", "--window", "2",
+                                "--no-profile", "--out", str(paths[sc]), "--", "pgbench", *conn, "-n", "-N", "-c",
+                                "4", "-j", "2", "-T", "6", db], capture_output=True, text=True, timeout=120,
+                               cwd=str(REPO), env={**os.environ, "PGOPTIONS": f"-c synchronous_commit={sc}"})
+            assert p.returncode == 0, p.stderr[-3000:]
+        p = dbdiag("compare", str(paths["on"]), str(paths["off"]), "--json")
+        assert p.returncode == 0, p.stderr
+        items = json.loads(p.stdout)["comparisons"]
+        assert [(e["workload"], e["clients"]) for e in items] == [("watch", 4)], items
+        e = items[0]
+        text = " ".join(e["sentences"])
+        assert "synchronous_commit=off" in text and "not at the same durability level" in text, text
+        gap = max(e["differences"], key=lambda d: d.get("share_of_gap") or 0)
+        assert gap["metric"] == "wait:commit_flush", e["differences"]
+    finally:
+        with Session(parse_target(f"{PG}/postgres")) as s:
+            s.execute(f"DROP DATABASE IF EXISTS {db} WITH (FORCE)")
+
+
+def _pg_state(s: Session) -> tuple:
+    return (sorted((r["name"], r["setting"]) for r in s.query("SELECT name, setting FROM pg_settings")),
+            sorted(r["extname"] for r in s.query("SELECT extname FROM pg_extension")))
+
+
+def test_least_privilege_watch_of_a_running_load_shows_phases(pg_db, tmp_path):
+    """A role without pg_monitor watches a database where another role's pgbench runs and then stops: the watch
+    runs, counts the transactions (pg_stat_database is open to all), says the sessions' state was hidden and
+    which role would show it, shows a load phase then an idle one, and changes no setting or extension."""
+    role = _name("lp")
+    admin = parse_target(f"{PG}/{pg_db}")
+    conn = ["-h", "127.0.0.1", "-U", "postgres"]
+    subprocess.run(["pgbench", *conn, "-i", "-s", "1", "-q", pg_db], check=True, capture_output=True, timeout=120)
+    with Session(admin) as s:
+        s.execute(f"DROP ROLE IF EXISTS {role}")
+        s.execute(f"CREATE ROLE {role} LOGIN")
+        before = _pg_state(s)
+    # the watch's sources take a few seconds to start: the load outlasts them, then stops mid-watch
+    load = subprocess.Popen(["pgbench", *conn, "-n", "-S", "-c", "2", "-T", "10", pg_db], stdout=subprocess.DEVNULL,
+                            stderr=subprocess.DEVNULL)
+    try:
+        time.sleep(0.5)  # the load is already there when the watch starts
+        out = tmp_path / "w"
+        p = dbdiag("watch", f"lp=postgresql://{role}@127.0.0.1:5432/{pg_db}", "-T", "12", "--window", "2",
+                   "--no-profile", "--out", str(out))
+        assert p.returncode == 0, p.stderr[-3000:]
+    finally:
+        load.wait(30)
+        with Session(admin) as s:
+            after = _pg_state(s)
+            s.execute(f"DROP OWNED BY {role}")
+            s.execute(f"DROP ROLE IF EXISTS {role}")
+    assert before == after
+    rows = _rows(out)
+    assert rows[0]["tps"] > 50 and rows[-1]["tps"] < 2.0, [r["tps"] for r in rows]
+    assert any(r.get("sessions_hidden") for r in rows), rows
+    report = (out / "report.html").read_text()
+    assert "pg_monitor" in report and "hidden from this role" in report
+    b = load_bundle(out)
+    found = phases(b.results, {})
+    assert len(found) >= 2 and found[0].limit != "idle" and found[-1].limit == "idle", found

@@ -9,7 +9,7 @@ SELECT d.xact_commit + d.xact_rollback AS transactions, d.active_time + d.idle_i
          WHERE a.datid = d.datid AND a.backend_type = 'client backend' AND a.pid <> pg_backend_pid()
            AND coalesce(a.application_name, '') NOT LIKE %(own)s AND a.state IS NOT NULL
            AND a.state <> 'idle') AS busy,
+       -- other roles' sessions without pg_read_all_stats: their database, type and state are all NULL
        (SELECT count(*) FROM pg_stat_activity a
-         WHERE a.datid = d.datid AND a.backend_type = 'client backend' AND a.pid <> pg_backend_pid()
-           AND coalesce(a.application_name, '') NOT LIKE %(own)s AND a.state IS NULL) AS hidden
+         WHERE a.backend_type IS NULL AND a.datid IS NULL AND a.pid <> pg_backend_pid()) AS hidden
   FROM pg_stat_database d WHERE d.datname = current_database()
