@@ -271,3 +271,18 @@ def test_least_privilege_watch_of_a_running_load_shows_phases(pg_db, tmp_path):
     b = load_bundle(out)
     found = phases(b.results, {})
     assert len(found) >= 2 and found[0].limit != "idle" and found[-1].limit == "idle", found
+
+
+def test_client_and_server_disagree_when_a_tool_transaction_is_two(pg_db, tmp_path):
+    """A pgbench script whose one "transaction" is two database transactions: the server counts twice pgbench's
+    figure and the report says they disagree (client_server_disagree); the pgbench -S watch above agrees."""
+    script = tmp_path / "two.sql"
+    script.write_text("BEGIN;\nSELECT 1;\nCOMMIT;\nBEGIN;\nSELECT 2;\nCOMMIT;\n")
+    out = tmp_path / "w"
+    p = dbdiag("watch", f"pg={PG}/{pg_db}", "--window", "2", "--no-collect", "--no-profile", "--out", str(out),
+               "--", "pgbench", "-h", "127.0.0.1", "-U", "postgres", "-n", "-f", str(script), "-c", "2", "-T", "3",
+               pg_db)
+    assert p.returncode == 0, p.stderr[-3000:]
+    findings = json.loads((out / "findings.json").read_text())["findings"]
+    dis = [f for f in findings if f["category"] == "client_server_disagree"]
+    assert len(dis) == 1 and 70 < dis[0]["evidence"]["gap_pct"] < 130, dis
