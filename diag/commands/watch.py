@@ -18,7 +18,7 @@ from typing import Any
 
 from diag.argtypes import DefaultsHelpFormatter, key_values, positive
 from diag.bundle import load_bundle
-from diag.errors import DiagError, RunIncomplete
+from diag.errors import DiagError, RunIncomplete, UsageError
 from diag.procs import interrupt_reason
 from diag.run import RunOptions
 from diag.targets import parse_target
@@ -64,6 +64,9 @@ def cmd_watch(a: argparse.Namespace) -> int:
     for t in a.targets:
         parse_target(t)
     settings = key_values(a.set)
+    if settings and not any(parse_target(t).embedded for t in a.targets):
+        raise UsageError("--set only applies to embedded targets (a watch never changes a server it did not "
+                         "start)")
     opts = RunOptions(targets=a.targets, workloads=["watch"], driver=DriverOptions(duration_s=a.window),
                       out=a.out, name=a.name or "watch", argv=["dbdiag", *sys.argv[1:]], collect=not a.no_collect,
                       profile=not a.no_profile, profile_seconds=a.profile_seconds,

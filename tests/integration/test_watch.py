@@ -286,3 +286,41 @@ def test_client_and_server_disagree_when_a_tool_transaction_is_two(pg_db, tmp_pa
     findings = json.loads((out / "findings.json").read_text())["findings"]
     dis = [f for f in findings if f["category"] == "client_server_disagree"]
     assert len(dis) == 1 and 70 < dis[0]["evidence"]["gap_pct"] < 130, dis
+
+
+def test_least_privilege_watch_on_mariadb(tmp_path):
+    """A MariaDB user with SELECT on one database only watches root's sysbench: the transactions are counted
+    (global status is open to all) and the report names what PROCESS and SELECT on performance_schema hid."""
+    db, user = _name("lpsb"), _name("lpu")
+    root = parse_target(f"{MY}/")
+    sb = ["sysbench", "oltp_read_write", "--db-driver=mysql", "--mysql-host=127.0.0.1", "--mysql-user=root",
+          f"--mysql-db={db}", "--tables=1", "--table-size=1000"]
+    with Session(root) as s:
+        s.execute(f"DROP DATABASE IF EXISTS {db}")
+        s.execute(f"CREATE DATABASE {db}")
+        s.execute(f"DROP USER IF EXISTS '{user}'@'%'")
+        s.execute(f"CREATE USER '{user}'@'%'")
+        s.execute(f"GRANT SELECT ON {db}.* TO '{user}'@'%'")
+        before = sorted((r["Variable_name"], r["Value"]) for r in s.query("SHOW GLOBAL VARIABLES"))
+    load = None
+    try:
+        subprocess.run([*sb, "prepare"], check=True, capture_output=True, timeout=120)
+        load = subprocess.Popen([*sb, "--threads=2", "--time=12", "run"], stdout=subprocess.DEVNULL,
+                                stderr=subprocess.DEVNULL)
+        out = tmp_path / "w"
+        p = dbdiag("watch", f"lp=mysql://{user}@127.0.0.1:3306/{db}", "-T", "4", "--window", "2", "--no-profile",
+                   "--out", str(out))
+        assert p.returncode == 0, p.stderr[-3000:]
+        assert _rows(out)[0]["tps"] > 10, _rows(out)
+        report = (out / "report.html").read_text()
+        assert "GRANT PROCESS ON *.*" in report and "GRANT SELECT ON performance_schema.*" in report
+    finally:
+        if load is not None:
+            load.kill()
+            load.wait(10)
+        with Session(root) as s:
+            after = sorted((r["Variable_name"], r["Value"]) for r in s.query("SHOW GLOBAL VARIABLES"))
+            s.execute(f"DROP USER IF EXISTS '{user}'@'%'")
+            s.execute(f"DROP DATABASE IF EXISTS {db}")
+    changed = {k for (k, v) in set(before) ^ set(after)}
+    assert not changed - {"gtid_binlog_pos", "gtid_binlog_state", "gtid_current_pos"}, changed
