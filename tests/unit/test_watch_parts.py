@@ -9,7 +9,11 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
 from hypothesis import given, strategies as st
+
+from diag.errors import UsageError
+from workloads.loadcmd import LoadCommand
 
 from reports.watch_view import MIN_TPS, phases
 from workloads.progress_lines import ProgressPoint, Summary, merge_summaries, parse_line
@@ -127,3 +131,16 @@ def test_phases_split_on_limit_and_throughput():
     got = [(p.first, p.last, p.limit) for p in phases(rows, lims)]
     assert got == [(1, 1, "idle"), (2, 4, "round_trips"), (5, 6, "host_cpu"), (7, 7, "idle")]
     assert phases([_row(1, MIN_TPS / 2)], {})[0].limit == "idle"
+
+
+def test_load_command_lines_status_and_a_missing_tool(tmp_path):
+    cmd = LoadCommand(["sh", "-c", "printf 'progress: 1.0 s, 10.0 tps, lat 1.0 ms stddev 0.1\\nhalf'; exit 4"],
+                      tmp_path / "out.log")
+    cmd.proc.wait(10)
+    assert cmd.stop() == 4 and cmd.ended is not None
+    lines = [text for _t, text in cmd.rest()]
+    assert lines == ["progress: 1.0 s, 10.0 tps, lat 1.0 ms stddev 0.1", "half"]
+    with pytest.raises(UsageError, match="not found"):
+        LoadCommand(["no-such-load-tool-here"], tmp_path / "x.log")
+    with pytest.raises(UsageError, match="nothing after --"):
+        LoadCommand([], tmp_path / "y.log")
