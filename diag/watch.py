@@ -264,8 +264,17 @@ class Watch(Run):
             self._write_run_json(watch=info)
 
 
-def watch_plan_sources(collect: bool, profile: bool, profile_s: float) -> SourcePlan:
-    """The sources of a watch: every one a run has (flush tracing: any watched load may write), the fsync
-    test left out (it would load the disk the watched server uses; --flush-capability gives F)."""
-    return SourcePlan(host=collect, engine="all" if collect else "none", flush=collect, profile=profile,
+# Flush tracing counts every flush call of the server with perf's syscall tracepoints, which slows every
+# system call on the machine: 7% of a saturated point-select's throughput here (BENCHMARKS.md, collector
+# overhead). A watch must not change the load it diagnoses, so it is off unless asked for; the engine's own
+# flush counters (pg_stat_wal, Innodb_*_fsyncs) and the device's (/proc/diskstats) still run.
+FLUSH_OFF = ("flush tracing is off in a watch (its perf counting slows every system call of the watched load): "
+             "--flush-trace turns it on; the engine's and the device's flush counters still run")
+
+
+def watch_plan_sources(collect: bool, profile: bool, profile_s: float, flush_trace: bool = False) -> SourcePlan:
+    """The sources of a watch: every one a run has, flush tracing only when asked (:data:`FLUSH_OFF`), the
+    fsync test left out (it would load the disk the watched server uses; --flush-capability gives F)."""
+    return SourcePlan(host=collect, engine="all" if collect else "none", flush=collect and flush_trace,
+                      flush_off=FLUSH_OFF if collect and not flush_trace else "", profile=profile,
                       profile_s=profile_s)

@@ -48,6 +48,9 @@ def add_parsers(sub: Any) -> None:
     w.add_argument("--profile-seconds", type=positive, default=3.0, help="perf window per window (middle of it)")
     w.add_argument("--flush-capability", type=positive, default=None,
                    help="flushes/s the storage can do (a watch runs no fsync test on a server's disk)")
+    w.add_argument("--flush-trace", action="store_true",
+                   help="count the server's flush calls with perf tracepoints (slows every system call of the "
+                        "watched load a little: off by default)")
     w.add_argument("--set", action="append", metavar="KEY=VALUE", help="setting for embedded servers")
     w.add_argument("--host-metrics", action="append", metavar="LABEL=URL",
                    help="host evidence of target LABEL from its host's node_exporter")
@@ -74,7 +77,7 @@ def cmd_watch(a: argparse.Namespace) -> int:
                       host_metrics=key_values(a.host_metrics, "--host-metrics", "LABEL=URL"),
                       ssh=key_values(a.ssh, "--ssh", "LABEL=USER@HOST"), kind=COMMAND,
                       sources=watch_plan_sources(not a.no_collect, not a.no_profile,
-                                                 min(a.profile_seconds, a.window / 2)))
+                                                 min(a.profile_seconds, a.window / 2), a.flush_trace))
     watch = Watch(opts, WatchPlan(a.window, a.duration, command))
     try:
         path = watch.execute()
