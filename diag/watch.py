@@ -33,6 +33,7 @@ from diag.db import Session, own_app_name
 from diag.errors import DbError, DiagError
 from diag.procs import interrupt_reason
 from diag.run import Run, RunOptions, TargetRuntime
+from reports.watch_view import MIN_TPS
 from workloads.loadcmd import LoadCommand
 from workloads.options import StepInfo
 from workloads.progress_lines import ProgressPoint, Summary, merge_summaries, parse_line
@@ -41,7 +42,8 @@ from workloads.watch_counters import (CounterReader, Reading, own_reads_per_s, o
 from workloads.watchresult import add_statements, client_side, window_row
 
 LOOK_S = 0.5  # how often the watch looks at sessions inside a window
-MIN_WINDOW_S = 0.5  # a window lasts at least this long, however late the previous one closed
+MIN_WINDOW_S = 0.5
+OWN_CARRY_S = 10.0  # PostgreSQL flushes a session's deferred counters within its 10 s idle interval  # a window lasts at least this long, however late the previous one closed
 OUTPUT = "load-command.log"
 
 
@@ -65,6 +67,7 @@ class _Watched:
     own_per_s: float
     own_per_window: float
     reads0: int = 0  # the reader's reads when the window opened
+    own_due: float = 0.0  # dbdiag's reads issued but not yet seen in the server's count (carried over)
     baseline: int | None = None  # sessions connected before the load command started (MySQL/MariaDB)
     sessions: list[int] = field(default_factory=list)
     hidden: int = 0
@@ -137,8 +140,11 @@ class Watch(Run):
             roots = (self.command.pid,) if self.command else ()
             infos = {w.rt.target.label: StepInfo(w.rt.target.label, f"watch#{index:02d}", 1, self.plan_w.window_s,
                                                  t0, (), roots) for w in watched}
-            for info in infos.values():
-                self.sources.step_started(info)
+            try:
+                for info in infos.values():
+                    self.sources.step_started(info)
+            except KeyboardInterrupt as e:  # the window is opened for every source or for none worth closing
+                self.ended_by = f"stopped by {interrupt_reason(e)}"
             # A window ends a --window after the last one did: a slow close (a profile's report) shortens the
             # next window instead of stretching it.
             opened = min((w.last.t for w in watched), default=t0)
@@ -148,7 +154,11 @@ class Watch(Run):
                 self.ended_by = f"stopped by {interrupt_reason(e)}"
             if not self.ended_by and time.time() >= end - 0.05:
                 self.ended_by = "watch duration reached"
-            self._close_window(watched, infos, index, t0)
+            try:
+                self._close_window(watched, infos, index, t0)
+            except KeyboardInterrupt as e:  # a stop request while closing: this window's row may be missing
+                self.ended_by = self.ended_by or f"stopped by {interrupt_reason(e)} while closing window {index}"
+                self.bundle.event("window_cut", f"window {index} not closed: {self.ended_by}")
         self.bundle.event("watch_ended", self.ended_by)
 
     def _wait(self, watched: list[_Watched], until: float) -> None:
@@ -188,8 +198,11 @@ class Watch(Run):
                 self.ended_by = self.ended_by or f"{label}: counters unreadable"
                 continue
             secs = max(cur.t - w.last.t, 1e-9)
-            own = w.own_per_s * secs + w.own_per_window + (w.reader.reads - w.reads0)
+            # dbdiag's reads not yet counted by the server carry over: PostgreSQL 15+ flushes a busy session's
+            # counters late, in lumps (capped at OWN_CARRY_S of reads, so a long idle spell cannot eat a load)
+            own = w.own_due + w.own_per_s * secs + w.own_per_window + (w.reader.reads - w.reads0)
             counts = window_counts(w.rt.target.dbms.name, w.last, cur, own)
+            w.own_due = min(own - counts.own_transactions, OWN_CARRY_S * (w.own_per_s + 2 / LOOK_S))
             row = window_row(label, str(w.rt.info.get("product") or ""), index, w.last.t, cur.t, counts,
                              w.sessions or [cur.clients(w.baseline)], w.hidden)
             w.last = cur
@@ -244,8 +257,16 @@ class Watch(Run):
         after the window it belongs to closed)."""
         if self.command is None or not self.results:
             return
+        # The command's figures belong to the targets it loaded: with several targets, one it left idle gets none.
+        secs: dict[str, float] = {}
+        txn: dict[str, float] = {}
         for row in self.results:
-            cs = client_side(self.points, row["t_start"], row["t_end"])
+            secs[row["target"]] = secs.get(row["target"], 0.0) + float(row.get("duration_s") or 0)
+            txn[row["target"]] = txn.get(row["target"], 0.0) + float(row.get("transactions") or 0)
+        loaded = {t for t in secs if len(secs) == 1 or txn[t] >= MIN_TPS * secs[t]}
+        for row in self.results:
+            cs = client_side(self.points, row["t_start"], row["t_end"]) if row["target"] in loaded else None
+            row.pop("client", None)
             if cs is not None:
                 row["client"] = cs
         with contextlib.suppress(BundleWriteError):

@@ -143,6 +143,8 @@ def client_vs_server(b: Bundle) -> list[ClientVsServer]:
         if secs <= 0:
             continue
         with_client = [r for r in rs if isinstance(r.get("client"), Mapping)]
+        if len({str(r.get("target")) for r in rows}) > 1 and not with_client:
+            continue  # several targets: the command did not load this one (diag.watch gives it no client figures)
         if isinstance(summary.get("tps"), (int, float)):
             ctps, tool, how = float(summary["tps"]), str(summary.get("tool") or ""), "its summary line"
         elif with_client:

@@ -117,7 +117,7 @@ def test_pgbench_server_side_matches_pgbench(pg_server, tmp_path):
             s.execute(f"DROP DATABASE IF EXISTS {db} WITH (FORCE)")
 
 
-def test_sysbench_on_mariadb(tmp_path):
+def test_sysbench_on_mariadb(pg_db, tmp_path):
     """sysbench oltp_read_write under a watch of the shared MariaDB: Com_commit + Com_rollback counts
     sysbench's transactions (within 10% of its own rate), every window names a limit."""
     db = _name("sb")
@@ -129,16 +129,22 @@ def test_sysbench_on_mariadb(tmp_path):
     try:
         subprocess.run([*sb, "prepare"], check=True, capture_output=True, timeout=120)
         out = tmp_path / "w"
-        p = dbdiag("watch", f"maria={MY}/{db}", "--window", "2", "--no-profile", "--out", str(out), "--",
-                   *sb, "--threads=4", "--time=6", "--report-interval=1", "run")
+        # two targets watched at once; the command loads only MariaDB (an idle PostgreSQL database beside it)
+        p = dbdiag("watch", f"maria={MY}/{db}", f"idle={PG}/{pg_db}", "--window", "2", "--no-profile", "--out",
+                   str(out), "--", *sb, "--threads=4", "--time=6", "--report-interval=1", "run")
         assert p.returncode == 0, p.stderr[-3000:]
         log = (out / "artifacts" / "load-command.log").read_text()
         sb_txn = int(re.search(r"transactions:\s+(\d+)", log)[1])
-        server_txn = sum(r["transactions"] for r in _rows(out))
+        maria = [r for r in _rows(out) if r["target"] == "maria"]
+        server_txn = sum(r["transactions"] for r in maria)
         assert abs(server_txn - sb_txn) / sb_txn < 0.10, (server_txn, sb_txn)
-        assert all("Com_commit" in r["counted"] for r in _rows(out) if r["transactions"] > 0)
+        assert all("Com_commit" in r["counted"] for r in maria if r["transactions"] > 0)
         _every_window_names_a_limit(out)
-        assert any(isinstance(r.get("client"), dict) and r["client"]["tool"] == "sysbench" for r in _rows(out))
+        assert any(isinstance(r.get("client"), dict) and r["client"]["tool"] == "sysbench" for r in maria)
+        idle = [r for r in _rows(out) if r["target"] == "idle"]
+        assert idle and not any(r.get("client") for r in idle)  # the command's figures are not the idle one's
+        findings = json.loads((out / "findings.json").read_text())["findings"]
+        assert not [f for f in findings if f["category"] == "client_server_disagree"], findings
     finally:
         with Session(parse_target(f"{MY}/")) as s:
             s.execute(f"DROP DATABASE IF EXISTS {db}")
