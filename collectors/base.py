@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import Any, ClassVar, Literal
 
 from diag.bundle import BundleWriter
+from diag.fingerprint import fingerprint
 from diag.targets import Target
 
 
@@ -72,6 +73,8 @@ class CollectorContext:
     ``artifacts``: the bundle's artifacts/ folder for large files. ``servers``: every
     target of the run (run-wide sources). ``bundle``: the run's bundle writer, for
     in-process sources (events, artifacts); sampled ones get their own in their process.
+    ``keep_literals``: store statement texts read from the server as sent (``--keep-literals``); by default
+    :meth:`statement_text` stores their fingerprint (other sessions' literals are other people's data).
     """
 
     target: Target
@@ -83,6 +86,12 @@ class CollectorContext:
     options: dict[str, Any] = field(default_factory=dict)
     servers: tuple[ServerFacts, ...] = ()
     bundle: BundleWriter | None = None
+    keep_literals: bool = False
+
+    def statement_text(self, text: str) -> str:
+        """A statement text read from the server, as it may be stored: literals replaced (diag.fingerprint)
+        unless the run keeps them."""
+        return text if self.keep_literals or not text else fingerprint(text, self.target.dbms.string_backslashes)
 
     def server(self, label: str) -> ServerFacts | None:
         """The facts of target ``label`` among :attr:`servers`."""

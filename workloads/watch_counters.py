@@ -62,7 +62,7 @@ OWN_READS_PER_S: Mapping[str, float] = {
     "mysql_waits": 10.0, "mysql_blocking": 10.0, "mysql_status": 2.0, "mysql_settings": 0.2,
 }
 # Reads the in-process statement sources make at each window's edges (snapshots, table counters, texts, plans).
-OWN_READS_PER_WINDOW: Mapping[str, float] = {"pg_statements": 8.0, "mysql_statements": 8.0}
+OWN_READS_PER_WINDOW: Mapping[str, float] = {"statements": 8.0, "pg_tables": 2.0, "oldest_xact": 2.0}
 
 
 def own_reads_per_s(sources: list[str]) -> float:

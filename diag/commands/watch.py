@@ -45,6 +45,12 @@ def add_parsers(sub: Any) -> None:
     w.add_argument("--name", default="", help="name used in the default bundle folder (default: watch)")
     w.add_argument("--no-collect", action="store_true", help="no sources: the server's counters only")
     w.add_argument("--no-profile", action="store_true", help="do not record perf profiles")
+    w.add_argument("--keep-literals", action="store_true",
+                   help="store statement texts read from the server with their literals (default: as "
+                        "fingerprints, each literal replaced by ?): the watched load is someone else's")
+    w.add_argument("--plan-others", action="store_true",
+                   help="also plan other users' statements (as dbdiag run --plan-others); default: only "
+                        "statements of dbdiag's own user")
     w.add_argument("--profile-seconds", type=positive, default=3.0, help="perf window per window (middle of it)")
     w.add_argument("--flush-capability", type=positive, default=None,
                    help="flushes/s the storage can do (a watch runs no fsync test on a server's disk)")
@@ -73,6 +79,7 @@ def cmd_watch(a: argparse.Namespace) -> int:
     opts = RunOptions(targets=a.targets, workloads=["watch"], driver=DriverOptions(duration_s=a.window),
                       out=a.out, name=a.name or "watch", argv=["dbdiag", *sys.argv[1:]], collect=not a.no_collect,
                       profile=not a.no_profile, profile_seconds=a.profile_seconds,
+                      keep_literals=a.keep_literals, plan_others=a.plan_others,
                       flush_capability=a.flush_capability, server_settings=settings,
                       host_metrics=key_values(a.host_metrics, "--host-metrics", "LABEL=URL"),
                       ssh=key_values(a.ssh, "--ssh", "LABEL=USER@HOST"), kind=COMMAND,
