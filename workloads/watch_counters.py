@@ -36,7 +36,6 @@ import time
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 from diag.db import OWN_PREFIX, Session
 from diag.engines import MYSQL, POSTGRES
