@@ -9,8 +9,8 @@ findings as the run wrote them (findings.json), one per step, and the accounting
 * the other direction: a script whose client does heavy ``\\set`` work before its one statement -> the
   client is the limit (``client_cpu``) and ``client_bound`` fires;
 * single-row durable inserts at one client on a slow log device (loop-mounted ext4, data=journal, two levels)
-  -> ``commit_flush`` on both engines; on this VM's own disk (flush about a round trip) -> the largest
-  serial part as measured;
+  -> ``commit_flush`` on both engines; on this VM's own disk (flush about a round trip) -> a part of the
+  serial chain, unsaturated unless the log device is, with the flush a measured part;
 * one module-wide sweep (point-select and insert at 1, 4 x CPUs and 32 clients): every step names one limit
   that ranks first for its step and its parts explain its wall time; point selects saturating the host ->
   host CPU with the server's and the clients' shares; 32 durable committers: commit waits are never a
@@ -51,8 +51,7 @@ from workloads.driver import DriverOptions
 FSYNC_S = 0.1  # per fsync test method (the run's default 0.3): 100+ flushes each even on the slow log device
 CHATTY = "BEGIN;\n" + "SELECT 1;\n" * 6 + "COMMIT;\n"
 # The chatty client's pace, transactions/s: one unpaced client got 470 (PostgreSQL) and 800 (MariaDB) on this
-# machine with both CPUs 100% busy with other helpers' tests (3,000+ when idle), and its server and client then
-# used ~0.1-0.2 cores. Unpaced on a machine that others keep half busy, the run's own processes held half of a
+# machine with both CPUs 100% busy with other helpers' tests, its server and client then using ~0.2 cores. Unpaced on a machine that others keep half busy, the run's own processes held half of a
 # 90%-busy host and the host CPU rule named the host, correctly (CI once saw it): that is not this plant.
 CHATTY_TPS = 150.0
 # /proc/stat's busy share (the tests' own reading) at which other work leaves a planted saturation no room: a
