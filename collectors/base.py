@@ -26,6 +26,7 @@ from typing import Any, ClassVar, Literal
 
 from collectors.lockgate import LockGate
 from diag.bundle import BundleWriter
+from diag.fingerprint import fingerprint
 from diag.targets import Target
 
 
@@ -75,6 +76,8 @@ class CollectorContext:
     in-process sources (events, artifacts); sampled ones get their own in their process.
     ``lock_gate``: shared by one target's wait and blocking samplers (:mod:`collectors.lockgate`); None
     when they run alone, and then the blocking sampler reads the server every tick.
+    ``keep_literals``: store statement texts read from the server as sent (``--keep-literals``); by default
+    :meth:`statement_text` stores their fingerprint (other sessions' literals are other people's data).
     """
 
     target: Target
@@ -87,6 +90,12 @@ class CollectorContext:
     servers: tuple[ServerFacts, ...] = ()
     bundle: BundleWriter | None = None
     lock_gate: LockGate | None = None
+    keep_literals: bool = False
+
+    def statement_text(self, text: str) -> str:
+        """A statement text read from the server, as it may be stored: literals replaced (diag.fingerprint)
+        unless the run keeps them."""
+        return text if self.keep_literals or not text else fingerprint(text, self.target.dbms.string_backslashes)
 
     def server(self, label: str) -> ServerFacts | None:
         """The facts of target ``label`` among :attr:`servers`."""

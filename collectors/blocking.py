@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import time
 from collections import Counter
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -90,7 +90,9 @@ def _num(v: float | None, digits: int = 3) -> float | None:
 class WindowBuilder:
     """The samples of one window; :meth:`record` makes its series record."""
 
-    def __init__(self) -> None:
+    def __init__(self, statement_text: Callable[[str], str] = str) -> None:
+        """``statement_text``: what of a blocker's statement text is stored (CollectorContext.statement_text)."""
+        self.statement_text = statement_text
         self.t0 = time.monotonic()
         self.ticks = 0
         self.waiting_s = 0.0
@@ -135,7 +137,8 @@ class WindowBuilder:
         for pid, a in sorted(self.acc.items(), key=lambda kv: -kv[1].blocked_s)[:MAX_BLOCKERS]:
             s = a.seen or Seen(pid)
             blockers.append(Blocker(
-                pid=pid, user=s.user, client=s.client, state=s.state, statement=s.statement[:STATEMENT_CHARS],
+                pid=pid, user=s.user, client=s.client, state=s.state,
+                statement=self.statement_text(s.statement)[:STATEMENT_CHARS],
                 xact_s=_num(s.xact_s), state_s=_num(s.state_s), first_t=round(a.first_t, 3),
                 last_t=round(a.last_t, 3), ticks=a.ticks, blocked_s=round(a.blocked_s, 3),
                 blocked=tuple(sorted(a.blocked)), lock=a.locks.most_common(1)[0][0] if a.locks else "",

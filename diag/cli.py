@@ -20,6 +20,7 @@ from diag.commands import durability, fsync_test
 from diag.engines import ENGINES
 from diag.errors import DiagError, RunIncomplete
 from diag.procs import install_stop_signals, interrupt_reason, supervised
+from diag.redact import redact_text
 from diag.run import Run, RunOptions, default_targets
 from diag.servers import ThrowawayServer, start_server
 from diag.targets import parse_target
@@ -77,7 +78,14 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("-o", "--out", type=Path, default=None, help="bundle folder (default runs/<UTC time>-<name>)")
     r.add_argument("--name", default="", help="name used in the default bundle folder (default: the workload names)")
     r.add_argument("--no-collect", action="store_true", help="do not run collectors (driver only)")
+    r.add_argument("--plan-others", action="store_true",
+                   help="also plan other users' statements (PostgreSQL: as their role, which needs dbdiag's login "
+                        "to be a member of it; MySQL/MariaDB: with dbdiag's own privileges, as EXPLAIN runs the "
+                        "stored functions a plan needs); default: only statements of dbdiag's own user")
     r.add_argument("--no-profile", action="store_true", help="do not record perf profiles")
+    r.add_argument("--keep-literals", action="store_true",
+                   help="store statement texts read from the server (other sessions' blockers, samples) with their "
+                        "literals (default: as fingerprints, each literal replaced by ?)")
     r.add_argument("--profile-seconds", type=_positive, default=3.0,
                    help="perf window per step, after its measured part")
     r.add_argument("--profile-client", action="store_true", help="sample the client processes with py-spy")
@@ -119,7 +127,8 @@ def cmd_run(a: argparse.Namespace, argv: list[str]) -> int:
     opts = RunOptions(targets=a.targets or default_targets(), workloads=[w.strip() for w in a.workload.split(",")
                                                                           if w.strip()],
                       driver=drv, out=a.out, name=a.name, argv=["dbdiag", *argv], collect=not a.no_collect,
-                      profile=not a.no_profile, profile_seconds=a.profile_seconds, profile_client=a.profile_client,
+                      profile=not a.no_profile, keep_literals=a.keep_literals, profile_seconds=a.profile_seconds,
+                      profile_client=a.profile_client, plan_others=a.plan_others,
                       flush_capability=a.flush_capability, fsync_seconds=a.fsync_seconds,
                       server_settings=_kv(a.set),
                       host_metrics=_kv(a.host_metrics, "--host-metrics", "LABEL=URL"),
@@ -128,13 +137,13 @@ def cmd_run(a: argparse.Namespace, argv: list[str]) -> int:
     try:
         path = run.execute()
     except KeyboardInterrupt as e:
-        print(f"dbdiag: interrupted ({interrupt_reason(e)}); partial bundle in {run.path}", file=sys.stderr)
+        print(f"dbdiag: interrupted ({interrupt_reason(e)}); partial bundle in {run.path}", file=run.out)
         return 130
     except RunIncomplete as e:  # the run went on and its report is rendered: say where, exit with its own code
-        print(f"dbdiag: error: {e}; report: {(run.path / 'report.html').resolve()}", file=sys.stderr)
+        print(f"dbdiag: error: {e}; report: {(run.path / 'report.html').resolve()}", file=run.out)
         return e.exit_code
     except DiagError as e:
-        print(f"dbdiag: error: {e} (what was collected is in {run.path})", file=sys.stderr)
+        print(f"dbdiag: error: {e} (what was collected is in {run.path})", file=run.out)
         return e.exit_code
     report = path / "report.html"
     print(f"dbdiag: report: {report.resolve() if report.exists() else '(not rendered)'}")
@@ -196,7 +205,7 @@ def main(argv: list[str] | None = None) -> int:
             if rc is not None:
                 return int(rc)
     except DiagError as e:
-        print(f"dbdiag: error: {e}", file=sys.stderr)
+        print(f"dbdiag: error: {redact_text(str(e))}", file=sys.stderr)
         return e.exit_code
     except KeyboardInterrupt:
         print("dbdiag: interrupted", file=sys.stderr)

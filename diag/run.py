@@ -36,7 +36,8 @@ from diag.db import Session, own_app_name
 from diag.errors import DiagError, ServerLost, StepsAborted, ToolUnavailable, UsageError
 from diag.procs import Supervisor, interrupt_reason
 from diag.serverloss import aborted_line, loss_facts, loss_line
-from diag.targets import Target, parse_target, redact_argv
+from diag.redact import RedactingStream, redact_argv, redact_url, redact_userinfo, url_credentials
+from diag.targets import Target, parse_target
 from reports.render import render_bundle
 from workloads.client import client_driver_text
 from workloads.driver import (DriverOptions, StepInfo, run_interleaved, run_sweep, start_notes, sweep_bar,
@@ -72,6 +73,7 @@ class RunOptions:
     profile: bool = True
     profile_seconds: float = 3.0
     profile_client: bool = False
+    keep_literals: bool = False  # statement texts read from the server stored as sent (--keep-literals)
     flush_capability: float | None = None
     fsync_seconds: float = FSYNC_TEST_SECONDS  # per fsync test method, when F is measured (--fsync-seconds)
     server_settings: dict[str, str] = field(default_factory=dict)
@@ -81,6 +83,7 @@ class RunOptions:
     progress: Literal["bar", "steps"] = "bar"
     host_metrics: dict[str, str] = field(default_factory=dict)  # label -> node_exporter URL (--host-metrics)
     ssh: dict[str, str] = field(default_factory=dict)  # label -> user@host: profiles there over ssh (--ssh)
+    plan_others: bool = False  # plan other users' statements too (--plan-others; collectors.plansafety)
 
 
 @dataclass
@@ -165,7 +168,7 @@ def identify(rt: TargetRuntime, host_metrics: str | None = None) -> None:
             "storage": (remote_storage_facts(host_metrics, rt.data_dir) if host_metrics else
                         storage_facts(rt.data_dir) if rt.target.is_local() else {}),
             "throwaway": rt.server is not None,
-            **({"host_metrics": host_metrics} if host_metrics else {}),
+            **({"host_metrics": redact_url(host_metrics)} if host_metrics else {}),
         }
 
 
@@ -197,8 +200,11 @@ class Run:
 
     def __init__(self, opts: RunOptions, out: TextIO = sys.stderr) -> None:
         self.opts = opts
-        self.out = out
         self.targets = [parse_target(t) for t in opts.targets]
+        # Every password the run knows: its targets' and its node_exporter URLs'; kept out of every line and file.
+        self.secrets = tuple(s for s in [*(t.password for t in self.targets),
+                                         *(url_credentials(u)[2] for u in opts.host_metrics.values())] if s)
+        self.out: TextIO = RedactingStream(out, self.secrets)  # type: ignore[assignment]
         labels = [t.label for t in self.targets]
         dup = {x for x in labels if labels.count(x) > 1}
         if dup:
@@ -212,16 +218,20 @@ class Run:
         for label, url in sorted(opts.host_metrics.items()):
             parts = urllib.parse.urlsplit(url)
             if parts.scheme not in ("http", "https") or not parts.hostname:
-                raise UsageError(f"--host-metrics {label}={url}: node_exporter's address is http://HOST:PORT/metrics")
+                raise UsageError(f"--host-metrics {label}={redact_url(url)}: node_exporter's address is "
+                                 "http://HOST:PORT/metrics")
         for label, spec in sorted(opts.ssh.items()):  # ssh would read "-o..." as an option, "@" as its usage
             user, _, host = spec.rpartition("@")
             if spec.startswith("-") or not host or ("@" in spec and not user) or any(c.isspace() for c in spec):
-                raise UsageError(f"--ssh {label}={spec}: expected USER@HOST or a Host of your ssh config")
+                raise UsageError(f"--ssh {label}={redact_userinfo(spec)}: expected USER@HOST or a Host of your "
+                                 "ssh config")
+            if ":" in user:  # ssh takes no password there; refused here so it is written nowhere
+                raise UsageError(f"--ssh {label}={redact_userinfo(spec)}: ssh takes no password in USER@HOST "
+                                 "(dbdiag logs in with a key: BatchMode)")
         validate(opts.workloads, opts.driver)
         name = opts.name or "-".join(opts.workloads)
         self.path = Path(opts.out) if opts.out else default_out(name)
-        secrets = tuple(t.password for t in self.targets if t.password)
-        self.bundle = BundleWriter(self.path, secrets)
+        self.bundle = BundleWriter(self.path, self.secrets)
         self.plan = run_plan(opts)
         self.results: list[dict[str, Any]] = []
         self.repeat_rows: dict[tuple[Any, ...], list[dict[str, Any]]] = {}  # --repeat: each step's repeats so far
@@ -245,13 +255,16 @@ class Run:
         self.bundle.write_json("results.json", {"results": []})
         self.bundle.write_json("findings.json", {"findings": []})
         self._write_run_json(
-            tool="dbdiag", version=__version__, kind=o.kind, command=redact_argv(o.argv), status="running",
+            tool="dbdiag", version=__version__, kind=o.kind, command=redact_argv(o.argv, self.secrets),
+            status="running",
             started=time.time(), host=host_facts(), workloads=o.workloads, name=o.name,
             options={"clients": list(o.driver.clients), "duration_s": o.driver.duration_s,
                      "warmup_s": o.driver.warmup_s, "protocol": o.driver.protocol,
                      "isolation": o.driver.isolation, "rate": o.driver.rate, "scale": o.driver.scale,
                      "on_error": o.driver.on_error, "repeat": o.driver.repeat, "think": o.driver.think,
-                     "tpcc_mode": o.driver.tpcc_mode, "flush_capability": o.flush_capability, "profile": self.plan.profile, **self.plan.to_dict()},
+                     "tpcc_mode": o.driver.tpcc_mode, "flush_capability": o.flush_capability,
+                     "keep_literals": o.keep_literals, "plan_others": o.plan_others, "profile": self.plan.profile,
+                     **self.plan.to_dict()},
             targets=[t.to_dict() for t in self.targets], collectors={}, metrics={})
         status, error = "complete", ""
         for line in start_notes(o.workloads, o.driver):
@@ -340,14 +353,19 @@ class Run:
             options={"collector_pids": lc.collector_pids, "client_roots": lc.client_roots, "progress": self.out,
                      "server_pids": {rt.target.label: rt.pid for rt in self.runtimes
                                      if rt.pid and rt.target.is_local()}},
-            servers=tuple(rt.facts() for rt in self.runtimes), bundle=self.bundle)
+            servers=tuple(rt.facts() for rt in self.runtimes), bundle=self.bundle,
+            keep_literals=self.opts.keep_literals)
 
     def _target_context(self, rt: TargetRuntime) -> CollectorContext:
         return CollectorContext(target=rt.target, artifacts=self.bundle.path / "artifacts", server_pid=rt.pid,
                                 data_dir=rt.data_dir, client_pids=self.sources.client_pids,
-                                servers=(rt.facts(),), bundle=self.bundle, lock_gate=LockGate(),
-                                options={"progress": self.out,
-                                         **{k: rt.info[k] for k in ("host_metrics", "ssh") if rt.info.get(k)}})
+                                servers=(rt.facts(),), bundle=self.bundle, keep_literals=self.opts.keep_literals,
+                                lock_gate=LockGate(),
+                                options={"progress": self.out, "plan_others": self.opts.plan_others,
+                                         # the given values (a node_exporter URL's credentials log it in)
+                                         **{k: given[rt.target.label] for k, given in
+                                            (("host_metrics", self.opts.host_metrics), ("ssh", self.opts.ssh))
+                                            if given.get(rt.target.label)}})
 
     def _sweep_all(self) -> None:
         """The one loop over the registry: run-wide sources around everything, each target's around its sweep."""

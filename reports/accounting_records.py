@@ -63,7 +63,7 @@ class StepAccounting:
 class Limit:
     """The saturated resource of a step (the USE method), with the queueing seen elsewhere as symptoms.
 
-    ``kind``: ``host_cpu`` | ``server_cpu`` | ``client_cpu`` | ``round_trips`` | ``commit_flush`` | ``lock`` |
+    ``kind``: ``host_cpu`` | ``neighbours`` | ``server_cpu`` | ``client_cpu`` | ``round_trips`` | ``commit_flush`` | ``lock`` |
     ``latch`` | ``io``. ``utilisation``: of the saturated resource (0..1) when it has one. ``symptoms``:
     queueing seen that is not the limit ("commit waits 76% of backend time: queueing behind group commit").
     ``impact``: the share of the transaction's time the limit explains (0..1): its own parts, plus, for a

@@ -169,7 +169,7 @@ class MyBlockingCollector(TickSampler[WindowBuilder], MyCollector):
         self._window = self._new_window()
 
     def _new_window(self) -> WindowBuilder:
-        return WindowBuilder()
+        return WindowBuilder(self.ctx.statement_text)
 
     def _mdl_waits(self, s: Session, waiters: list[dict[str, Any]], period: float) -> list[Wait]:
         """The metadata / table lock waits of one tick, with their holders where a source shows them."""

@@ -136,7 +136,7 @@ class PgBlockingCollector(TickSampler[WindowBuilder]):
         self._window = self._new_window()
 
     def _new_window(self) -> WindowBuilder:
-        return WindowBuilder()
+        return WindowBuilder(self.ctx.statement_text)
 
     def _tick(self) -> None:
         assert self.session is not None, "start() first"

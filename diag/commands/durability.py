@@ -51,6 +51,8 @@ def add_parsers(sub: Any) -> None:
                    help="setting for an embedded server, e.g. fsync=off")
     d.add_argument("-o", "--out", type=Path, default=None, help="keep the probe's run bundle in this folder")
     d.add_argument("--json", action="store_true", help="print the verdicts as JSON")
+    d.add_argument("--keep-literals", action="store_true",
+                   help="keep the statements INNODB STATUS quotes with their literals (default: fingerprints)")
 
 
 def dispatch(a: argparse.Namespace) -> int | None:
@@ -67,7 +69,8 @@ def durability_options(a: argparse.Namespace, settings: dict[str, str], out_dir:
                       fsync_test_s=None if a.flush_capability else a.fsync_seconds, profile=False)
     return RunOptions(targets=[a.target], workloads=["insert"], driver=drv, out=out_dir, argv=argv,
                       profile=False, flush_capability=a.flush_capability, server_settings=settings,
-                      render=False, kind=COMMAND, sources=plan, progress="steps")
+                      render=False, kind=COMMAND, sources=plan, progress="steps",
+                      keep_literals=a.keep_literals)
 
 
 def cmd_durability(a: argparse.Namespace) -> int:

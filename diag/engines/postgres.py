@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import os
 import signal
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from diag.engines.base import DriverInfo, Engine, Identity
@@ -43,6 +45,7 @@ class PostgresEngine(Engine):
     default_user = "postgres"
     default_database = "postgres"
     socket_param = "host"
+    passfile_param = "passfile"
     drivers = (("psycopg", "psycopg"), ("psycopg2", "psycopg2"))
     driver_hint = "psycopg[binary] (or the psycopg2 extra: pip install 'dbdiag[psycopg2]')"
     key_settings = ("fsync", "synchronous_commit", "wal_sync_method", "full_page_writes", "commit_delay",
@@ -65,6 +68,21 @@ class PostgresEngine(Engine):
     instrumentation_sql = ("CREATE EXTENSION IF NOT EXISTS pg_stat_statements",)
     instrumentation_cost = ("measured at about 8% of point-select throughput at saturation, server CPU per "
                             "statement +10-16% (PostgreSQL 18, 4 clients, BENCHMARKS.md, 2026-12-01)")
+    # pg_stat_statements' total_exec_time is the executor's time only: parse, analysis and planning (planning is
+    # total_plan_time, off by default) are not in it. Source: the pg_stat_statements page above.
+    statement_timer_scope = "execution"
+    statement_timer_text = "execution only (pg_stat_statements total_exec_time: no parse, analysis or planning)"
+    # pg_stat_database counts every temporary file a query wrote (sorts, hashes, materialisations beyond
+    # work_mem), whatever log_temp_files says. Source: "pg_stat_database", monitoring-stats.html.
+    spill_counters = (("db.temp_files", "temporary files"),)
+    spill_bytes_counter = "db.temp_bytes"
+    cleanup_backlog = "dead row versions"
+    last_statement_hint = "not visible: another role's query needs pg_read_all_stats (pg_monitor)"
+    old_transaction_advice = ("End that session's transaction (COMMIT or ROLLBACK in the application, or "
+                              "pg_terminate_backend(pid)); idle_in_transaction_session_timeout ends idle ones for "
+                              "you. Until then VACUUM cannot remove the dead rows: tables and indexes grow.")
+    spill_settings = ("work_mem (per sort or hash node; hashes may use work_mem x hash_mem_multiplier), settable "
+                      "per role or per transaction with SET LOCAL work_mem")
     # Source: "Write Ahead Log" settings, https://www.postgresql.org/docs/current/runtime-config-wal.html
     commit_path_settings = ("fsync", "synchronous_commit")
     sync_method_setting = "wal_sync_method"
@@ -121,9 +139,24 @@ class PostgresEngine(Engine):
             kw["port"] = target.port
         if target.password is not None:
             kw["password"] = target.password
+        if target.passfile:
+            kw["passfile"] = target.passfile
         if driver.name == "psycopg":  # psycopg2's connect() has no autocommit argument
             kw["autocommit"] = autocommit
         return kw
+
+    def credentials_text(self, target: "Target") -> str:
+        # libpq's own order: the password given, else PGPASSWORD, else the passfile (PGPASSFILE, ~/.pgpass),
+        # the file read by libpq only when the server asks for a password.
+        if target.password is not None:
+            return "password in the DSN (***)"
+        if os.environ.get("PGPASSWORD"):
+            return "PGPASSWORD from the environment (***)"
+        given = target.passfile or os.environ.get("PGPASSFILE")
+        path = Path(given).expanduser() if given else Path.home() / ".pgpass"
+        if given or path.exists():
+            return f"passfile {path} (read by libpq when the server asks; never by dbdiag)"
+        return "no password"
 
     def version_text(self, version_num: int) -> str:
         # server_version_num since 10: major * 10000 + minor.

@@ -49,6 +49,7 @@ class TargetInfo:
     data_directory: str | None = None
     host_metrics: str | None = None  # node_exporter URL of the target's host (--host-metrics), when given
     ssh: str | None = None  # user@host whose perf profiles the server over ssh (--ssh), when given
+    credentials: str | None = None  # where the password came from ("passfile ~/.pgpass ..."), never the password
     settings: Mapping[str, Any] = field(default_factory=dict)  # key settings as the server reports them
     storage: Mapping[str, Any] = field(default_factory=dict)  # the data directory's device facts
     extra: Mapping[str, Any] = field(default_factory=dict)
@@ -64,6 +65,8 @@ class TargetInfo:
             d["host_metrics"] = self.host_metrics
         if self.ssh is not None:
             d["ssh"] = self.ssh
+        if self.credentials is not None:
+            d["credentials"] = self.credentials
         return {**dict(self.extra), **d, "settings": dict(self.settings), "storage": dict(self.storage)}
 
     @classmethod
@@ -75,10 +78,11 @@ class TargetInfo:
         kw.update({k: get_field(d, k, (bool,), where, False) for k in _TARGET_BOOL})
         kw["host_metrics"] = get_field(d, "host_metrics", (str,), where)
         kw["ssh"] = get_field(d, "ssh", (str,), where)
+        kw["credentials"] = get_field(d, "credentials", (str,), where)
         kw["settings"] = get_field(d, "settings", (dict,), where, {})
         kw["storage"] = get_field(d, "storage", (dict,), where, {})
         return cls(**kw, extra=unknown_keys(d, (*_TARGET_STR, *_TARGET_INT, *_TARGET_BOOL, "host_metrics", "ssh",
-                                                "settings", "storage")))
+                                                "credentials", "settings", "storage")))
 
 
 _RUN_KNOWN = ("format", "tool", "version", "command", "status", "error", "started", "ended", "host", "workloads",

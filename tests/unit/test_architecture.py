@@ -40,7 +40,7 @@ LONG_REASON = "long because"
 LAYERS: tuple[tuple[str, int], ...] = (
     ("diag.errors", 0), ("diag.engines", 0), ("diag.targets", 0), ("diag.db", 0), ("diag.bundle", 0),
     ("diag.schema", 0), ("diag.servers", 0), ("diag.argtypes", 0), ("diag.procs", 0),
-    ("diag.supervisor", 0), ("diag.stats", 0), ("diag.sqlfiles", 0),
+    ("diag.supervisor", 0), ("diag.stats", 0), ("diag.sqlfiles", 0), ("diag.redact", 0), ("diag.fingerprint", 0),
     ("workloads", 1),
     ("collectors", 1),
     ("reports", 2),
