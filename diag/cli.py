@@ -86,8 +86,7 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("--keep-literals", action="store_true",
                    help="store statement texts read from the server (other sessions' blockers, samples) with their "
                         "literals (default: as fingerprints, each literal replaced by ?)")
-    r.add_argument("--profile-seconds", type=_positive, default=3.0,
-                   help="perf window per step, after its measured part")
+    r.add_argument("--profile-seconds", type=_positive, default=3.0, help="perf window after each step's measured part")
     r.add_argument("--profile-client", action="store_true", help="sample the client processes with py-spy")
     r.add_argument("--flush-capability", type=_positive, default=None,
                    help="flushes/s the storage can do (skip measuring), e.g. 120 for a 7200 rpm disk "
