@@ -32,6 +32,7 @@ from workloads.load import ensure_schema, is_loaded, load
 from workloads.options import ON_ERROR, DriverOptions, StepHooks, StepInfo
 from workloads.pgbench import ReadWrite
 from workloads.progress import STEP_OVERHEAD_S, SweepBar
+from workloads.room import check_room
 from workloads.step import Step
 from workloads.sysbench import PointSelect, ReadOnly
 from workloads.tpcc import MODES, Tpcc, think_note
@@ -152,6 +153,7 @@ def prepare(target: Target, workloads: list[str], opts: DriverOptions, bundle: B
     drv = fastest_driver(target.engine)
     with Session(target, statement_timeout_ms=0, application_name=own_app_name("load")) as s:
         product = s.product
+        check_room(s, target, max(opts.clients))  # before loading: the step that does not fit would end the run
         ensure_schema(s)
         done: set[str] = set()
         for wl in wls:

@@ -35,6 +35,7 @@ from workloads.messages import Aborted, Done, Fatal, FromClient, Go, IntervalCou
 from workloads.options import DriverOptions, StepHooks, StepInfo
 from workloads.pool import ClientPool
 from workloads.progress import SweepBar
+from workloads.room import LIMIT_KIND, TooManyClients, refused_line
 from workloads.stepend import StepCut, server_gone
 from workloads.stepresult import (StepKey, WallClock, busiest_client_pct, interval_line, result_row,
                                   saturation_message, series_record, summary_line)
@@ -84,13 +85,19 @@ class Step:
         with ClientPool(self.spec, self.n) as pool:
             self._pool = pool
             try:
+                refused: list[str] = []  # the server's refusals at its connection limit: one line, not one per client
                 for idx, msg in pool.wait_ready(READY_TIMEOUT_S):
-                    if isinstance(msg, Fatal):
+                    if isinstance(msg, Fatal) and msg.kind == LIMIT_KIND:
+                        refused.append(msg.message)
+                    elif isinstance(msg, Fatal):
                         self._handle(idx, msg)  # a client that cannot connect may be the first news of a lost server
                     else:
                         self.pids.append(msg.pid)
                         self.c_loops.append(bool(msg.c_loop))
                         self.loops.append(msg.loop if msg.c_loop else "")
+                if refused:
+                    pool.close()  # the clients that got in leave first: the room is read without them
+                    self._refused(refused)
                 self._measure(pool)
             except KeyboardInterrupt:
                 self._stopping = True
@@ -162,6 +169,14 @@ class Step:
             self._client_error(idx, msg.code, msg.message)
             if msg.kind in LOST_KINDS:
                 self._suspect(idx, msg.code, msg.message, time.perf_counter_ns())
+
+    def _refused(self, messages: list[str]) -> None:
+        """Some clients were refused at the server's connection limit: the step does not run with the others
+        (its row would claim clients that never ran); one event and one line, the run stops."""
+        line = refused_line(self.target, self.n, len(messages), messages[0])
+        self.bundle.event("step_refused", line, target=self.target.label, workload=self.wl.name, clients=self.n,
+                          refused=len(messages), **self._rep)
+        raise TooManyClients(line)
 
     def _reconnected(self, idx: int, msg: Reconnected) -> None:
         self._reconnect_events += 1

@@ -1,0 +1,63 @@
+"""Room for the clients: a step never starts more clients than the server takes.
+
+Before a sweep (:func:`check_room`) the server's connection limits are read
+(:meth:`~diag.engines.base.Engine.connection_room`: max_connections less the
+slots reserved for superusers and the connections in use; max_user_connections
+or a role's CONNECTION LIMIT where set) and a client count that does not fit is
+refused with one line. Other sessions may take slots between that check and the
+step, so the clients' own refusals (errors of kind ``connection_limit``) are
+gathered too (:func:`refused_line`): the step does not start with the clients
+that got in, and the run stops with the same kind of line.
+"""
+
+from __future__ import annotations
+
+from diag.db import Session, own_app_name
+from diag.engines.base import ConnectionRoom
+from diag.errors import DbError, DiagError
+from diag.targets import Target
+
+LIMIT_KIND = "connection_limit"   # DbError.kind of a connection the server refused at its limit
+
+
+class TooManyClients(DiagError):
+    """More clients than the server's connection limit lets in (exit code 2: fix the options or the server)."""
+
+
+def _fit(room: ConnectionRoom) -> str:
+    return f"{room.free} client{' fits' if room.free == 1 else 's fit'}"
+
+
+def _advice(room: ConnectionRoom) -> str:
+    return (f"run -c {room.free} or fewer, or " if room.free else "") + f"raise {room.setting}"
+
+
+def too_many_line(label: str, n: int, room: ConnectionRoom) -> str:
+    """One line: the setting, its value and what uses it, the count that fits, what to do."""
+    return f"{label}: {n} clients do not fit: {room.text()}, so {_fit(room)}; {_advice(room)}"
+
+
+def read_room(s: Session) -> ConnectionRoom:
+    """The server's room for this session's user (the asking session not counted)."""
+    return s.dbms.connection_room(s.query)
+
+
+def check_room(s: Session, target: Target, n: int) -> ConnectionRoom:
+    """Raise :class:`TooManyClients` when ``n`` clients do not fit beside what is connected now (``s``, the
+    session asking, closes before the clients open); the room otherwise."""
+    room = read_room(s)
+    if n > room.free:
+        raise TooManyClients(too_many_line(target.label, n, room))
+    return room
+
+
+def refused_line(target: Target, n: int, refused: int, message: str) -> str:
+    """The line for a step whose clients the server refused at its limit (read after they are gone):
+    how many were refused and why, the setting and the count that fits."""
+    head = f"{target.label}: the server refused {refused} of {n} clients ({message.split(': ', 1)[-1]})"
+    try:
+        with Session(target, application_name=own_app_name("room")) as s:
+            room = read_room(s)
+    except DbError as e:
+        return f"{head}; its connection limit could not be read ({e})"
+    return f"{head}: {room.text()}, so {_fit(room)}; {_advice(room)}"
