@@ -64,12 +64,14 @@ class Limit:
     """The saturated resource of a step (the USE method), with the queueing seen elsewhere as symptoms.
 
     ``kind``: ``host_cpu`` | ``server_cpu`` | ``client_cpu`` | ``round_trips`` | ``commit_flush`` | ``lock`` |
-    ``latch`` | ``io``. ``utilisation``: of the saturated resource (0..1) when it has one. ``symptoms``:
+    ``latch`` | ``io`` | ``unobserved`` (the sources that could name one were off: nothing is claimed). ``utilisation``: of the saturated resource (0..1) when it has one. ``symptoms``:
     queueing seen that is not the limit ("commit waits 76% of backend time: queueing behind group commit").
     ``impact``: the share of the transaction's time the limit explains (0..1): its own parts, plus, for a
     saturated resource, the waits queueing behind it. ``saturated``: the limit is a resource at capacity
     (host or server CPU, the clients, the log device), so other waits queue behind it; False for the largest
     part of a serial chain where nothing is saturated (round trips, a lone committer's flush).
+    ``unobserved``: the evidence that was missing to rule a saturated resource out ("host CPU", "server
+    waits"...); when it is not empty, saturation was not observed rather than observed absent.
     """
 
     kind: str
@@ -80,3 +82,4 @@ class Limit:
     symptoms: tuple[str, ...] = ()
     impact: float = 0.0
     saturated: bool = False
+    unobserved: tuple[str, ...] = ()
