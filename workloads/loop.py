@@ -392,13 +392,15 @@ def client_main(index: int, spec: ClientSpec, pipe: Any, stop: Any) -> None:
             c.close()
             raise
     try:
+        t_connect = time.perf_counter()
         try:
             client, runner = connect()
         except DbError as e:
             pipe.send(Fatal(code=error_key(e), message=str(e), kind=e.kind))
             return
         c_loop = runner.batch is not None and isinstance(client, NativeClient) and not spec.rate and not spec.think
-        pipe.send(Ready(pid=os.getpid(), c_loop=c_loop, loop=NATIVE_LABEL if c_loop else ""))
+        pipe.send(Ready(pid=os.getpid(), c_loop=c_loop, loop=NATIVE_LABEL if c_loop else "",
+                        connect_s=time.perf_counter() - t_connect))
         msg = pipe.recv()
         if not isinstance(msg, Go):
             return

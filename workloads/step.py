@@ -37,7 +37,7 @@ from workloads.pool import ClientPool
 from workloads.progress import SweepBar
 from workloads.room import LIMIT_KIND, TooManyClients, refused_line
 from workloads.stepend import StepCut, server_gone
-from workloads.stepresult import (StepKey, WallClock, busiest_client_pct, interval_line, result_row,
+from workloads.stepresult import (Startup, StepKey, WallClock, busiest_client_pct, interval_line, result_row,
                                   saturation_message, series_record, summary_line)
 
 READY_TIMEOUT_S = 60.0
@@ -67,6 +67,8 @@ class Step:
         self.pids: list[int] = []
         self.c_loops: list[bool] = []       # per ready client: it runs a C loop
         self.loops: list[str] = []          # per ready client: the name of its C loop ("": the Python loop)
+        self.connect_s: list[float] = []    # per ready client: seconds to connect and prepare
+        self.startup: Startup | None = None  # the clients' start-up, before the step's window
         self.info: StepInfo | None = None   # set when the measured part begins
         self.ncpu = os.cpu_count() or 1
         self._merger: IntervalMerger | None = None
@@ -82,6 +84,7 @@ class Step:
         self.interval_hist: hist.HdrHistogram | None = None
 
     def run(self) -> dict:
+        t_fork = time.perf_counter_ns()
         with ClientPool(self.spec, self.n) as pool:
             self._pool = pool
             try:
@@ -95,9 +98,12 @@ class Step:
                         self.pids.append(msg.pid)
                         self.c_loops.append(bool(msg.c_loop))
                         self.loops.append(msg.loop if msg.c_loop else "")
+                        self.connect_s.append(msg.connect_s)
+                self.startup = Startup.of(self.n, self.connect_s, t_fork, time.perf_counter_ns())
                 if refused:
                     pool.close()  # the clients that got in leave first: the room is read without them
                     self._refused(refused)
+                self.bar.say(f"  {self.startup.line()}")
                 self._measure(pool)
             except KeyboardInterrupt:
                 self._stopping = True
@@ -123,18 +129,18 @@ class Step:
         self._stopped_ns = plan.end_ns
         pool.start(plan)
         hard = plan.end_ns + int(END_GRACE_S * 1e9)
+        drained = True
         while pool.live:
             now = time.perf_counter_ns()
             if self.info is None and now >= plan.measure_ns:
                 self._started(plan)
-            if now > hard:
+            if now > hard and drained:  # a parent behind on reading is not a client stuck in a query
                 for idx in pool.abandon():
                     self._client_error(idx, "timeout", "client still busy 10 s after the end: terminated")
                 break
             wake = plan.measure_ns if self.info is None else now + WAKE_NS
-            for idx, msg in pool.receive(max(min(wake - now, WAKE_NS), 0) / 1e9):
-                self._handle(idx, msg)
-            self._write(merger.ready(time.perf_counter_ns(), pool.live.values()))
+            drained = self._receive(pool, max(min(wake - now, WAKE_NS), 0) / 1e9, now + WAKE_NS)
+            self._write(merger.ready(time.perf_counter_ns(), pool.live.values(), drained))
             self.bar.tick()  # keeps the bar moving through the warmup, when no interval line is printed
         if self.info is None:
             self._started(plan)
@@ -143,6 +149,18 @@ class Step:
             self._stopped_ns = min(self._stopped_ns, max(self.lost.t_ns, plan.measure_ns))
         self._write(merger.rest(self._stopped_ns))
         self.row = self._finish(interrupted=False)
+
+    def _receive(self, pool: ClientPool, timeout_s: float, until_ns: int) -> bool:
+        """Handle what the clients sent (waiting up to ``timeout_s`` for the first), then read on while more is
+        waiting, until ``until_ns``; True when nothing was left unread (the pipes drained)."""
+        got = pool.receive(timeout_s)
+        while got:
+            for idx, msg in got:
+                self._handle(idx, msg)
+            if time.perf_counter_ns() >= until_ns or not pool.live:
+                return not pool.live
+            got = pool.receive(0)
+        return True
 
     def _handle(self, idx: int, msg: FromClient) -> None:
         """One client message during the run (the merger's first: it is nearly every message)."""
@@ -281,7 +299,12 @@ class Step:
         for key, cut in (("server_lost", self.lost), ("aborted", self.aborted)):
             if cut is not None:
                 row[key] = cut.to_row(self._clock.unix(cut.t_ns), measure_ns)
-        row["complete"] = not (interrupted or self.lost or self.aborted)
+        short = self.startup is not None and self.startup.ready < self.n
+        if self.startup is not None:
+            row.update(self.startup.to_row())
+            if short:  # clients that could not start: the row says how many ran, and is not the planned step
+                row["clients_ran"] = self.startup.ready
+        row["complete"] = not (interrupted or self.lost or self.aborted or short)
         name = (f"workload--{safe_name(self.target.label)}--{self.wl.name}--c{self.n}"
                 + (f"--r{self.repeat}" if self.repeat else "") + ".hdr")
         with contextlib.suppress(OSError):

@@ -38,6 +38,40 @@ class WallClock:
         return round((t_ns + self.offset_ns) / 1e9, 6)
 
 
+@dataclass(frozen=True)
+class Startup:
+    """The clients' start-up, before the measured window (the plan is sent once every client is ready):
+    ``seconds`` from the first fork to the last client ready, ``ready`` clients of ``clients``, and each
+    ready client's own connect-and-prepare time (s), summed up as p50 and max (ms)."""
+
+    clients: int
+    ready: int
+    seconds: float
+    connect_p50_ms: float
+    connect_max_ms: float
+
+    @classmethod
+    def of(cls, clients: int, connect_s: list[float], t0_ns: int, t1_ns: int) -> Startup:
+        xs = sorted(connect_s)
+        p50 = xs[(len(xs) - 1) // 2] if xs else 0.0
+        return cls(clients, len(xs), max((t1_ns - t0_ns) / 1e9, 1e-9), round(1000 * p50, 2),
+                   round(1000 * (xs[-1] if xs else 0.0), 2))
+
+    @property
+    def per_s(self) -> float:
+        """Clients started and connected per second (forks and connections, as the driver got them)."""
+        return self.ready / self.seconds
+
+    def to_row(self) -> dict[str, Any]:
+        return {"startup_s": round(self.seconds, 3), "connects_per_s": round(self.per_s, 1),
+                "connect_ms": {"p50": self.connect_p50_ms, "max": self.connect_max_ms}}
+
+    def line(self) -> str:
+        return (f"{self.ready} client{'s' if self.ready != 1 else ''} started and connected in {self.seconds:.2f} s "
+                f"({self.per_s:.0f}/s; each connect p50 {self.connect_p50_ms:g} ms, max {self.connect_max_ms:g} ms), "
+                "before the measured window")
+
+
 def cpu_pct(cpu_s: float, seconds: float, ncpu: int) -> float:
     """CPU seconds over ``seconds`` as a percentage of ``ncpu`` cores, one decimal."""
     return round(cpu_s / (seconds * ncpu) * 100, 1)
