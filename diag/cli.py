@@ -61,6 +61,9 @@ def build_parser() -> argparse.ArgumentParser:
                    help="continue: count a failed transaction and go on (a lost connection is re-established, "
                         "counted as reconnects); abort: end the step at the first error that is not a retried "
                         "serialization failure or deadlock")
+    r.add_argument("--connect-per-transaction", action="store_true",
+                   help="open a new connection for each transaction, as pgbench -C (the connect is timed as "
+                        "a part of the transaction)")
     r.add_argument("--repeat", type=int, default=1, metavar="N",
                    help="run each step N times, interleaved across targets (A1 B1 A2 B2 ...); the result is "
                         "the median with its interval")
@@ -114,7 +117,8 @@ def cmd_run(a: argparse.Namespace, argv: list[str]) -> int:
     drv = DriverOptions(clients=a.clients, duration_s=a.duration, warmup_s=max(0.0, a.warmup),
                         protocol=a.protocol, isolation=a.isolation, rate=a.rate, max_tries=a.max_tries,
                         report_interval_s=a.report_interval, scale=a.scale, fresh=a.fresh, script=a.script,
-                        think=a.think, tpcc_mode=a.tpcc_mode, on_error=a.on_error, repeat=a.repeat, workers=a.workers)
+                        think=a.think, tpcc_mode=a.tpcc_mode, on_error=a.on_error, repeat=a.repeat, workers=a.workers,
+                        connect_per_txn=a.connect_per_transaction)
     opts = RunOptions(targets=a.targets or default_targets(), workloads=[w.strip() for w in a.workload.split(",")
                                                                           if w.strip()],
                       driver=drv, out=a.out, name=a.name, argv=["dbdiag", *argv], collect=not a.no_collect,

@@ -84,7 +84,7 @@ def limit_of(b: Bundle, step: Step, acc: StepAccounting) -> Limit:
             ev["queueing_share_of_txn_pct"] = num(100 * queue)
         impact = lim.impact + queue
     else:
-        lim = _wait_limit(step, acc, ev) or _serial_limit(b, step, acc, u, dev, ev)
+        lim = _churn_limit(acc, ev) or _wait_limit(step, acc, ev) or _serial_limit(b, step, acc, u, dev, ev)
         impact = lim.impact
     missing = () if saturated else unobserved(u, acc)
     if missing:
@@ -250,6 +250,21 @@ def _device_ev(dev: StepDurability, busy: float, ev: dict[str, Any]) -> None:
 _FLUSH_ADVICE = ("Each commit waits for its log flush, so the device's flush latency sets the commit rate. Keeping "
                  "durability: more changes per transaction, more concurrent clients so one flush carries several "
                  "commits (group commit), or a log device with a power-protected write cache.")
+
+
+def _churn_limit(acc: StepAccounting, ev: dict[str, Any]) -> Limit | None:
+    """Connection churn (``--connect-per-transaction``): opening connections is the largest part of each
+    transaction's time and nothing is saturated."""
+    share = acc.share("connect")
+    if share <= 0 or share < max((c.share for c in acc.components if c.key not in ("connect", "unaccounted")),
+                                 default=0.0):
+        return None
+    ev["connect_share_of_txn_pct"] = num(100 * share)
+    ev["connect_us_per_txn"] = num(acc.us("connect"))
+    return Limit("connect", f"Connection churn: {pct(share)} of transaction time opening a new connection",
+                 None, ev, "Each transaction waits for a connection to be opened, authenticated and its statements "
+                 "prepared: a connection pool (in the application, or PgBouncer / ProxySQL) keeps connections open "
+                 "and removes this part; more clients raise throughput only while CPUs are free.", impact=share)
 
 
 def _wait_limit(step: Step, acc: StepAccounting, ev: dict[str, Any]) -> Limit | None:

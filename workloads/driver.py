@@ -74,6 +74,8 @@ def validate(workloads: list[str], opts: DriverOptions) -> None:
         raise UsageError("--repeat needs a whole number of at least 1")
     if opts.report_interval_s <= 0:
         raise UsageError("--report-interval must be more than 0 seconds")
+    if opts.connect_per_txn and opts.workers:
+        raise UsageError("--connect-per-transaction runs local clients only: leave out --workers")
     if not opts.scale or opts.scale <= 0:
         raise UsageError("--scale must be more than 0")
     if "custom" in workloads:

@@ -34,6 +34,7 @@ from diag.db import DriverInfo
 from diag.errors import DbError
 from diag.targets import Target
 from workloads.base import ClientCtx, Runner, Workload
+from workloads.churn import per_transaction
 from workloads.client import Client, open_client
 from workloads.hist import fold
 from workloads.messages import Aborted, Done, Fatal, Go, IntervalCounts, Lost, Ready, Reconnected
@@ -71,6 +72,7 @@ class ClientSpec:
     think: bool
     seed: int
     on_error: str = "continue"  # "continue" | "abort" (DriverOptions.on_error)
+    connect_per_txn: bool = False  # a new connection for each transaction (workloads.churn)
 
 
 def error_key(e: DbError) -> str:
@@ -241,6 +243,8 @@ class ClientLoop:
             self.runner.extra.clear()
             if self.runner.statement_latency is not None:
                 self.runner.statement_latency()
+            if self.runner.connect_ns is not None:
+                self.runner.connect_ns()
             self.cpu0 = self.cpu_mark = self._cpu()
             lat.clear()
             return
@@ -249,7 +253,8 @@ class ClientLoop:
                                       retries=self.retries, latency_us=fold(lat), cpu_s=cpu - self.cpu_mark,
                                       extra=dict(self.runner.extra), reconnects=self.reconnects,
                                       statement_latency_us=(self.runner.statement_latency() if
-                                                            self.runner.statement_latency is not None else {})))
+                                                            self.runner.statement_latency is not None else {}),
+                                      connect_ns=self.runner.connect_ns() if self.runner.connect_ns is not None else 0))
         self.cpu_mark = cpu
         self.errors.clear()
         self.retries = self.reconnects = 0
@@ -391,6 +396,8 @@ def client_main(index: int, spec: ClientSpec, pipe: Any, stop: Any) -> None:
         except BaseException:
             c.close()
             raise
+    if spec.connect_per_txn:
+        connect = per_transaction(connect)
     try:
         t_connect = time.perf_counter()
         try:

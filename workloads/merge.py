@@ -79,16 +79,17 @@ class Merged:
     cpu_s: float   # client processes' CPU seconds, summed
     reconnects: int = 0   # connections re-established by the clients in the interval
     latency_us: Mapping[int, int] | None = None  # the interval's sparse latencies {µs: count} (its histogram)
+    connect_ns: int = 0   # spent opening connections (--connect-per-transaction), inside the latencies
 
 
 class Totals:
     """The whole step's sums, from the first measured interval on (warmup excluded by the clients)."""
 
     __slots__ = ("transactions", "queries", "retries", "reconnects", "errors", "samples", "extra", "cpu_s",
-                 "cpu_by_client", "latency", "statements")
+                 "cpu_by_client", "latency", "statements", "connect_ns")
 
     def __init__(self) -> None:
-        self.transactions = self.queries = self.retries = self.reconnects = 0
+        self.transactions = self.queries = self.retries = self.reconnects = self.connect_ns = 0
         self.errors: Counter[str] = Counter()        # {code: count}: failed transactions and failed clients
         self.samples: dict[str, list[str]] = {}     # {code: up to SAMPLES_PER_CODE messages}
         self.extra: Counter[str] = Counter()         # workload counters
@@ -118,10 +119,10 @@ class Totals:
 class _Interval:
     """One report interval being gathered."""
 
-    __slots__ = ("txns", "queries", "errors", "retries", "reconnects", "counts", "cpu", "reported")
+    __slots__ = ("txns", "queries", "errors", "retries", "reconnects", "counts", "cpu", "reported", "connect_ns")
 
     def __init__(self) -> None:
-        self.txns = self.queries = self.errors = self.retries = self.reconnects = 0
+        self.txns = self.queries = self.errors = self.retries = self.reconnects = self.connect_ns = 0
         self.counts: Counter[int] = Counter()
         self.cpu = 0.0
         self.reported: set[int] = set()   # indexes of the clients that are through with it
@@ -152,6 +153,7 @@ class IntervalMerger:
         t.queries += m.queries
         t.retries += m.retries
         t.reconnects += m.reconnects
+        t.connect_ns += m.connect_ns
         t.errors.update(m.errors)
         t.extra.update(m.extra)
         for stmt, counts in m.statement_latency_us.items():
@@ -169,6 +171,7 @@ class IntervalMerger:
         iv.queries += m.queries
         iv.retries += m.retries
         iv.reconnects += m.reconnects
+        iv.connect_ns += m.connect_ns
         iv.errors += sum(m.errors.values())
         iv.cpu += m.cpu_s
         iv.counts.update(m.latency_us)
@@ -215,4 +218,4 @@ class IntervalMerger:
         secs = max((b_end - (self.plan.measure_ns + k * self.plan.interval_ns)) / 1e9, 1e-9)
         hist.record(self.totals.latency, iv.counts)
         return Merged(k, b_end, secs, iv.txns, iv.queries, iv.errors, iv.retries, summary_ms(iv.counts), iv.cpu,
-                      iv.reconnects, iv.counts)
+                      iv.reconnects, iv.counts, iv.connect_ns)

@@ -89,6 +89,7 @@ class IntervalCounts(NamedTuple):
     reconnects: int = 0         # connections re-established in the interval
     # {statement text: {µs: count}}: per-statement latencies (the native executor's; {} from the Python loop)
     statement_latency_us: dict[str, dict[int, int]] = {}
+    connect_ns: int = 0         # spent opening connections (--connect-per-transaction), part of the latencies
 
     TAG = "iv"
 

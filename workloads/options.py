@@ -37,6 +37,8 @@ class DriverOptions:
     repeat: int = 1
     # A Dask scheduler (tcp://HOST:8786): each step's clients run on its workers (workloads.dask_steps).
     workers: str | None = None
+    # pgbench -C: each transaction on a new connection, its connect timed as a part of it (workloads.churn).
+    connect_per_txn: bool = False
 
 
 ON_ERROR = ("continue", "abort")

@@ -61,7 +61,7 @@ class Step:
         self._rep = {"repeat": repeat} if repeat else {}  # the repeat in every event of the step
         self.interval_tps: list[float] = []  # transactions/s of each full measured interval
         self.spec = ClientSpec(target, product, drv, wl, n, float(opts.scale), opts.protocol, opts.isolation,
-                               opts.max_tries, opts.rate, opts.think, seed, opts.on_error)
+                               opts.max_tries, opts.rate, opts.think, seed, opts.on_error, opts.connect_per_txn)
         self.row: dict | None = None
         self.totals = Totals()
         self.pids: list[int] = []
