@@ -35,12 +35,13 @@ from workloads.messages import Aborted, Done, Fatal, FromClient, Go, IntervalCou
 from workloads.options import DriverOptions, StepHooks, StepInfo
 from workloads.pool import ClientPool
 from workloads.progress import SweepBar
-from workloads.room import LIMIT_KIND, TooManyClients, refused_line
+from workloads.room import LIMIT_KIND, TooManyClients, ensure_fds, refused_line
 from workloads.stepend import StepCut, server_gone
 from workloads.stepresult import (Startup, StepKey, WallClock, busiest_client_pct, interval_line, result_row,
                                   saturation_message, series_record, summary_line)
 
 READY_TIMEOUT_S = 60.0
+READY_S_PER_CLIENT = 0.2  # and this long per client: forks and connects came at 20-37/s at 200 clients here
 END_GRACE_S = 10.0      # a client stuck in a query past the end gets this long, then is terminated
 STOP_GRACE_S = 2.0      # on Ctrl-C
 WAKE_NS = 250_000_000   # the parent looks at the clock at least this often (intervals, the bar)
@@ -84,12 +85,13 @@ class Step:
         self.interval_hist: hist.HdrHistogram | None = None
 
     def run(self) -> dict:
+        ensure_fds(self.n)
         t_fork = time.perf_counter_ns()
         with ClientPool(self.spec, self.n) as pool:
             self._pool = pool
             try:
                 refused: list[str] = []  # the server's refusals at its connection limit: one line, not one per client
-                for idx, msg in pool.wait_ready(READY_TIMEOUT_S):
+                for idx, msg in pool.wait_ready(READY_TIMEOUT_S + READY_S_PER_CLIENT * self.n):
                     if isinstance(msg, Fatal) and msg.kind == LIMIT_KIND:
                         refused.append(msg.message)
                     elif isinstance(msg, Fatal):
