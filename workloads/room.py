@@ -48,10 +48,14 @@ def read_room(s: Session) -> ConnectionRoom:
     return s.dbms.connection_room(s.query)
 
 
-def check_room(s: Session, target: Target, n: int) -> ConnectionRoom:
+def check_room(s: Session, target: Target, n: int) -> ConnectionRoom | None:
     """Raise :class:`TooManyClients` when ``n`` clients do not fit beside what is connected now (``s``, the
-    session asking, closes before the clients open); the room otherwise."""
-    room = read_room(s)
+    session asking, closes before the clients open); the room otherwise, None when the server would not say
+    (a catalog this user cannot read: the clients' own refusals are still gathered into one line)."""
+    try:
+        room = read_room(s)
+    except DbError:
+        return None
     if n > room.free:
         raise TooManyClients(too_many_line(target.label, n, room))
     return room

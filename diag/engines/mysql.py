@@ -184,14 +184,14 @@ class MysqlEngine(Engine):
         # such a user may open beyond max_connections is not counted on.
         me = ("CONCAT(QUOTE(SUBSTRING_INDEX(CURRENT_USER(), '@', 1)), '@', "
               "QUOTE(SUBSTRING_INDEX(CURRENT_USER(), '@', -1)))")  # USER_PRIVILEGES.GRANTEE: 'user'@'host'
+        # SHOW GLOBAL STATUS on both products (MySQL 8 has no information_schema.GLOBAL_STATUS).
+        used = int(list(query("SHOW GLOBAL STATUS LIKE 'Threads_connected'")[0].values())[1])
         r = query("SELECT @@max_connections AS max, @@max_user_connections AS muc, "
-                  "(SELECT VARIABLE_VALUE FROM information_schema.GLOBAL_STATUS "
-                  " WHERE VARIABLE_NAME = 'THREADS_CONNECTED') AS used, "
                   "(SELECT COUNT(*) FROM information_schema.PROCESSLIST "
                   " WHERE USER = SUBSTRING_INDEX(CURRENT_USER(), '@', 1)) AS mine, "
                   f"(SELECT COUNT(*) FROM information_schema.USER_PRIVILEGES WHERE GRANTEE = {me}"
                   " AND PRIVILEGE_TYPE IN ('SUPER', 'CONNECTION ADMIN', 'CONNECTION_ADMIN')) AS exempt")[0]
-        rooms = [ConnectionRoom("max_connections", int(r["max"]), 0, int(r["used"]) - 1)]
+        rooms = [ConnectionRoom("max_connections", int(r["max"]), 0, used - 1)]
         if int(r["muc"]) > 0 and not int(r["exempt"]):
             rooms.append(ConnectionRoom("max_user_connections", int(r["muc"]), 0, int(r["mine"]) - 1))
         return tightest(rooms)
