@@ -307,6 +307,11 @@ class Step:
             if short:  # clients that could not start: the row says how many ran, and is not the planned step
                 row["clients_ran"] = self.startup.ready
         row["complete"] = not (interrupted or self.lost or self.aborted or short)
+        if self._merger.moved:  # reports that came after their interval was written (a client silent > grace)
+            self.bundle.event("intervals_late", f"{self.target.label}: {self.wl.name} with {self.n} clients: "
+                              f"{self._merger.moved} transactions reported after their interval was written were "
+                              "counted in the next one", target=self.target.label, workload=self.wl.name,
+                              clients=self.n, transactions=self._merger.moved, **self._rep)
         name = (f"workload--{safe_name(self.target.label)}--{self.wl.name}--c{self.n}"
                 + (f"--r{self.repeat}" if self.repeat else "") + ".hdr")
         with contextlib.suppress(OSError):
