@@ -99,7 +99,7 @@ def unobserved(u: CpuUse | None, acc: StepAccounting) -> tuple[str, ...]:
     window), the server's CPU (no per-process CPU of its processes), the server's waits (no wait sampler)."""
     out = []
     if u is None:
-        out.append("host CPU (no host series)")
+        out.append("host CPU (no host sample over the step)")
     elif u.server_cores is None:
         out.append("server CPU (no per-process CPU of the server's processes)")
     if acc.get("round_trips") is None:

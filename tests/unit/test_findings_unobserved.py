@@ -14,6 +14,8 @@ from pathlib import Path
 from diag.bundle import Bundle, load_bundle
 from reports.findings import derive_findings
 from reports.rules import limit
+from reports.rules.base import steps
+from reports.rules.cpu import cpu_use
 
 DATA = Path(__file__).resolve().parents[1] / "data" / "bundles"
 NOTHING = ("nothing saturated", "nothing is saturated", "no resource is saturated")
@@ -73,7 +75,7 @@ def test_host_series_missing_round_trips_named_cpu_saturation_not_observed(tmp_p
     for f in found:
         assert f.extra["kind"] == "round_trips"
         assert "CPU saturation not observed (host CPU missing)" in f.title, f.title
-        assert f.evidence["not_observed"] == "host CPU (no host series)"
+        assert f.evidence["not_observed"] == "host CPU (no host sample over the step)"
     assert not [t for t in _texts(b) if any(n in t for n in NOTHING)]
 
 
@@ -83,3 +85,22 @@ def test_host_series_missing_lock_symptoms_do_not_claim_nothing_saturated(tmp_pa
     found = limit.step_limit(b)
     assert [f.extra["kind"] for f in found] == ["lock"]
     assert not [t for t in _texts(b) if any(n in t for n in NOTHING)]
+
+
+def test_a_stalled_host_source_is_no_evidence_of_the_step() -> None:
+    """200 clients on 2 CPUs starved the host source: no sample from 1.4 s before to 6.3 s after the 4 s step.
+    What it saw is the time around the step (the server's CPU read 0.005 cores at 6,700 tps, so "other
+    processes used 1.98 of 2 CPUs" and "nothing saturated"): now no CPU claim is made from it."""
+    b = load_bundle(DATA / "many_clients_pg_c200_host_stalled")
+    (step,) = steps(b)
+    assert cpu_use(b, step) is None
+    (f,) = limit.step_limit(b)
+    assert "CPU saturation not observed" in f.title and f.evidence["not_observed"].startswith("host CPU"), f.title
+    found = derive_findings(b)
+    assert not [x for x in found if x["category"] == "host_contention"], found
+    assert not [t for t in _texts(b) if any(n in t for n in NOTHING)]
+
+
+def test_a_host_source_at_its_cadence_is_evidence() -> None:
+    b = load_bundle(DATA / "point_select")
+    assert all(cpu_use(b, s) is not None for s in steps(b))
