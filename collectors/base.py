@@ -24,7 +24,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, ClassVar, Literal
 
+from collectors.lockgate import LockGate
 from diag.bundle import BundleWriter
+from diag.fingerprint import fingerprint
 from diag.targets import Target
 
 
@@ -72,6 +74,10 @@ class CollectorContext:
     ``artifacts``: the bundle's artifacts/ folder for large files. ``servers``: every
     target of the run (run-wide sources). ``bundle``: the run's bundle writer, for
     in-process sources (events, artifacts); sampled ones get their own in their process.
+    ``keep_literals``: store statement texts read from the server as sent (``--keep-literals``); by default
+    :meth:`statement_text` stores their fingerprint (other sessions' literals are other people's data).
+    ``lock_gate``: shared by one target's wait and blocking samplers (:mod:`collectors.lockgate`); None
+    when they run alone, and then the blocking sampler reads the server every tick.
     """
 
     target: Target
@@ -83,6 +89,13 @@ class CollectorContext:
     options: dict[str, Any] = field(default_factory=dict)
     servers: tuple[ServerFacts, ...] = ()
     bundle: BundleWriter | None = None
+    keep_literals: bool = False
+    lock_gate: LockGate | None = None
+
+    def statement_text(self, text: str) -> str:
+        """A statement text read from the server, as it may be stored: literals replaced (diag.fingerprint)
+        unless the run keeps them."""
+        return text if self.keep_literals or not text else fingerprint(text, self.target.dbms.string_backslashes)
 
     def server(self, label: str) -> ServerFacts | None:
         """The facts of target ``label`` among :attr:`servers`."""
@@ -120,6 +133,11 @@ class Collector(abc.ABC):
     def stop(self) -> list[dict[str, Any]] | None:
         """Close; may return final records (e.g. a settings snapshot at the end)."""
         return None
+
+    def tail_s(self, duration_s: float) -> float:
+        """Seconds of load this source needs after each step's measured part of ``duration_s`` (an expensive
+        source records there, apart from the step's figures: workloads.steptail). In-process sources only."""
+        return 0.0
 
     def step_started(self, info: Any) -> None:
         """A measured step begins (``info``: workloads.driver.StepInfo). In-process sources only."""

@@ -14,11 +14,13 @@ from __future__ import annotations
 
 import time
 from collections import Counter
-from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from collectors.base import Metric
+from collectors.lockgate import LockGate
+from collectors.sampling import WINDOW_S
 from diag.schema.blocking import Blocker, BlockingWindow
 
 STATEMENT_CHARS = 200  # the SQL files cut statements to this many characters too
@@ -88,7 +90,9 @@ def _num(v: float | None, digits: int = 3) -> float | None:
 class WindowBuilder:
     """The samples of one window; :meth:`record` makes its series record."""
 
-    def __init__(self) -> None:
+    def __init__(self, statement_text: Callable[[str], str] = str) -> None:
+        """``statement_text``: what of a blocker's statement text is stored (CollectorContext.statement_text)."""
+        self.statement_text = statement_text
         self.t0 = time.monotonic()
         self.ticks = 0
         self.waiting_s = 0.0
@@ -133,7 +137,8 @@ class WindowBuilder:
         for pid, a in sorted(self.acc.items(), key=lambda kv: -kv[1].blocked_s)[:MAX_BLOCKERS]:
             s = a.seen or Seen(pid)
             blockers.append(Blocker(
-                pid=pid, user=s.user, client=s.client, state=s.state, statement=s.statement[:STATEMENT_CHARS],
+                pid=pid, user=s.user, client=s.client, state=s.state,
+                statement=self.statement_text(s.statement)[:STATEMENT_CHARS],
                 xact_s=_num(s.xact_s), state_s=_num(s.state_s), first_t=round(a.first_t, 3),
                 last_t=round(a.last_t, 3), ticks=a.ticks, blocked_s=round(a.blocked_s, 3),
                 blocked=tuple(sorted(a.blocked)), lock=a.locks.most_common(1)[0][0] if a.locks else "",
@@ -170,6 +175,28 @@ def tick_chains(waits: list[Wait]) -> list[tuple[str, float]]:
             stack.extend([*path, b] for b in nxt)
         out.append((" -> ".join(str(p) for p in best), w.period_s))
     return out
+
+
+def catch_up(waits: list[Wait], gap_s: float) -> list[Wait]:
+    """The waits of the first read after ticks skipped on the lock gate's word (:mod:`collectors.lockgate`),
+    each counting the time it has waited by the server's clock (``wait_s``), at most ``gap_s`` and at least its
+    period: the gate opens a tick or more after a wait began, and the ticks in between said nobody waited.
+    ``gap_s``: :func:`catch_up_gap`; the cap matters, InnoDB dates a lock wait in whole seconds."""
+    return [replace(w, period_s=max(w.period_s, min(w.wait_s, gap_s))) if w.wait_s is not None else w
+            for w in waits]
+
+
+def catch_up_gap(gate: LockGate | None, now: float, last_read: float | None) -> float:
+    """The most a wait first seen at ``now`` (monotonic s) after skipped ticks can have waited unseen: back to
+    the previous read of this kind (``last_read``) or to the wait sampler's last tick that saw no lock wait,
+    whichever is later, and at most a window."""
+    gaps = [WINDOW_S]
+    if last_read is not None:
+        gaps.append(now - last_read)
+    since = gate.since_s(now) if gate is not None else None
+    if since is not None:
+        gaps.append(since)
+    return max(0.0, min(gaps))
 
 
 def text(v: Any) -> str:

@@ -22,7 +22,7 @@ from typing import Any
 import psutil
 
 from collectors.base import Collector, Metric, Probe
-from collectors.diskstats import read_diskstats
+from collectors.diskstats import SECTOR_BYTES, read_diskstats
 from collectors.procfs import ProcReader, thread_ctx_switches
 from diag.errors import ParseError
 
@@ -56,7 +56,7 @@ class HostCollector(Collector):
         Metric("mem.used", "bytes", "gauge", "memory in use"),
         Metric("mem.available", "bytes", "gauge", "memory available"),
         Metric("disk.<dev>.{reads,writes,read_bytes,write_bytes,busy_ms}", "count/bytes/ms", "counter",
-               "per block device, from psutil"),
+               "per block device (/proc/diskstats: reads and writes completed, sectors x 512, ms doing I/O)"),
         Metric("disk.<dev>.{flushes,flush_ms}", "count/ms", "counter",
                "flush requests completed and time flushing, per block device (/proc/diskstats, kernel 5.5+)"),
         Metric("procs.server.<label>.<pid>", "s,count,bytes", "counter",
@@ -106,19 +106,18 @@ class HostCollector(Collector):
         vm = psutil.virtual_memory()
         rec["mem.used"] = vm.used
         rec["mem.available"] = vm.available
-        with contextlib.suppress(Exception):
-            for dev, d in (psutil.disk_io_counters(perdisk=True) or {}).items():
+        with contextlib.suppress(OSError, ParseError):
+            # /proc/diskstats once (psutil's disk_io_counters read it again, with /sys lookups, and has no
+            # flush counters; the kernel has them from 5.5 on); psutil's values: sectors are 512 bytes here.
+            for dev, st in read_diskstats().items():
                 if dev.startswith(("loop", "ram")):
                     continue
-                rec[f"disk.{dev}.reads"] = d.read_count
-                rec[f"disk.{dev}.writes"] = d.write_count
-                rec[f"disk.{dev}.read_bytes"] = d.read_bytes
-                rec[f"disk.{dev}.write_bytes"] = d.write_bytes
-                rec[f"disk.{dev}.busy_ms"] = getattr(d, "busy_time", 0)
-        with contextlib.suppress(OSError, ParseError):
-            # psutil has no flush counters; the kernel's /proc/diskstats has them from 5.5 on.
-            for dev, st in read_diskstats().items():
-                if st.flushes_completed is not None and not dev.startswith(("loop", "ram")):
+                rec[f"disk.{dev}.reads"] = st.reads_completed
+                rec[f"disk.{dev}.writes"] = st.writes_completed
+                rec[f"disk.{dev}.read_bytes"] = st.sectors_read * SECTOR_BYTES
+                rec[f"disk.{dev}.write_bytes"] = st.sectors_written * SECTOR_BYTES
+                rec[f"disk.{dev}.busy_ms"] = st.io_time_ms
+                if st.flushes_completed is not None:
                     rec[f"disk.{dev}.flushes"] = st.flushes_completed
                     rec[f"disk.{dev}.flush_ms"] = st.flush_time_ms
         procs = self._procs

@@ -29,22 +29,36 @@ from diag.errors import DiagError
 
 
 class SharedPids:
-    """A list of PIDs shared with collector processes (fork): the current step's clients, the collectors."""
+    """A list of PIDs shared with collector processes (fork): the current step's clients, the collectors.
+
+    No lock: the run is the only writer, and a reader checks a sequence number (odd while a write is under
+    way; read again if it changed). A lock here could be left held by a collector killed mid-read
+    (terminated at the end of a run), and the run's next ``set`` would wait for ever."""
 
     def __init__(self, size: int = 1024) -> None:
-        self._arr = mp.get_context("fork").Array("i", size + 1)
+        self._arr = mp.get_context("fork").Array("i", size + 2, lock=False)  # [sequence, n, pid...]
 
     def set(self, pids: list[int] | tuple[int, ...]) -> None:
-        pids = list(pids)[: len(self._arr) - 1]
-        with self._arr.get_lock():
-            for i, p in enumerate(pids):
-                self._arr[i + 1] = p
-            self._arr[0] = len(pids)
+        a = self._arr
+        pids = list(pids)[: len(a) - 2]
+        a[0] += 1  # odd: readers wait for the write to end
+        for i, p in enumerate(pids):
+            a[i + 2] = p
+        a[1] = len(pids)
+        a[0] += 1
 
     def __call__(self) -> list[int]:
-        with self._arr.get_lock():
-            n = self._arr[0]
-            return [self._arr[i + 1] for i in range(n)]
+        a = self._arr
+        out: list[int] = []
+        for _ in range(10_000):  # a write takes microseconds; bounded all the same
+            seq = a[0]
+            if seq % 2:
+                time.sleep(0.0001)
+                continue
+            out = [a[i + 2] for i in range(a[1])]
+            if a[0] == seq:
+                return out
+        return out
 
 
 def wait_for_series(path: Path, process: Any, timeout_s: float) -> bool:

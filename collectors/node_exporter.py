@@ -35,6 +35,7 @@ gives for a local path, so D (device flushes/s) is read from that disk's counter
 
 from __future__ import annotations
 
+import base64
 import re
 import time
 import urllib.error
@@ -45,6 +46,7 @@ from collectors.base import Collector, Metric, Probe
 from collectors.host import CPU_FIELDS, HostCollector
 from collectors.promtext import Sample, parse_metrics
 from diag.errors import DiagError, ParseError, SourceStopped
+from diag.redact import redact_url, url_credentials
 
 SCRAPE_TIMEOUT_S = 2.0
 MAX_FAILED_SCRAPES = 5  # in a row: a slow moment skips a record; a node_exporter gone switches the source off
@@ -61,18 +63,27 @@ _PARTITION = (re.compile(r"^((?:nvme\d+n\d+)|(?:mmcblk\d+))p\d+$"), re.compile(r
 
 
 def scrape(url: str, timeout_s: float = SCRAPE_TIMEOUT_S) -> str:
-    """The text of one scrape of ``url``; DiagError with the reason when it cannot be read."""
+    """The text of one scrape of ``url``; DiagError with the reason when it cannot be read.
+
+    ``http://user:pw@host:9100/metrics`` logs in with HTTP basic auth (node_exporter's web config); urllib
+    would take the userinfo for part of the host name. Messages name the URL without its password."""
+    shown = redact_url(url)
     if not url.startswith(("http://", "https://")):
-        raise DiagError(f"{url}: node_exporter's address must be http://HOST:PORT/metrics")
-    req = urllib.request.Request(url, headers={"Accept": "text/plain;version=0.0.4"})
+        raise DiagError(f"{shown}: node_exporter's address must be http://HOST:PORT/metrics")
+    bare, user, password = url_credentials(url)
+    headers = {"Accept": "text/plain;version=0.0.4"}
+    if user is not None:
+        token = base64.b64encode(f"{user}:{password or ''}".encode()).decode("ascii")
+        headers["Authorization"] = f"Basic {token}"
+    req = urllib.request.Request(bare, headers=headers)
     try:
         with urllib.request.urlopen(req, timeout=timeout_s) as resp:  # noqa: S310 (the scheme is checked above)
             return resp.read().decode("utf-8", errors="replace")
     except urllib.error.HTTPError as e:
-        raise DiagError(f"cannot read {url}: HTTP {e.code} {e.reason}") from None
+        raise DiagError(f"cannot read {shown}: HTTP {e.code} {e.reason}") from None
     except (urllib.error.URLError, OSError) as e:
         reason = getattr(e, "reason", e)
-        raise DiagError(f"cannot read {url}: {reason}") from None
+        raise DiagError(f"cannot read {shown}: {reason}") from None
 
 
 def scrape_reason(e: DiagError) -> str:
@@ -207,9 +218,9 @@ def remote_storage_facts(url: str, path: str | None) -> dict[str, Any]:
     if not path:
         return {}
     try:
-        return storage_from_metrics(parse_metrics(scrape(url)), path, f"node_exporter {url}")
+        return storage_from_metrics(parse_metrics(scrape(url)), path, f"node_exporter {redact_url(url)}")
     except DiagError as e:
-        return {"path": path, "source": f"node_exporter {url}", "error": str(e)}
+        return {"path": path, "source": f"node_exporter {redact_url(url)}", "error": str(e)}
 
 
 HOST_METRICS: tuple[Metric, ...] = tuple(m for m in HostCollector.metrics if not m.name.startswith("procs."))
@@ -225,8 +236,9 @@ class NodeExporterHost(Collector):
 
     def __init__(self, ctx: Any) -> None:
         super().__init__(ctx)
-        self.url = str(ctx.options.get("host_metrics") or "")
-        self.source = f"node_exporter {self.url}"
+        self.url = str(ctx.options.get("host_metrics") or "")  # with its credentials, for scraping only
+        self.shown = redact_url(self.url)
+        self.source = f"node_exporter {self.shown}"
         self._failed = 0
         self._last_t: float | None = None  # Unix s of the last record: where the series ends if node_exporter goes
 
@@ -234,11 +246,11 @@ class NodeExporterHost(Collector):
         try:
             samples = parse_metrics(scrape(self.url))
         except ParseError as e:
-            return Probe(False, f"{self.url} is not node_exporter's metrics page: {e}", HINT)
+            return Probe(False, f"{self.shown} is not node_exporter's metrics page: {e}", HINT)
         except DiagError as e:
             return Probe(False, str(e), HINT)
         if "node_cpu_seconds_total" not in samples:
-            return Probe(False, f"{self.url} has no node_cpu_seconds_total (node_exporter's cpu collector is off)",
+            return Probe(False, f"{self.shown} has no node_cpu_seconds_total (node_exporter's cpu collector is off)",
                          HINT)
         return Probe(True, f"source: {self.source}", "", tuple(missing_parts(samples)))
 

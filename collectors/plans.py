@@ -13,13 +13,18 @@ Tested on saved real plans in tests/data/plans/.
 
 from __future__ import annotations
 
+import dataclasses
 import json
-from collections.abc import Iterator
+import re
+from collections.abc import Callable, Iterator
 from typing import Any
 
 from diag.errors import DiagError
-from diag.schema import PlanNode
+from diag.schema import PlanNode, StatementPlan
 
+_CONDITION_KEY = re.compile(r"cond|filter", re.IGNORECASE)  # attached_condition, "Index Cond", "Filter", ...
+_NEAR = re.compile(r"(near ')(.*)(' at line \d+)", re.DOTALL)
+_INPUT_SYNTAX = re.compile(r'((?:invalid input syntax|invalid input value) for [^:]*: )"(.*?)"')
 FILTER_CHARS = 200  # a filter is shown, not parsed: enough to recognise it
 PG_FULL_SCANS = frozenset({"Seq Scan"})
 MY_FULL_SCANS = frozenset({"ALL", "index"})
@@ -27,6 +32,26 @@ MY_FULL_SCANS = frozenset({"ALL", "index"})
 
 class PlanFormatError(DiagError):
     """A plan does not have the shape this parser knows."""
+
+
+def without_literals(plan: StatementPlan, raw: Any, statement_text: Callable[[str], str]) -> tuple[StatementPlan, Any]:
+    """A plan whose conditions quote no literal: ``statement_text`` (CollectorContext.statement_text) applied to
+    each node's filter and to every condition or filter of the raw plan (a plan of a sampled MySQL statement
+    shows its constants: ``attached_condition`` "(`t`.`id` = 42)")."""
+    def walk(obj: Any) -> Any:
+        if isinstance(obj, dict):
+            return {k: statement_text(v) if isinstance(v, str) and _CONDITION_KEY.search(k) else walk(v)
+                    for k, v in obj.items()}
+        return [walk(v) for v in obj] if isinstance(obj, list) else obj
+    nodes = tuple(dataclasses.replace(n, filter=statement_text(n.filter)) for n in plan.nodes)
+    return dataclasses.replace(plan, nodes=nodes), walk(raw)
+
+
+def error_without_literals(message: str, statement_text: Callable[[str], str]) -> str:
+    """A server's error about a statement, its quotes of the statement as fingerprints: MySQL's ``near '...'
+    at line N`` and PostgreSQL's ``invalid input syntax for type T: "..."`` quote the text and its values."""
+    message = _NEAR.sub(lambda m: f"{m.group(1)}{statement_text(m.group(2))}{m.group(3)}", message)
+    return _INPUT_SYNTAX.sub(lambda m: m.group(1) + statement_text(f"'{m.group(2)}'").replace("'", '"'), message)
 
 
 def decode(text: Any) -> Any:

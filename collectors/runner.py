@@ -6,7 +6,8 @@ not retry: it stops its source and exits with
 :attr:`diag.bundle.BundleWriteError.exit_status`, which the orchestrator's
 bundle writer polls (:meth:`CollectorRunner.failure`), so the run stops with
 one line naming the file. Children ignore SIGINT: Ctrl-C reaches the orchestrator, which
-stops them through an event so each can write its last record. Children die
+stops them through a :class:`diag.procs.StopFlag` (a pipe: no lock a dead child can leave held) so each
+can write its last record; one that does not stop in time is terminated, then killed (every join bounded). Children die
 with the run (:func:`diag.procs.guard_child`): a killed run leaves no collector
 polling its servers.
 """
@@ -25,10 +26,12 @@ from typing import Any
 from collectors.base import Collector, Probe
 from diag.bundle import BundleWriteError, BundleWriter, safe_name
 from diag.errors import DiagError, SourceStopped
-from diag.procs import guard_child
+from diag.procs import StopFlag, guard_child, stop_requested
 
 _FORK = mp.get_context("fork")
 JOIN_TIMEOUT_S = 10.0
+HURRY_JOIN_S = 2.0   # once the run was asked to stop (Ctrl-C, SIGTERM, SIGHUP): the whole stop in a few seconds
+KILL_JOIN_S = 1.0    # after terminate(), and again after kill()
 
 
 @dataclass
@@ -119,7 +122,7 @@ class CollectorRunner:
         self.bundle = bundle
         self.collectors = collectors
         self.running: list[Running] = []
-        self._stop = _FORK.Event()
+        self._stop = StopFlag()
 
     def start(self) -> None:
         for c in self.collectors:
@@ -147,15 +150,22 @@ class CollectorRunner:
         """Stop every process; raises the BundleWriteError one of them exited with, unless already raised."""
         self._stop.set()
         self.bundle.unwatch(self.failure)
-        deadline = time.monotonic() + JOIN_TIMEOUT_S
+        limit = HURRY_JOIN_S if stop_requested() else JOIN_TIMEOUT_S
+        deadline = time.monotonic() + limit
         for r in self.running:
             r.process.join(max(0.1, deadline - time.monotonic()))
-            if r.process.is_alive():
-                r.process.terminate()
-                r.process.join(2)
-                with contextlib.suppress(BundleWriteError):  # the others must still be stopped
-                    self.bundle.event("collector_off", f"{r.key}: did not stop within {JOIN_TIMEOUT_S:.0f} s",
-                                      collector=r.key)
+        late = [r for r in self.running if r.process.is_alive()]
+        for sig_end in ("terminate", "kill"):  # SIGTERM is a collector's default; SIGKILL if stuck in C
+            for r in late:
+                if r.process.is_alive():
+                    getattr(r.process, sig_end)()
+            until = time.monotonic() + KILL_JOIN_S
+            for r in late:
+                r.process.join(max(0.01, until - time.monotonic()))
+        for r in late:
+            with contextlib.suppress(BundleWriteError):  # the others must still be stopped
+                self.bundle.event("collector_off", f"{r.key}: did not stop within {limit:.0f} s", collector=r.key)
+        self._stop.close()
         err = self.failure()
         self.running.clear()
         if err is not None:

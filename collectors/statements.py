@@ -14,6 +14,12 @@ the views, tell own statements, explain and estimate rows examined.
 
 A source that cannot run (no pg_stat_statements, performance_schema off, a
 missing privilege) says why in its probe, and the run goes on without it.
+
+Plans of statements read from the server are made only where planning cannot
+lend dbdiag's privileges to someone else's code (:mod:`collectors.plansafety`):
+an engine tells whose a statement is (:meth:`StatementSource.not_planned`), and
+a plan not made carries the reason (``StatementPlan.not_made``). The run option
+``plan_others`` (``--plan-others``) asks for other users' plans too.
 """
 
 from __future__ import annotations
@@ -27,6 +33,8 @@ from collections.abc import Mapping
 from typing import Any, ClassVar
 
 from collectors.base import Collector, CollectorContext, Probe
+from collectors.plans import error_without_literals, without_literals
+from collectors.plansafety import PlanNotMade, plan_refusal
 from diag.bundle import safe_name
 from diag.db import Session
 from diag.errors import DbError, DiagError
@@ -39,7 +47,9 @@ SNAPSHOT_TIMEOUT_MS = 5000  # a digest view holds up to 5,000 (PostgreSQL) / 200
 JOIN_SLACK_S = 10.0
 
 Snapshot = dict[str, dict[str, Any]]
+Actors = dict[str, float] | None  # user -> statements run so far (None: not known)
 StepKey = tuple[str, str, int]
+Moment = tuple[float, Snapshot, Snapshot, Actors]
 TABLE_COUNTERS = ("seq_scan", "seq_tup_read", "idx_scan", "idx_tup_fetch", "n_tup_ins", "n_tup_upd", "n_tup_del")
 EXPLAINABLE = ("select", "with", "insert", "update", "delete", "replace", "values", "table")
 
@@ -100,15 +110,20 @@ class StatementSource(Collector, abc.ABC):
     # Seconds before the step's end to take its end snapshot (None: when the step has finished). MySQL counts
     # prepared statements per connection, and a connection's counts go when its client disconnects.
     end_early_s: ClassVar[float | None] = None
+    mysql_dialect: ClassVar[bool] = False  # how a statement text is read (quotes, comments) before planning
 
     def __init__(self, ctx: CollectorContext) -> None:
         super().__init__(ctx)
         self.session: Session | None = None
         self.notes: list[str] = []
         self._lock = threading.Lock()  # one statement at a time on the session (the mid-step thread)
-        self._starts: dict[StepKey, tuple[float, Snapshot, Snapshot]] = {}
+        self.plan_others = bool(ctx.options.get("plan_others", False))
+        self._starts: dict[StepKey, Moment] = {}
         self._texts: dict[StepKey, dict[str, str]] = {}
-        self._ends: dict[StepKey, tuple[float, Snapshot, Snapshot]] = {}
+        self._users: dict[StepKey, dict[str, set[str]]] = {}
+        self._ends: dict[StepKey, Moment] = {}
+        # the step being recorded: (users who ran statements in it or None, statement key -> users seen)
+        self._who: tuple[set[str] | None, dict[str, set[str]]] = (None, {})
         self._threads: dict[StepKey, tuple[threading.Thread, threading.Event]] = {}
 
     # -- what each engine answers ------------------------------------------------------------
@@ -132,6 +147,19 @@ class StatementSource(Collector, abc.ABC):
     def sample_texts(self, s: Session) -> dict[str, str]:
         """key -> a statement text with its literals, seen now (MySQL/MariaDB); {} elsewhere."""
         return {}
+
+    def actors(self, s: Session) -> Actors:
+        """user -> statements run so far, where the digests carry no user (MySQL/MariaDB); None elsewhere."""
+        return None
+
+    def sample_users(self, s: Session) -> dict[str, set[str]]:
+        """statement key -> the users seen running it now, where the digests carry no user; {} elsewhere."""
+        return {}
+
+    def not_planned(self, key: str, active: set[str] | None, seen: dict[str, set[str]]) -> str:
+        """Why statement ``key`` is not planned ("" when it may be): whose it is. ``active``: the users
+        whose statement counts grew in the step (None: not known); ``seen``: key -> users seen running it."""
+        return ""
 
     @abc.abstractmethod
     def is_own(self, key: str, text: str) -> bool:
@@ -204,7 +232,7 @@ class StatementSource(Collector, abc.ABC):
         assert self.session is not None
         try:
             with self._lock:
-                self._starts[key] = (time.time(), self.snapshot(self.session, False), self.table_snapshot(self.session))
+                self._starts[key] = self._moment(self.session, False)
         except DiagError as e:  # the step goes on without its digests (the run's hooks do not guard us)
             self.notes.append(f"start snapshot of {info.workload} c={info.clients}: {e}")
             return
@@ -222,12 +250,24 @@ class StatementSource(Collector, abc.ABC):
                 return
             with contextlib.suppress(DiagError), self._lock:
                 self._texts[key] = self.sample_texts(self.session)
+            with contextlib.suppress(DiagError), self._lock:
+                self._users[key] = self.sample_users(self.session)
         if self.end_early_s is None:
             return
         if ev.wait(max(0.0, info.t_start + info.duration_s - self.end_early_s - time.time())) or self.session is None:
             return
         with contextlib.suppress(DiagError), self._lock:
-            self._ends[key] = (time.time(), self.snapshot(self.session, True), self.table_snapshot(self.session))
+            self._ends[key] = self._moment(self.session, True)
+
+    def _moment(self, s: Session, texts: bool) -> Moment:
+        """The digests, table counters and statement counts per user, now (under :attr:`_lock`)."""
+        t = time.time()
+        snap, tables = self.snapshot(s, texts), self.table_snapshot(s)
+        try:
+            actors = self.actors(s)
+        except DiagError:  # who ran what stays unknown: other users' statements are then not planned
+            actors = None
+        return t, snap, tables, actors
 
     def step_finished(self, info: Any, result: dict[str, Any]) -> dict[str, Any] | None:
         if not self._mine(info):
@@ -249,18 +289,17 @@ class StatementSource(Collector, abc.ABC):
 
     # -- the record --------------------------------------------------------------------------
 
-    def _record(self, key: StepKey, begun: tuple[float, Snapshot, Snapshot], samples: dict[str, str]
-                ) -> StepStatements:
+    def _record(self, key: StepKey, begun: Moment, samples: dict[str, str]) -> StepStatements:
         assert self.session is not None
-        t0, start, tables0 = begun
+        t0, start, tables0, actors0 = begun
         early = self._ends.pop(key, None)
-        if early is not None:
-            t1, end, tables1 = early
-        else:
+        if early is None:
             with self._lock:
-                end = self.snapshot(self.session, True)
-                tables1 = self.table_snapshot(self.session)
-            t1 = time.time()
+                early = self._moment(self.session, True)
+        t1, end, tables1, actors1 = early
+        active = None if actors0 is None or actors1 is None else \
+            {u for u, n in actors1.items() if n > actors0.get(u, 0.0)}
+        self._who = (active, self._users.pop(key, {}))
         delta = digest_delta(start, end, self.counters)
         texts = {k: str(end[k].get("text") or "") for k in delta}
         own = {k for k in delta if self.is_own(k, samples.get(k, "") or texts[k])}
@@ -283,7 +322,8 @@ class StatementSource(Collector, abc.ABC):
         examined, source = self.examined(d, plan, tables)
         ints = ("rows", "shared_blks_hit", "shared_blks_read", "shared_blks_dirtied", "shared_blks_written",
                 "temp_blks_read", "temp_blks_written", "no_index_used")
-        return StatementStat(key=key, text=text[:TEXT_CHARS], calls=int(d["calls"]),
+        # Digest texts are fingerprints already on MySQL; PostgreSQL keeps utility statements' literals.
+        return StatementStat(key=key, text=self.ctx.statement_text(text)[:TEXT_CHARS], calls=int(d["calls"]),
                              total_ms=round(d.get("total_ms", 0.0), 3),
                              plan_ms=round(d["plan_ms"], 3) if d.get("plan_ms") is not None else None,
                              rows_examined=examined, examined_from=source,
@@ -293,17 +333,24 @@ class StatementSource(Collector, abc.ABC):
     def _plan(self, step: StepKey, rank: int, text: str, key: str) -> StatementPlan | None:
         if not text or not explainable(text):
             return None
+        why = plan_refusal(text, self.mysql_dialect) or self.not_planned(key, *self._who)
+        if why:
+            return StatementPlan(not_made=why)
         assert self.session is not None
         try:
             with self._lock:
                 plan, raw = self.explain(self.session, text, key)
+        except PlanNotMade as e:  # whose the statement is, found only now (PostgreSQL: the login's memberships)
+            return StatementPlan(not_made=str(e))
         except DiagError as e:  # the server's error, or a plan of a shape the parser does not know
-            return StatementPlan(error=str(e))
+            return StatementPlan(error=error_without_literals(str(e), self.ctx.statement_text))
+        plan, raw = without_literals(plan, raw, self.ctx.statement_text)
         if raw is not None and self.ctx.bundle is not None:
             label, workload, clients = step
             name = f"plan--{safe_name(label)}--{safe_name(workload)}--c{clients}--{rank + 1}.json"
             with contextlib.suppress(OSError):
-                self.ctx.bundle.artifact(name).write_text(json.dumps(raw, indent=1, default=str), encoding="utf-8")
+                self.ctx.bundle.artifact(name).write_text(self.ctx.bundle.scrub(json.dumps(raw, indent=1, default=str)),
+                                                         encoding="utf-8")
                 plan = StatementPlan(method=plan.method, nodes=plan.nodes, artifact=f"artifacts/{name}",
                                      error=plan.error)
         return plan

@@ -1,8 +1,12 @@
 """Profiles as in-process sources: perf of the server in the middle of each step, py-spy of the clients.
 
 Both work from the step hooks (see :mod:`collectors.base`): ``step_started``
-starts a thread that sleeps until ``profile_seconds`` centred on the step's
-midpoint and records then (perf / py-spy run as child processes);
+starts a thread that sleeps until the step's tail, the load's run-on after its
+measured part that the run asks for (:meth:`_StepThreads.tail_s`,
+``DriverOptions.tail_s``, :mod:`workloads.steptail`), and records
+``profile_seconds`` there, so the step's figures are never the profiled load's
+and perf script runs after the step (centred on the measured part when a
+step has no tail: Dask workers); perf / py-spy run as child processes;
 ``step_finished`` joins it and returns what goes into that step's results.json
 row (``profile`` / ``client_profile``). Options: ``profile_seconds`` (s).
 
@@ -43,8 +47,10 @@ from collectors.profile.record import (DWARF_STACK_BYTES, ProfileRecording, Scop
                                        record_profile)
 from diag.bundle import BundleWriter, safe_name
 from diag.errors import DiagError
+from diag.procs import stop_requested
 
 JOIN_SLACK_S = 30.0  # perf script on a few seconds of samples takes well under this here
+HURRY_JOIN_S = 1.0  # once a stop was asked for
 MIN_WINDOW_S = 0.5
 WINDOW_SHARE = 0.8  # of the step, at most: the window stays inside the measured part
 FREQ_HZ = 499
@@ -54,6 +60,7 @@ CHECK_MIN_SAMPLES = 20  # fewer (an idle server): no verdict, this window unwind
 USABLE_MIN = 0.5  # share of the check's samples with a usable stack that keeps frame pointers
 PERF_LEAD_S = 1.0  # perf is launched this much before its window (less if the step has no room): its start-up
 OFFCPU_S = 1.0  # scheduler tracepoints fire per context switch (~1 per query): a short window bounds perf script
+TAIL_SLACK_S = 0.25  # of a step's tail after the window: perf stops before the clients do
 
 StepKey = tuple[str, str, int]
 
@@ -62,9 +69,27 @@ def _key(info: Any) -> StepKey:
     return (info.target, info.workload, info.clients)
 
 
+def window_s(duration_s: float, seconds: float) -> float:
+    """The recording window of a step measuring ``duration_s``: ``seconds`` (--profile-seconds), at most
+    WINDOW_SHARE of the step, at least MIN_WINDOW_S."""
+    return min(seconds, max(MIN_WINDOW_S, duration_s * WINDOW_SHARE))
+
+
+def tail_s(duration_s: float, seconds: float) -> float:
+    """Seconds of load after the measured part a profile needs (``DriverOptions.tail_s``): perf's start-up
+    (PERF_LEAD_S), the window, TAIL_SLACK_S for perf to stop before the clients do."""
+    return PERF_LEAD_S + window_s(duration_s, seconds) + TAIL_SLACK_S
+
+
 def _window(info: Any, seconds: float) -> tuple[float, float]:
-    """(length, delay from now) of a recording window of at most ``seconds`` centred on the step."""
-    window = min(seconds, max(MIN_WINDOW_S, info.duration_s * WINDOW_SHARE))
+    """(length, delay from now) of a recording window of at most ``seconds``: in the step's tail after its
+    measured part (``info.tail_s``, launched at the tail's start), so the step's figures are not the
+    profiled load's; centred on the measured part when the step has no tail (Dask workers)."""
+    tail = float(getattr(info, "tail_s", 0.0) or 0.0)
+    if tail > 0:
+        window = max(MIN_WINDOW_S, min(seconds, tail - PERF_LEAD_S - TAIL_SLACK_S))
+        return window, max(0.0, info.t_start + info.duration_s + min(PERF_LEAD_S, tail - window) - time.time())
+    window = window_s(info.duration_s, seconds)
     return window, max(0.0, info.t_start + info.duration_s / 2 - window / 2 - time.time())
 
 
@@ -104,11 +129,17 @@ class _StepThreads(Collector):
     def sample(self) -> None:
         return None
 
+    def tail_s(self, duration_s: float) -> float:
+        """Seconds of load after each step's measured part this source records in (module :func:`tail_s`)."""
+        return tail_s(duration_s, self.seconds)
+
     def step_finished(self, info: Any, result: dict[str, Any]) -> dict[str, Any] | None:
         th = self._threads.pop(_key(info), None)
         if th is None:
             return None
-        th.join(self.seconds + JOIN_SLACK_S)
+        # Once the run was asked to stop (Ctrl-C, SIGTERM), a window under way is not waited for: its perf
+        # dies with the run (parent-death signal) and the row goes without its profile.
+        th.join(HURRY_JOIN_S if stop_requested() else self.seconds + JOIN_SLACK_S)
         out = self._out.pop(_key(info), None)
         return {self.result_key: out} if out else None
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 
 from diag.errors import UsageError
+from diag.redact import redact_userinfo
 
 
 def csv_ints(text: str) -> tuple[int, ...]:
@@ -31,7 +32,7 @@ def key_values(items: list[str] | None, option: str = "--set", form: str = "KEY=
     out: dict[str, str] = {}
     for it in items or []:
         if "=" not in it:
-            raise UsageError(f"{option} expects {form}, got {it!r}")
+            raise UsageError(f"{option} expects {form}, got {redact_userinfo(it)!r}")
         k, v = it.split("=", 1)
         out[k.strip()] = v.strip()
     return out

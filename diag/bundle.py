@@ -39,6 +39,7 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from diag.errors import DiagError
+from diag.redact import redact_text
 from diag.schema import (FORMAT, FORMAT_KEY, BundleFormatError, FindingRecord, MetricDeclarations, ResultRow,
                          RunInfo, safe_name)
 
@@ -124,9 +125,8 @@ class BundleWriter:
 
     def __init__(self, path: Path, secrets: tuple[str, ...] = ()) -> None:
         self.path = Path(path)
-        # Short secrets would mangle unrelated text if replaced blindly; they are
-        # still kept out structurally (Target.to_dict has no password).
-        self.secrets = tuple(s for s in secrets if s and len(s) >= 4)
+        # Every known password; diag.redact replaces the long ones blindly and finds short ones by their form.
+        self.secrets = tuple(s for s in secrets if s)
         self.failure: BundleWriteError | None = None
         self._watchers: list[Callable[[], BundleWriteError | None]] = []
         try:
@@ -178,10 +178,8 @@ class BundleWriter:
                 self.report(err)
 
     def scrub(self, text: str) -> str:
-        """Replace any known secret in ``text`` by ``***``."""
-        for s in self.secrets:
-            text = text.replace(s, "***")
-        return text
+        """``text`` without passwords (:func:`diag.redact.redact_text`): every line and file written goes through it."""
+        return redact_text(text, self.secrets)
 
     def write_json(self, name: str, obj: Any) -> Path:
         """Write ``name`` atomically (temp file + rename) so readers never see half a file.

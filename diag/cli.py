@@ -3,33 +3,54 @@
 Every failure a user can cause reaches ``main`` as a DiagError and is printed as
 one line (``dbdiag: error: ...``) with its exit code; Ctrl-C, SIGTERM and SIGHUP
 print where the partial bundle is and exit 130. No traceback for either.
+
+This module imports only what parsing needs: the parsers of every command are
+here, and a command's own modules (reports, collectors, workloads) are imported
+when that command runs (:data:`COMMANDS`), so ``dbdiag --help`` and an argument
+error answer at once.
 """
 
 from __future__ import annotations
 
 import argparse
+import importlib
 import os
 import sys
 import warnings
+from collections.abc import Callable
 from pathlib import Path
-from types import ModuleType
+from typing import Any
 
-from diag import __version__, comparecmd
-from diag.argtypes import DefaultsHelpFormatter, csv_ints as _csv_ints, key_values as _kv, positive as _positive
-from diag.commands import durability, fsync_test
-from diag.engines import ENGINES
-from diag.errors import DiagError, RunIncomplete
-from diag.procs import install_stop_signals, interrupt_reason, supervised
-from diag.run import Run, RunOptions, default_targets
-from diag.servers import ThrowawayServer, start_server
-from diag.targets import parse_target
-from reports.render import render_bundle
-from workloads.driver import DriverOptions
-from workloads.tpcc import MODES
+from diag import __version__
+from diag.argtypes import DefaultsHelpFormatter, csv_ints as _csv_ints, positive as _positive
+from diag.errors import DiagError
+from diag.procs import install_stop_signals
+from diag.redact import redact_text
 
-# Modules that add subcommands: each defines ``add_parsers(sub)`` and ``dispatch(args) -> int | None``
-# (None: not mine). An explicit tuple, not a folder scan.
-COMMAND_MODULES: tuple[ModuleType, ...] = (fsync_test, durability, comparecmd)
+# The command registry: command name -> the module that runs it, imported by :func:`load_command` when
+# that command is chosen (the one place the architecture test allows an import at run time). Each module
+# defines ``main(args: argparse.Namespace, argv: list[str]) -> int``. An explicit table, not a folder scan.
+COMMANDS: dict[str, str] = {
+    "run": "diag.commands.run",
+    "report": "diag.commands.report",
+    "server": "diag.commands.server",
+    "fsync-test": "diag.commands.fsync_test",
+    "durability": "diag.commands.durability",
+    "compare": "diag.commands.compare",
+}
+# --tpcc-mode's choices; equal to workloads.tpcc.MODES (a unit test says so), written here so that parsing
+# does not import the workloads.
+TPCC_MODES = ("client", "sp")
+DURABILITY_CLIENTS = (1, 4)
+# `server start`'s engine names; a unit test checks that every engine's name and alias is here.
+ENGINE_HELP = "postgres (or postgresql, pg) or mysql (or mariadb)"
+
+CommandMain = Callable[[argparse.Namespace, list[str]], int]
+
+
+def load_command(name: str) -> CommandMain:
+    """The ``main`` of command ``name``, its module imported now (and its reports/collectors/workloads with it)."""
+    return importlib.import_module(COMMANDS[name]).main  # type: ignore[no-any-return]
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -38,11 +59,31 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--version", action="version", version=f"dbdiag {__version__}")
     sub = p.add_subparsers(dest="command", metavar="COMMAND")
 
+    _run_parser(sub)
+    rep = sub.add_parser("report", help="re-render report.html from a run bundle")
+    rep.add_argument("bundle", type=Path)
+
+    srv = sub.add_parser("server", help="throwaway servers")
+    ssub = srv.add_subparsers(dest="server_command", metavar="ACTION")
+    st = ssub.add_parser("start", help="start a throwaway server, print its DSN, wait for Ctrl-C, remove it")
+    # Checked by the command (diag.engines.engine_for), not by choices: listing them would import the engines.
+    st.add_argument("engine", metavar="ENGINE", help=ENGINE_HELP)
+    st.add_argument("--set", action="append", metavar="KEY=VALUE", help="server setting, e.g. fsync=off")
+    st.add_argument("--port", type=int, default=None)
+    _fsync_test_parser(sub)
+    _durability_parser(sub)
+    _compare_parser(sub)
+    return p
+
+
+def _run_parser(sub: Any) -> None:
     r = sub.add_parser("run", help="run workloads against targets while collecting; write a bundle and report",
                        formatter_class=DefaultsHelpFormatter,
                        epilog="exit codes: 0 done; 2 a problem you can fix (printed as one line); 3 a target's "
                               "server was lost mid-run (the other targets still ran, the report is rendered); "
-                              "130 interrupted (the partial bundle is kept)")
+                              "4 --on-error abort ended a step; 5 a statement did not return (named with what it "
+                              "waited for; the report is rendered); "
+                              "130 interrupted by Ctrl-C, SIGTERM or SIGHUP (the partial bundle is kept)")
     r.add_argument("targets", nargs="*", metavar="TARGET",
                    help="[LABEL=]DSN: postgresql://..., mysql://..., mariadb://..., embedded:postgres, "
                         "embedded:mysql (default: embedded servers available here)")
@@ -64,6 +105,11 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("--connect-per-transaction", action="store_true",
                    help="open a new connection for each transaction, as pgbench -C (the connect is timed as "
                         "a part of the transaction)")
+    r.add_argument("--statement-timeout", type=_positive, default=None, metavar="SECONDS",
+                   help="a statement (or commit) running longer is stuck: the server's view of what it waits for "
+                        "is reported, its session ended and the step cut (incomplete); --on-error decides whether "
+                        "the run goes on (default: a statement still running 5 s after its step's end, or a load "
+                        "statement in one lock or replication wait for 30 s)")
     r.add_argument("--repeat", type=int, default=1, metavar="N",
                    help="run each step N times, interleaved across targets (A1 B1 A2 B2 ...); the result is "
                         "the median with its interval")
@@ -74,14 +120,21 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("--fresh", action="store_true", help="reload data even if it matches")
     r.add_argument("--script", default=None, help="file for the custom workload")
     r.add_argument("--think", action="store_true", help="tpcc: keying and think times")
-    r.add_argument("--tpcc-mode", choices=MODES, default="client",
+    r.add_argument("--tpcc-mode", choices=TPCC_MODES, default="client",
                    help="tpcc: client (statements sent by the client) or sp (each transaction one call of stored "
                         "procedures, as HammerDB runs it)")
     r.add_argument("-o", "--out", type=Path, default=None, help="bundle folder (default runs/<UTC time>-<name>)")
     r.add_argument("--name", default="", help="name used in the default bundle folder (default: the workload names)")
     r.add_argument("--no-collect", action="store_true", help="do not run collectors (driver only)")
+    r.add_argument("--plan-others", action="store_true",
+                   help="also plan other users' statements (PostgreSQL: as their role, which needs dbdiag's login "
+                        "to be a member of it; MySQL/MariaDB: with dbdiag's own privileges, as EXPLAIN runs the "
+                        "stored functions a plan needs); default: only statements of dbdiag's own user")
     r.add_argument("--no-profile", action="store_true", help="do not record perf profiles")
-    r.add_argument("--profile-seconds", type=_positive, default=3.0, help="perf window per step (middle of it)")
+    r.add_argument("--keep-literals", action="store_true",
+                   help="store statement texts read from the server (other sessions' blockers, samples) with their "
+                        "literals (default: as fingerprints, each literal replaced by ?)")
+    r.add_argument("--profile-seconds", type=_positive, default=3.0, help="perf window per step, after its measured part")
     r.add_argument("--profile-client", action="store_true", help="sample the client processes with py-spy")
     r.add_argument("--flush-capability", type=_positive, default=None,
                    help="flushes/s the storage can do (skip measuring), e.g. 120 for a 7200 rpm disk "
@@ -96,82 +149,49 @@ def build_parser() -> argparse.ArgumentParser:
                    help="profile target LABEL's server with perf on its own host over ssh (your ssh config "
                         "and keys; no password prompt)")
 
-    rep = sub.add_parser("report", help="re-render report.html from a run bundle")
-    rep.add_argument("bundle", type=Path)
 
-    srv = sub.add_parser("server", help="throwaway servers")
-    ssub = srv.add_subparsers(dest="server_command", metavar="ACTION")
-    st = ssub.add_parser("start", help="start a throwaway server, print its DSN, wait for Ctrl-C, remove it")
-    st.add_argument("engine", choices=[n for e in ENGINES for n in (e.name, *e.aliases)])
-    st.add_argument("--set", action="append", metavar="KEY=VALUE", help="server setting, e.g. fsync=off")
-    st.add_argument("--port", type=int, default=None)
-    for mod in COMMAND_MODULES:
-        mod.add_parsers(sub)
-    return p
+def _fsync_test_parser(sub: Any) -> None:
+    f = sub.add_parser("fsync-test", help="measure how fast the disk completes durable writes (like pg_test_fsync)",
+                       formatter_class=DefaultsHelpFormatter)
+    f.add_argument("targets", nargs="*", metavar="TARGET",
+                   help="test in each local target's data directory (embedded:ENGINE starts a throwaway server)")
+    f.add_argument("--dir", type=Path, default=None, help="directory to test in (default: the current directory)")
+    f.add_argument("--seconds", type=_positive, default=2.0, help="seconds per test; there are 12 tests")
+    f.add_argument("--set", action="append", metavar="KEY=VALUE", help="setting for embedded servers")
+    f.add_argument("--json", action="store_true", help="print the results as JSON")
 
 
-def cmd_run(a: argparse.Namespace, argv: list[str]) -> int:
-    for t in a.targets:
-        parse_target(t)  # bad DSNs fail before anything starts
-
-    drv = DriverOptions(clients=a.clients, duration_s=a.duration, warmup_s=max(0.0, a.warmup),
-                        protocol=a.protocol, isolation=a.isolation, rate=a.rate, max_tries=a.max_tries,
-                        report_interval_s=a.report_interval, scale=a.scale, fresh=a.fresh, script=a.script,
-                        think=a.think, tpcc_mode=a.tpcc_mode, on_error=a.on_error, repeat=a.repeat, workers=a.workers,
-                        connect_per_txn=a.connect_per_transaction)
-    opts = RunOptions(targets=a.targets or default_targets(), workloads=[w.strip() for w in a.workload.split(",")
-                                                                          if w.strip()],
-                      driver=drv, out=a.out, name=a.name, argv=["dbdiag", *argv], collect=not a.no_collect,
-                      profile=not a.no_profile, profile_seconds=a.profile_seconds, profile_client=a.profile_client,
-                      flush_capability=a.flush_capability, fsync_seconds=a.fsync_seconds,
-                      server_settings=_kv(a.set),
-                      host_metrics=_kv(a.host_metrics, "--host-metrics", "LABEL=URL"),
-                      ssh=_kv(a.ssh, "--ssh", "LABEL=USER@HOST"))
-    run = Run(opts)
-    try:
-        path = run.execute()
-    except KeyboardInterrupt as e:
-        print(f"dbdiag: interrupted ({interrupt_reason(e)}); partial bundle in {run.path}", file=sys.stderr)
-        return 130
-    except RunIncomplete as e:  # the run went on and its report is rendered: say where, exit with its own code
-        print(f"dbdiag: error: {e}; report: {(run.path / 'report.html').resolve()}", file=sys.stderr)
-        return e.exit_code
-    except DiagError as e:
-        print(f"dbdiag: error: {e} (what was collected is in {run.path})", file=sys.stderr)
-        return e.exit_code
-    report = path / "report.html"
-    print(f"dbdiag: report: {report.resolve() if report.exists() else '(not rendered)'}")
-    return 0
+def _durability_parser(sub: Any) -> None:
+    d = sub.add_parser("durability", help="are commits durable, and is the commit rate physically possible?",
+                       formatter_class=DefaultsHelpFormatter)
+    d.add_argument("target", metavar="TARGET", help="[LABEL=]DSN or embedded:postgres / embedded:mysql")
+    d.add_argument("--flush-capability", type=_positive, default=None, metavar="OPS",
+                   help="flushes/s the storage can do (skip the fsync test), e.g. 120 for a 7200 rpm disk")
+    d.add_argument("--seconds", type=_positive, default=3.0, help="measured seconds per step")
+    d.add_argument("--warmup", type=float, default=1.0, help="seconds per step before measuring")
+    d.add_argument("-c", "--clients", type=_csv_ints, default=DURABILITY_CLIENTS,
+                   help="client counts to probe (default 1,4)")
+    d.add_argument("--fsync-seconds", type=_positive, default=0.5,
+                   help="seconds per fsync test when measuring F (12 tests)")
+    d.add_argument("--set", action="append", metavar="KEY=VALUE",
+                   help="setting for an embedded server, e.g. fsync=off")
+    d.add_argument("-o", "--out", type=Path, default=None, help="keep the probe's run bundle in this folder")
+    d.add_argument("--json", action="store_true", help="print the verdicts as JSON")
+    d.add_argument("--keep-literals", action="store_true",
+                   help="keep the statements INNODB STATUS quotes with their literals (default: fingerprints)")
 
 
-def cmd_report(a: argparse.Namespace) -> int:
-    print(f"dbdiag: report: {render_bundle(a.bundle).resolve()}")
-    return 0
-
-
-def cmd_server(a: argparse.Namespace) -> int:
-    with supervised() as sup:  # removes the server should we be SIGKILLed
-        return _serve(start_server(a.engine, _kv(a.set), a.port, supervisor=sup))
-
-
-def _serve(srv: ThrowawayServer) -> int:
-    """Wait for Ctrl-C (SIGTERM, SIGHUP), then stop and remove ``srv``."""
-    try:
-        print(srv.dsn(), flush=True)
-        print(f"dbdiag: {srv.engine} server pid {srv.pid} in {srv.directory}; Ctrl-C stops and removes it",
-              file=sys.stderr, flush=True)
-        while srv.process is not None and srv.process.poll() is None:
-            try:
-                srv.process.wait(timeout=1.0)
-            except Exception:  # subprocess.TimeoutExpired: keep waiting for Ctrl-C
-                continue
-        print(f"dbdiag: error: the server exited by itself: {srv.log_tail()}", file=sys.stderr)
-        return 1
-    except KeyboardInterrupt:
-        print("dbdiag: stopping the server and removing its directory", file=sys.stderr)
-        return 0
-    finally:
-        srv.stop()
+def _compare_parser(sub: Any) -> None:
+    c = sub.add_parser("compare", help="compare two run bundles (or the targets within one) per transaction, "
+                                       "or a baseline set of runs with a contender set (--vs)")
+    c.add_argument("runs", type=Path, nargs="+", metavar="RUN",
+                   help="one run (its targets compared), two runs, or the baseline set when --vs is given")
+    c.add_argument("--vs", type=Path, nargs="+", default=None, metavar="RUN",
+                   help="the contender set: each step's change against the baseline runs, with its interval")
+    c.add_argument("--json", action="store_true", help="print the comparison as JSON (no page is written)")
+    c.add_argument("--html", type=Path, default=None, metavar="FILE",
+                   help="where to write the comparison page (default: compare.html, or compare-<RUN_B>.html "
+                        "for two runs, in RUN_A)")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -184,22 +204,13 @@ def main(argv: list[str] | None = None) -> int:
     if not a.command:
         parser.print_help()
         return 2
+    if a.command == "server" and not a.server_command:
+        parser.parse_args(["server", "--help"])
     install_stop_signals()  # SIGTERM and SIGHUP end every command the way Ctrl-C does
     try:
-        if a.command == "run":
-            return cmd_run(a, argv)
-        if a.command == "report":
-            return cmd_report(a)
-        if a.command == "server":
-            if not a.server_command:
-                parser.parse_args(["server", "--help"])
-            return cmd_server(a)
-        for mod in COMMAND_MODULES:
-            rc = mod.dispatch(a)
-            if rc is not None:
-                return int(rc)
+        return int(load_command(a.command)(a, argv))
     except DiagError as e:
-        print(f"dbdiag: error: {e}", file=sys.stderr)
+        print(f"dbdiag: error: {redact_text(str(e))}", file=sys.stderr)
         return e.exit_code
     except KeyboardInterrupt:
         print("dbdiag: interrupted", file=sys.stderr)
@@ -207,8 +218,6 @@ def main(argv: list[str] | None = None) -> int:
     except BrokenPipeError:
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return 1
-    parser.print_help()
-    return 2
 
 
 if __name__ == "__main__":

@@ -63,6 +63,12 @@ class StepsAborted(RunIncomplete):
     exit_code = 4
 
 
+class StatementStuck(RunIncomplete):
+    """A statement did not return within its bound (what it waited for is in the message and the row)."""
+
+    exit_code = 5
+
+
 class DbError(DiagError):
     """A database error, mapped from the driver's exception in one place per engine.
 

@@ -37,6 +37,7 @@ import ctypes
 import ctypes.util
 import json
 import os
+import select
 import signal
 import subprocess
 import sys
@@ -155,6 +156,8 @@ def guard_child(parent: int | None = None, watch: bool = True) -> None:
         signal.signal(signal.SIGTERM, signal.SIG_DFL)
         if signal.getsignal(signal.SIGHUP) is _raise_interrupted:
             signal.signal(signal.SIGHUP, signal.SIG_DFL)
+        if signal.getsignal(signal.SIGINT) is _raise_interrupted:  # Python's own, as before the run took it
+            signal.signal(signal.SIGINT, signal.default_int_handler)
     # The write end of the supervisor's pipe came along too: drop it, or the supervisor would not see
     # the run die until every forked child had.
     for fd in list(_supervisor_fds):
@@ -172,25 +175,41 @@ class Interrupted(KeyboardInterrupt):
     """A stop request by signal (SIGTERM, SIGHUP): handled wherever Ctrl-C is; ``str()`` names the signal."""
 
 
+class _StopState:
+    """What stop signals came: the first one's name, whether it was raised, and how deep the holds are."""
+
+    first: str | None = None
+    raised = False
+    holds = 0
+
+
 def _raise_interrupted(signum: int, _frame: object) -> None:
-    # Once: the cleanup that follows (clients drained, servers stopped, report rendered) must not be cut by
-    # a second SIGTERM (systemd, a supervisor repeating itself). SIGKILL still ends us; the supervisor then
-    # cleans up.
-    for s in _STOP_SIGNALS:
-        with contextlib.suppress(ValueError, OSError):
-            signal.signal(s, signal.SIG_IGN)
-    raise Interrupted(signal.Signals(signum).name)
+    # Raised once: the cleanup that follows (clients drained, sources stopped, servers stopped, run.json
+    # written) must not be cut by a second SIGTERM (systemd, a supervisor repeating itself, an impatient
+    # Ctrl-C). A later signal, or one inside hold_stop_signals(), is only noted: every wait of the
+    # cleanup is bounded, and shorter once a stop was asked for (stop_requested()). The handler stays
+    # installed (not SIG_IGN): an ignored signal would survive exec into the tools we start.
+    name = "Ctrl-C" if signum == signal.SIGINT else signal.Signals(signum).name
+    if _StopState.first is None:
+        _StopState.first = name
+    if _StopState.raised or _StopState.holds > 0:
+        return
+    _StopState.raised = True
+    if signum == signal.SIGINT:
+        raise KeyboardInterrupt
+    raise Interrupted(name)
 
 
-_STOP_SIGNALS = (signal.SIGTERM, signal.SIGHUP)
+_STOP_SIGNALS = (signal.SIGTERM, signal.SIGHUP, signal.SIGINT)
 
 
 def install_stop_signals() -> list[str]:
-    """Make SIGTERM and SIGHUP raise :class:`Interrupted` in the main thread; the names of those handled.
+    """Make SIGTERM and SIGHUP raise :class:`Interrupted` (SIGINT: KeyboardInterrupt) in the main thread,
+    once; the names of those handled.
 
     A signal ignored when we started stays ignored (``nohup`` ignores SIGHUP on
-    purpose). SIGINT keeps Python's own handling (a background job started by a
-    shell has it ignored, and must keep it so). Does nothing outside the main thread.
+    purpose; a background job started by a shell has SIGINT ignored, and must
+    keep it so). Does nothing outside the main thread.
     """
     if threading.current_thread() is not threading.main_thread():
         return []
@@ -201,6 +220,58 @@ def install_stop_signals() -> list[str]:
         signal.signal(s, _raise_interrupted)
         done.append(s.name)
     return done
+
+
+def stop_requested() -> str | None:
+    """The first stop signal this process got ("Ctrl-C", "SIGTERM", "SIGHUP"), None if none: cleanup waits
+    are cut short once it is set."""
+    return _StopState.first
+
+
+@contextlib.contextmanager
+def hold_stop_signals() -> Iterator[None]:
+    """A cleanup that must run to its end: a stop signal inside is noted (:func:`stop_requested`), not
+    raised. Every wait inside must be bounded (a few seconds once a stop was requested)."""
+    _StopState.holds += 1
+    try:
+        yield
+    finally:
+        _StopState.holds -= 1
+
+
+class StopFlag:
+    """A stop flag shared with forked children that no dead or stuck process can leave locked.
+
+    A pipe: :meth:`set` writes one byte without blocking (nobody reads it, so the
+    read end stays readable for every child); :meth:`wait` and :meth:`is_set`
+    poll the read end. A ``multiprocessing.Event`` deadlocks here: its ``set()``
+    waits for every sleeper to wake, and a sleeper killed in ``wait()`` never
+    does (issue 25: a run that then ignored SIGTERM until SIGKILL).
+    """
+
+    def __init__(self) -> None:
+        self._r, self._w = os.pipe()
+        os.set_blocking(self._w, False)
+
+    def set(self) -> None:
+        with contextlib.suppress(OSError):  # BlockingIOError: a byte is there already; closed: set already
+            os.write(self._w, b"x")
+
+    def wait(self, timeout_s: float) -> bool:
+        """Whether the flag is set, waiting up to ``timeout_s`` seconds for it."""
+        try:
+            ready, _, _ = select.select([self._r], [], [], max(timeout_s, 0.0))
+        except (OSError, ValueError):  # closed: the owner is done with it
+            return True
+        return bool(ready)
+
+    def is_set(self) -> bool:
+        return self.wait(0.0)
+
+    def close(self) -> None:
+        for fd in (self._r, self._w):
+            with contextlib.suppress(OSError):
+                os.close(fd)
 
 
 def interrupt_reason(e: BaseException) -> str:

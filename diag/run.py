@@ -14,6 +14,7 @@ records how the run ended, so the bundle stays readable.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import datetime as _dt
 import sys
 import time
@@ -25,16 +26,18 @@ from typing import Any, Literal, TextIO
 from collectors.base import Collector, CollectorContext, ServerFacts
 from collectors.hostinfo import data_directory, host_facts, server_binary, server_pid, storage_facts
 from collectors.lifecycle import Batch, Lifecycle
+from collectors.lockgate import LockGate
 from collectors.node_exporter import remote_storage_facts
 from collectors.registry import SourcePlan, sources_for
 from collectors.runner import CollectorRunner
 from diag import __version__, servers
 from diag.bundle import BundleWriteError, BundleWriter, safe_name
 from diag.db import Session, own_app_name
-from diag.errors import DiagError, ServerLost, StepsAborted, ToolUnavailable, UsageError
-from diag.procs import Supervisor, interrupt_reason
-from diag.serverloss import aborted_line, loss_facts, loss_line
-from diag.targets import Target, parse_target, redact_argv
+from diag.errors import DiagError, ServerLost, StatementStuck, StepsAborted, ToolUnavailable, UsageError
+from diag.procs import Interrupted, Supervisor, hold_stop_signals, interrupt_reason, stop_requested
+from diag.redact import RedactingStream, redact_argv, redact_url, redact_userinfo, url_credentials
+from diag.serverloss import aborted_line, loss_facts, loss_line, stuck_line
+from diag.targets import Target, parse_target
 from reports.render import render_bundle
 from workloads.client import client_driver_text
 from workloads.driver import (DriverOptions, StepInfo, run_interleaved, run_sweep, start_notes, sweep_bar,
@@ -70,6 +73,7 @@ class RunOptions:
     profile: bool = True
     profile_seconds: float = 3.0
     profile_client: bool = False
+    keep_literals: bool = False  # statement texts read from the server stored as sent (--keep-literals)
     flush_capability: float | None = None
     fsync_seconds: float = FSYNC_TEST_SECONDS  # per fsync test method, when F is measured (--fsync-seconds)
     server_settings: dict[str, str] = field(default_factory=dict)
@@ -79,6 +83,7 @@ class RunOptions:
     progress: Literal["bar", "steps"] = "bar"
     host_metrics: dict[str, str] = field(default_factory=dict)  # label -> node_exporter URL (--host-metrics)
     ssh: dict[str, str] = field(default_factory=dict)  # label -> user@host: profiles there over ssh (--ssh)
+    plan_others: bool = False  # plan other users' statements too (--plan-others; collectors.plansafety)
 
 
 @dataclass
@@ -111,6 +116,13 @@ def run_plan(opts: RunOptions) -> SourcePlan:
                       flush_off=FLUSH_READ_ONLY if opts.collect and not writes else "",
                       fsync_test_s=opts.fsync_seconds if writes and not opts.flush_capability else None,
                       profile=opts.profile, client_profile=opts.profile_client, profile_s=opts.profile_seconds)
+
+
+def with_tail(driver: DriverOptions, run_wide: Batch) -> DriverOptions:
+    """``driver`` with the tail the run's profile sources record in (``DriverOptions.tail_s``: the load runs on
+    after each step's measured part, apart from its figures); unchanged when none runs."""
+    tail = max((c.tail_s(driver.duration_s) for c in run_wide.in_process), default=0.0)
+    return dataclasses.replace(driver, tail_s=tail) if tail > 0 else driver
 
 
 def default_targets(note: TextIO = sys.stderr) -> list[str]:
@@ -156,7 +168,7 @@ def identify(rt: TargetRuntime, host_metrics: str | None = None) -> None:
             "storage": (remote_storage_facts(host_metrics, rt.data_dir) if host_metrics else
                         storage_facts(rt.data_dir) if rt.target.is_local() else {}),
             "throwaway": rt.server is not None,
-            **({"host_metrics": host_metrics} if host_metrics else {}),
+            **({"host_metrics": redact_url(host_metrics)} if host_metrics else {}),
         }
 
 
@@ -188,8 +200,11 @@ class Run:
 
     def __init__(self, opts: RunOptions, out: TextIO = sys.stderr) -> None:
         self.opts = opts
-        self.out = out
         self.targets = [parse_target(t) for t in opts.targets]
+        # Every password the run knows: its targets' and its node_exporter URLs'; kept out of every line and file.
+        self.secrets = tuple(s for s in [*(t.password for t in self.targets),
+                                         *(url_credentials(u)[2] for u in opts.host_metrics.values())] if s)
+        self.out: TextIO = RedactingStream(out, self.secrets)  # type: ignore[assignment]
         labels = [t.label for t in self.targets]
         dup = {x for x in labels if labels.count(x) > 1}
         if dup:
@@ -203,16 +218,20 @@ class Run:
         for label, url in sorted(opts.host_metrics.items()):
             parts = urllib.parse.urlsplit(url)
             if parts.scheme not in ("http", "https") or not parts.hostname:
-                raise UsageError(f"--host-metrics {label}={url}: node_exporter's address is http://HOST:PORT/metrics")
+                raise UsageError(f"--host-metrics {label}={redact_url(url)}: node_exporter's address is "
+                                 "http://HOST:PORT/metrics")
         for label, spec in sorted(opts.ssh.items()):  # ssh would read "-o..." as an option, "@" as its usage
             user, _, host = spec.rpartition("@")
             if spec.startswith("-") or not host or ("@" in spec and not user) or any(c.isspace() for c in spec):
-                raise UsageError(f"--ssh {label}={spec}: expected USER@HOST or a Host of your ssh config")
+                raise UsageError(f"--ssh {label}={redact_userinfo(spec)}: expected USER@HOST or a Host of your "
+                                 "ssh config")
+            if ":" in user:  # ssh takes no password there; refused here so it is written nowhere
+                raise UsageError(f"--ssh {label}={redact_userinfo(spec)}: ssh takes no password in USER@HOST "
+                                 "(dbdiag logs in with a key: BatchMode)")
         validate(opts.workloads, opts.driver)
         name = opts.name or "-".join(opts.workloads)
         self.path = Path(opts.out) if opts.out else default_out(name)
-        secrets = tuple(t.password for t in self.targets if t.password)
-        self.bundle = BundleWriter(self.path, secrets)
+        self.bundle = BundleWriter(self.path, self.secrets)
         self.plan = run_plan(opts)
         self.results: list[dict[str, Any]] = []
         self.repeat_rows: dict[tuple[Any, ...], list[dict[str, Any]]] = {}  # --repeat: each step's repeats so far
@@ -222,6 +241,7 @@ class Run:
         self.supervisor: Supervisor | None = None  # started with the first throwaway server; see _supervise
         self.lost: list[str] = []  # one line per target whose server went away (the run went on without it)
         self.aborted: list[str] = []  # one line per step that --on-error abort ended at its first error
+        self.stuck: list[str] = []  # one line per step a statement that did not return ended
 
     def say(self, text: str) -> None:
         print(text, file=self.out, flush=True)
@@ -236,13 +256,16 @@ class Run:
         self.bundle.write_json("results.json", {"results": []})
         self.bundle.write_json("findings.json", {"findings": []})
         self._write_run_json(
-            tool="dbdiag", version=__version__, kind=o.kind, command=redact_argv(o.argv), status="running",
+            tool="dbdiag", version=__version__, kind=o.kind, command=redact_argv(o.argv, self.secrets),
+            status="running",
             started=time.time(), host=host_facts(), workloads=o.workloads, name=o.name,
             options={"clients": list(o.driver.clients), "duration_s": o.driver.duration_s,
                      "warmup_s": o.driver.warmup_s, "protocol": o.driver.protocol,
                      "isolation": o.driver.isolation, "rate": o.driver.rate, "scale": o.driver.scale,
                      "on_error": o.driver.on_error, "repeat": o.driver.repeat, "think": o.driver.think,
-                     "tpcc_mode": o.driver.tpcc_mode, "flush_capability": o.flush_capability, "profile": self.plan.profile, **self.plan.to_dict()},
+                     "tpcc_mode": o.driver.tpcc_mode, "flush_capability": o.flush_capability,
+                     "keep_literals": o.keep_literals, "plan_others": o.plan_others, "profile": self.plan.profile,
+                     **self.plan.to_dict()},
             targets=[t.to_dict() for t in self.targets], collectors={}, metrics={})
         status, error = "complete", ""
         for line in start_notes(o.workloads, o.driver):
@@ -252,6 +275,8 @@ class Run:
             self._sweep_all()
             if self.lost:
                 status, error = "server_lost", "; ".join(self.lost)
+            elif self.stuck:
+                status, error = "stuck", "; ".join(self.stuck)
             elif self.aborted:
                 status, error = "aborted", "; ".join(self.aborted)
         except KeyboardInterrupt as e:
@@ -265,15 +290,23 @@ class Run:
             status, error = "failed", str(e)
             raise
         finally:
-            for rt in self.runtimes:
-                if rt.server is not None:
-                    with contextlib.suppress(Exception):
-                        rt.server.stop()
-            if self.supervisor is not None:
-                self.supervisor.close()
-            self._close(status, error)
+            with hold_stop_signals():  # every wait below is bounded; a signal now is noted, not raised
+                for rt in self.runtimes:
+                    if rt.server is not None:
+                        with contextlib.suppress(Exception):
+                            rt.server.stop()
+                if self.supervisor is not None:
+                    self.supervisor.close()
+                late = stop_requested() if status != "interrupted" else None
+                if late:  # the work was done, the clean-up was asked to stop: said so, and exit as interrupted
+                    status, error = "interrupted", f"interrupted by {late} during the clean-up"
+                self._close(status, error)
+        if late:
+            raise Interrupted(late)
         if self.lost:
             raise ServerLost("; ".join(self.lost))
+        if self.stuck:
+            raise StatementStuck("; ".join(self.stuck))
         if self.aborted:
             raise StepsAborted("; ".join(self.aborted))
         return self.path
@@ -331,14 +364,19 @@ class Run:
             options={"collector_pids": lc.collector_pids, "client_roots": lc.client_roots, "progress": self.out,
                      "server_pids": {rt.target.label: rt.pid for rt in self.runtimes
                                      if rt.pid and rt.target.is_local()}},
-            servers=tuple(rt.facts() for rt in self.runtimes), bundle=self.bundle)
+            servers=tuple(rt.facts() for rt in self.runtimes), bundle=self.bundle,
+            keep_literals=self.opts.keep_literals)
 
     def _target_context(self, rt: TargetRuntime) -> CollectorContext:
         return CollectorContext(target=rt.target, artifacts=self.bundle.path / "artifacts", server_pid=rt.pid,
                                 data_dir=rt.data_dir, client_pids=self.sources.client_pids,
-                                servers=(rt.facts(),), bundle=self.bundle,
-                                options={"progress": self.out,
-                                         **{k: rt.info[k] for k in ("host_metrics", "ssh") if rt.info.get(k)}})
+                                servers=(rt.facts(),), bundle=self.bundle, keep_literals=self.opts.keep_literals,
+                                lock_gate=LockGate(),
+                                options={"progress": self.out, "plan_others": self.opts.plan_others,
+                                         # the given values (a node_exporter URL's credentials log it in)
+                                         **{k: given[rt.target.label] for k, given in
+                                            (("host_metrics", self.opts.host_metrics), ("ssh", self.opts.ssh))
+                                            if given.get(rt.target.label)}})
 
     def _sweep_all(self) -> None:
         """The one loop over the registry: run-wide sources around everything, each target's around its sweep."""
@@ -349,39 +387,48 @@ class Run:
         run_wide: Batch | None = None
         try:
             run_wide = self.sources.start(sources_for("run", self.plan, self._run_context()), strict)
-            sequential = self.runtimes if self.opts.driver.repeat == 1 else []
+            driver = with_tail(self.opts.driver, run_wide)
+            sequential = self.runtimes if driver.repeat == 1 else []
             if not sequential:
-                self._sweep_interleaved(progress, bar, strict)
+                self._sweep_interleaved(progress, bar, strict, driver)
             for rt in sequential:
                 batch = self.sources.start(sources_for("target", self.plan, self._target_context(rt)), strict)
                 try:
-                    rows = run_sweep(rt.target, self.opts.workloads, self.opts.driver, self.bundle,
+                    rows = run_sweep(rt.target, self.opts.workloads, driver, self.bundle,
                                      hooks=_Hooks(self), progress=progress, bar=bar)
                     self._note_lost(rt, rows)
-                    self.aborted += [aborted_line(rt.target.label, r) for r in rows if r.get("aborted")]
+                    self._note_cuts(rt, rows)
                 finally:
-                    self.sources.stop(batch)
+                    with hold_stop_signals():
+                        self.sources.stop(batch)
         finally:
-            bar.close()
-            if run_wide is not None:
-                self.sources.stop(run_wide)
+            with hold_stop_signals():
+                bar.close()
+                if run_wide is not None:
+                    self.sources.stop(run_wide)
 
-    def _sweep_interleaved(self, progress: TextIO | None, bar: Any, strict: bool) -> None:
+    def _sweep_interleaved(self, progress: TextIO | None, bar: Any, strict: bool, driver: DriverOptions) -> None:
         """``--repeat N`` > 1: every target's sources run through one sweep that interleaves the targets
         (A1 B1 A2 B2 ... for each step), so a drift of the machine hits each target alike."""
         batches: list[Batch] = []
         try:
             for rt in self.runtimes:
                 batches.append(self.sources.start(sources_for("target", self.plan, self._target_context(rt)), strict))
-            rows = run_interleaved([rt.target for rt in self.runtimes], self.opts.workloads, self.opts.driver,
+            rows = run_interleaved([rt.target for rt in self.runtimes], self.opts.workloads, driver,
                                    self.bundle, hooks=_Hooks(self), progress=progress, bar=bar)
             for rt in self.runtimes:
                 got = rows.get(rt.target.label, [])
                 self._note_lost(rt, got)
-                self.aborted += [aborted_line(rt.target.label, r) for r in got if r.get("aborted")]
+                self._note_cuts(rt, got)
         finally:
-            for b in reversed(batches):
-                self.sources.stop(b)
+            with hold_stop_signals():
+                for b in reversed(batches):
+                    self.sources.stop(b)
+
+    def _note_cuts(self, rt: TargetRuntime, rows: list[dict[str, Any]]) -> None:
+        """Steps that --on-error abort or a stuck statement ended: one line each, for run.json and the exit."""
+        self.aborted += [aborted_line(rt.target.label, r) for r in rows if r.get("aborted")]
+        self.stuck += [stuck_line(rt.target.label, r) for r in rows if r.get("stuck")]
 
     def _note_lost(self, rt: TargetRuntime, rows: list[dict[str, Any]]) -> None:
         """If the sweep lost its server: how the server ended and its last log lines into run.json's target

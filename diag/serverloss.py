@@ -70,3 +70,9 @@ def aborted_line(label: str, row: dict[str, Any]) -> str:
     code = f"{cut.get('code')}: " if cut.get("code") else ""
     return (f"{label}: --on-error abort ended {row.get('workload')} with {row.get('clients')} clients {when}, "
             f"at its first error ({code}{cut.get('message') or 'no message'})")
+
+
+def stuck_line(label: str, row: dict[str, Any]) -> str:
+    """One line for a step a stuck statement ended: which target and step, and what the statement waited for."""
+    cut = row.get("stuck") or {}
+    return f"{label}: {row.get('workload')} with {row.get('clients')} clients: {cut.get('message') or 'stuck'}"

@@ -39,11 +39,12 @@ from pathlib import Path
 from diag.db import Session, own_app_name
 from diag.engines import MYSQL, POSTGRES, Engine, engine_for
 from diag.errors import DiagError, ToolUnavailable
-from diag.procs import Supervisor, default_supervisor, pdeathsig_preexec
+from diag.procs import Supervisor, default_supervisor, pdeathsig_preexec, stop_requested
 from diag.targets import Target
 
 START_TIMEOUT_S = 60.0
 STOP_TIMEOUT_S = 30.0
+HURRY_STOP_S = 3.0  # once a stop was asked for; its directory is removed anyway
 # When the run died and its supervisor stops the server: its data is thrown away, so a short grace after
 # the stop signal, then SIGKILL for the server and every process below it.
 ABANDON_GRACE_S = 2.0
@@ -262,8 +263,8 @@ class ThrowawayServer:
         if self.process and self.process.poll() is None:
             with contextlib.suppress(ProcessLookupError):
                 self.process.send_signal(self.dbms.server_stop_signal)
-            try:
-                self.process.wait(timeout=STOP_TIMEOUT_S)
+            try:  # a run asked to stop (Ctrl-C, SIGTERM) ends in seconds: a throwaway server is killed sooner
+                self.process.wait(timeout=HURRY_STOP_S if stop_requested() else STOP_TIMEOUT_S)
             except subprocess.TimeoutExpired:
                 self.process.kill()
                 self.process.wait(timeout=10)

@@ -19,6 +19,7 @@ from urllib.parse import parse_qs, unquote, urlsplit
 
 from diag.engines import ENGINES, Engine, engine_for, engine_for_scheme
 from diag.errors import UsageError
+from diag.redact import redact_text
 
 _LABEL_RE = re.compile(r"^([A-Za-z0-9_.@-]+)=(.+)$")
 
@@ -39,6 +40,7 @@ class Target:
     socket: str | None = None
     user: str = ""
     password: str | None = field(default=None, repr=False)
+    passfile: str | None = None  # a password file the driver reads (PostgreSQL's ?passfile=); its path only
     database: str = ""
     embedded: bool = False
     label_given: bool = False
@@ -74,6 +76,7 @@ class Target:
             "user": self.user,
             "database": self.database,
             "embedded": self.embedded,
+            "credentials": self.dbms.credentials_text(self),
         }
 
     def is_local(self) -> bool:
@@ -114,7 +117,8 @@ def parse_target(text: str) -> Target:
         return replace(t, label=label or default_label(t))
     if "://" not in text:
         raise UsageError(
-            f"cannot read target {_scrub(text)!r}: expected postgresql://, mysql://, mariadb:// or embedded:ENGINE")
+            f"cannot read target {redact_text(text)!r}: expected postgresql://, mysql://, mariadb:// or "
+            "embedded:ENGINE")
     scheme = text.split("://", 1)[0].lower()
     eng = engine_for_scheme(scheme)
     if eng is None:
@@ -124,8 +128,9 @@ def parse_target(text: str) -> Target:
         parts = urlsplit(text)
         port = parts.port
     except ValueError as e:
-        raise UsageError(f"bad target {_scrub(text)!r}: {e}") from None
-    query = {k: v[-1] for k, v in parse_qs(parts.query).items()}
+        raise UsageError(f"bad target {redact_text(text)!r}: {e}") from None
+    # libpq decodes %XX in a URI and leaves "+" as it is ("a+b" is a password of three characters): so here.
+    query = {k: v[-1] for k, v in parse_qs(parts.query.replace("+", "%2B")).items()}
     host = unquote(parts.hostname or "") or None
     socket = None
     if query.get(eng.socket_param, "").startswith("/"):
@@ -135,18 +140,10 @@ def parse_target(text: str) -> Target:
     database = unquote(parts.path.lstrip("/")) or query.get("dbname", "") or eng.default_database
     user = unquote(parts.username or "") or query.get("user", "") or eng.default_user
     password = unquote(parts.password) if parts.password is not None else query.get("password")
+    passfile = query.get(eng.passfile_param) if eng.passfile_param else None
     if not host and not socket:
         host = "127.0.0.1"
     t = Target(label=label, engine=eng.name, host=host, port=port or eng.default_port, socket=socket,
-               user=user, password=password, database=database, label_given=bool(label))
+               user=user, password=password, passfile=passfile, database=database, label_given=bool(label))
     return replace(t, label=label or default_label(t))
 
-
-def _scrub(text: str) -> str:
-    """Hide a password in a DSN-looking string for error messages."""
-    return re.sub(r"(://[^:/@]*:)[^@]*@", r"\1***@", text)
-
-
-def redact_argv(argv: list[str]) -> list[str]:
-    """The command line with any DSN password replaced by ``***``."""
-    return [_scrub(a) for a in argv]

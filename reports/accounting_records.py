@@ -63,10 +63,10 @@ class StepAccounting:
 class Limit:
     """The saturated resource of a step (the USE method), with the queueing seen elsewhere as symptoms.
 
-    ``kind``: ``host_cpu`` | ``server_cpu`` | ``client_cpu`` | ``round_trips`` | ``commit_flush`` | ``lock`` |
-    ``latch`` | ``io`` | ``connect`` (opening a connection per transaction) | ``unobserved`` (the sources that
-    could name one were off: nothing is claimed). ``utilisation``: of the saturated resource (0..1) when it
-    has one. ``symptoms``:
+    ``kind``: ``host_cpu`` | ``neighbours`` | ``server_cpu`` | ``client_cpu`` | ``round_trips`` | ``commit_flush`` |
+    ``lock`` | ``latch`` | ``io`` | ``connect`` (opening a connection per transaction) | ``unobserved`` (the
+    sources that could name one were off: nothing is claimed). ``utilisation``: of the saturated resource
+    (0..1) when it has one. ``symptoms``:
     queueing seen that is not the limit ("commit waits 76% of backend time: queueing behind group commit").
     ``impact``: the share of the transaction's time the limit explains (0..1): its own parts, plus, for a
     saturated resource, the waits queueing behind it. ``saturated``: the limit is a resource at capacity

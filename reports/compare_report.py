@@ -14,6 +14,7 @@ from typing import Any
 
 from diag.bundle import Bundle
 from diag.errors import DiagError
+from diag.redact import redact_text
 from reports.compare import run_name
 from reports.diff_view import with_diff_flames
 from reports.render import _env as report_env  # one jinja environment (filters, autoescape) for both pages
@@ -62,7 +63,7 @@ def write_page(path: Path, html: str) -> Path:
     tmp = path.with_name(path.name + ".tmp")
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
-        tmp.write_text(html, encoding="utf-8")
+        tmp.write_text(redact_text(html), encoding="utf-8")  # bundles written before redaction was complete
         os.replace(tmp, path)
     except OSError as e:
         with contextlib.suppress(OSError):

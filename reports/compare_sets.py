@@ -25,7 +25,7 @@ def _steps(bundles: list[Bundle]) -> dict[Key, list[tuple[Bundle, dict[str, Any]
     out: dict[Key, list[tuple[Bundle, dict[str, Any]]]] = {}
     for b in bundles:
         for r in b.results:
-            if r.get("server_lost") or r.get("aborted") or not r.get("tps"):
+            if r.get("server_lost") or r.get("aborted") or r.get("stuck") or not r.get("tps"):
                 continue
             key = (str(r.get("target")), step_workload(b, r), int(r.get("clients") or 1))
             out.setdefault(key, []).append((b, r))

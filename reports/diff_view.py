@@ -15,6 +15,7 @@ from collectors.profile.parse import load_folded
 from diag.bundle import Bundle
 from reports.compare import run_name
 from reports.flamegraph import diff_flamegraph_svg
+from reports.observer import profiled_tps
 
 DIFF_W = 1060  # px: the page's width
 MIN_SHARED = 0.5  # of the slower side's CPU in programs the faster side runs too: else the graph is all red
@@ -40,7 +41,7 @@ def shared_share(a: dict[str, float], b: dict[str, float]) -> float:
 def cpu_per_tx(b: Bundle, row: dict[str, Any]) -> dict[str, float] | None:
     """Folded CPU profile of one step as CPU µs per transaction per stack; None when not profiled."""
     prof = row.get("profile") or {}
-    rel, freq, window, tps = prof.get("folded"), prof.get("freq_hz"), prof.get("window"), row.get("tps")
+    rel, freq, window, tps = prof.get("folded"), prof.get("freq_hz"), prof.get("window"), profiled_tps(row)
     if not rel or not freq or not window or len(window) != 2 or not tps or tps <= 0:
         return None
     seconds = float(window[1]) - float(window[0])

@@ -12,7 +12,8 @@ from collections.abc import Callable
 from typing import Any
 
 from diag.bundle import Bundle
-from reports.rules import checkpoints, client, cpu, durability, limit, lost, noise, statements, symptoms
+from reports.rules import (cache, checkpoints, client, cpu, durability, limit, lost, noise, oldxact, scans, spills,
+                           statements, symptoms)
 from reports.rules.base import SEVERITIES, Finding
 
 __all__ = ["RULES", "SEVERITIES", "Finding", "Rule", "derive_findings"]
@@ -21,6 +22,7 @@ Rule = Callable[[Bundle], list[Finding]]
 RULES: tuple[Rule, ...] = (
     lost.server_lost,
     lost.step_aborted,
+    lost.statement_stuck,
     durability.durability_unsafe,
     durability.durability_implausible,
     limit.step_limit,
@@ -28,6 +30,7 @@ RULES: tuple[Rule, ...] = (
     symptoms.lock_contention,
     symptoms.latch_contention,
     symptoms.io_read_bound,
+    cache.buffer_pool_misses,
     cpu.cpu_parse_plan,
     symptoms.cpu_bound,
     client.client_bound,
@@ -35,7 +38,10 @@ RULES: tuple[Rule, ...] = (
     cpu.context_switch_storm,
     cpu.host_contention,
     statements.full_scan,
+    scans.table_scan,
+    oldxact.old_transaction,
     statements.statement_hotspot,
+    spills.temp_spill,
     noise.noisy_measurement,
     noise.unsteady_window,
 )

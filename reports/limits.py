@@ -4,8 +4,9 @@ Decided in this order, each from measured utilisation:
 
 1. the client processes: each near a full CPU, or a saturated host where the clients hold most of the busy
    CPU (``client_cpu``; never from the server waiting for the next statement alone);
-2. the host's CPUs busy (``host_cpu``, split into the server's and the clients' shares), or the server's
-   processes using the CPUs their backends can use (``server_cpu``);
+2. the host's CPUs busy (``host_cpu``, split into the server's and the clients' shares), busy mostly with
+   other processes or other guests' steal time (``neighbours``), or the server's processes using the CPUs their
+   backends can use (``server_cpu``);
 3. the log device busy (flush calls/s x flush latency, the latency from the fsync test: ``commit_flush``);
 4. a lock holder (``lock``: transactions queue behind one row), a latch (``latch``), data-file reads (``io``),
    from their share of the transaction's time;
@@ -57,6 +58,8 @@ SERVER_MAJORITY = 0.80
 # CPU; a host kept busy mostly by other processes is a shared machine (host_contention says so), and the
 # step's limit is looked for further down, with the contention stated in the evidence.
 OWN_SHARE_OF_BUSY = 0.50
+# Steal time worth naming in a neighbours limit: a tenth of the CPU time given to other guests.
+STEAL_SHARE = 0.10
 # The log device counts as saturated at this busy share (flush calls/s x flush latency).
 DEVICE_SATURATED = 0.80
 # A wait class at this share of the transaction's time is worth showing as a symptom under the limit.
@@ -172,9 +175,14 @@ def _cpu_limit(b: Bundle, step: Step, acc: StepAccounting, u: CpuUse | None, ev:
     cpu_impact = _shares(acc, "server_cpu_user", "server_cpu_system", "wait:cpu")
     own = (u.server_cores + (u.client_cores or 0.0)) / u.busy_cores if u.busy_cores > 0 else 0.0
     if u.host_busy >= HOST_BUSY and own < OWN_SHARE_OF_BUSY:
+        if cpu_impact >= max(_shares(acc, key) for key in _KIND_OF_WAIT if key != "wait:cpu"):
+            return _neighbour_limit(step, acc, u, own, ev)
+        # a wait for something else (a lock, the log) takes more of each transaction than the CPU does: the
+        # neighbours slow the CPU parts, but the limit is looked for further down, with them in the evidence
         ev["host_busy_pct"] = num(100 * u.host_busy)
         ev["other_processes_cpu_cores"] = num(u.others_cores, 2)
-        ev["host_note"] = "the host was busy mostly with other processes: a shared machine, not this run's limit"
+        ev["host_note"] = ("the host was busy mostly with other processes, but the transactions spent more time "
+                           "waiting for something else than on or for a CPU")
     if u.host_busy >= HOST_BUSY and own >= OWN_SHARE_OF_BUSY:
         _cpu_ev(u, step, ev)
         srv = u.server_cores / u.busy_cores if u.busy_cores > 0 else 0.0
@@ -203,6 +211,26 @@ def _cpu_limit(b: Bundle, step: Step, acc: StepAccounting, u: CpuUse | None, ev:
                  "Throughput is set by the CPU each transaction costs: see the top symbols (and the flame graph). "
                  "Fewer instructions per transaction (prepared statements, fewer round trips, covering indexes) "
                  "or more CPUs raise it; more clients will not.", impact=cpu_impact)
+
+
+def _neighbour_limit(step: Step, acc: StepAccounting, u: CpuUse, own: float, ev: dict[str, Any]) -> Limit:
+    """The host's CPUs saturated mostly by other processes (or, in a VM, by the hypervisor's other guests:
+    steal time): this run got what they left, so they set its pace (issue 22, neighbours)."""
+    _cpu_ev(u, step, ev)
+    ev["other_processes_cpu_cores"] = num(u.others_cores, 2)
+    ev["run_share_of_busy_cpu_pct"] = num(100 * own)
+    if u.collector_cores is not None:
+        ev["dbdiag_collectors_cpu_cores"] = num(u.collector_cores, 2)
+    ev["steal_pct"] = num(100 * u.steal)
+    stolen = (f"; the hypervisor took {pct(u.steal)} of the CPU time for other guests (steal)"
+              if u.steal >= STEAL_SHARE else "")
+    return Limit("neighbours", f"Neighbours: other processes used {num(u.others_cores, 2):g} of the host's {u.ncpu} "
+                 f"CPUs ({pct(u.host_busy)} busy), this run's server and clients {pct(own)} of the busy CPU{stolen}",
+                 u.host_busy, ev,
+                 "The machine was shared and its CPUs saturated by others: this rate is what they left, not what "
+                 "the server can do. Stop or move the other work (or, in a VM, ask for dedicated CPUs when steal "
+                 "is high) before tuning the database or comparing this run with another.",
+                 impact=_shares(acc, "server_cpu_user", "server_cpu_system", "wait:cpu", "round_trips"))
 
 
 def _server_cpu_ev(b: Bundle, step: Step, u: CpuUse, ev: dict[str, Any]) -> None:

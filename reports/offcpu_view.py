@@ -15,6 +15,7 @@ from collectors.profile.parse import load_folded
 from diag.bundle import Bundle
 from reports.flamegraph import flamegraph_svg
 from reports.flamegraph_page import write_page
+from reports.observer import profiled_tps
 
 TOP_CALLS = 8
 TOP_WAITS = 6
@@ -22,9 +23,10 @@ FLAME_W = 760  # px, beside the tables (as the on-CPU graph)
 
 
 def _transactions(row: dict[str, Any], seconds: float) -> float:
-    """Transactions the step committed during a window of ``seconds`` (its mean rate times the window)."""
-    tps = row.get("tps")
-    return float(tps) * seconds if isinstance(tps, (int, float)) and tps > 0 else 0.0
+    """Transactions the step committed during a profile window of ``seconds`` (the rate while it recorded,
+    :func:`reports.observer.profiled_tps`, times the window)."""
+    tps = profiled_tps(row)
+    return tps * seconds if tps is not None else 0.0
 
 
 def _call_rows(off: dict[str, Any], total: int, tx: float) -> list[dict[str, Any]]:

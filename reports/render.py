@@ -26,6 +26,7 @@ from reports.evidence import evidence_rows
 from reports.findings import derive_findings
 from reports.significance import interval_text
 from reports.resources import step_resources
+from reports.observer import observer_rows
 from reports.sections import profiles, settings_diff, step_profile, wait_profiles
 from reports.statements_view import compare_statements, statement_sections
 from reports.series import counter_series, group_series, host_cpu_pct
@@ -202,7 +203,7 @@ def build_view(b: Bundle, findings: list[dict[str, Any]]) -> dict[str, Any]:
         "settings_diff": settings_diff(b),
         "durability": durability,
         "verdicts": _with_limits(target_verdicts(b, findings, durability, scaling_knees(b.results)), findings),
-        "accounting": accounting_view(b),
+        "accounting": accounting_view(b), "observer": observer_rows(b),
         "evidence": evidence_rows(b),
         "comparisons": _comparisons(b),
         "statements": statement_sections(b), "statement_compare": compare_statements(b),

@@ -21,6 +21,8 @@ from typing import Any
 
 from diag.bundle import Bundle
 from diag.schema import BundleFormatError, ResultRow, StatementStat, StepStatements
+from diag.engines import Engine
+from reports.accounting import accounts
 from reports.rules.base import engine_of
 
 SOURCE = "statements"  # the sources' name: run.json collectors["statements--<label>"]
@@ -61,7 +63,7 @@ def _plan_view(s: StatementStat) -> dict[str, Any] | None:
     p = s.plan
     if p is None:
         return None
-    return {"method": p.method, "error": p.error, "artifact": p.artifact,
+    return {"method": p.method, "error": p.error, "artifact": p.artifact, "not_made": p.not_made,
             "nodes": [{"depth": n.depth, "label": n.label, "rows": n.rows, "filter": n.filter,
                        "full_scan": n.full_scan} for n in p.nodes]}
 
@@ -120,7 +122,31 @@ def _by_text(st: StepStatements, row: dict[str, Any]) -> dict[str, tuple[Stateme
 def _plan_text(s: StatementStat | None) -> str:
     if s is None or s.plan is None:
         return ""
+    if s.plan.not_made:
+        return f"plan not made: {s.plan.not_made}"
     return s.plan.error or "; ".join(n.label for n in s.plan.nodes if n.table or n.depth == 0)
+
+
+def _access(s: StatementStat | None) -> tuple[str, ...] | None:
+    """How a statement's plan reads its tables, engine-neutral: per table, "full scan" or "index"; None when
+    there is no plan to tell."""
+    if s is None or s.plan is None or s.plan.error or s.plan.not_made or not s.plan.nodes:
+        return None
+    return tuple(sorted(f"{n.table.rsplit('.', 1)[-1]}: {'full scan' if n.full_scan else 'index'}"
+                        for n in s.plan.nodes if n.table))
+
+
+def plan_difference(text: str, a: str, sa: StatementStat | None, b: str, sb: StatementStat | None) -> str:
+    """A sentence when the same statement's plans read a table differently on the two sides ("" otherwise)."""
+    pa, pb = _access(sa), _access(sb)
+    if pa is None or pb is None or pa == pb or not pa or not pb:
+        return ""
+    return (f"The plans differ for {text[:100]!r}: {a} reads {', '.join(pa)}; {b} reads {', '.join(pb)}")
+
+
+def _wall_us(b: Bundle) -> dict[int, float]:
+    """Each accounted row's mean transaction wall time (µs), keyed by the row's id: the accounting's own figure."""
+    return {id(step.row): acc.wall_us_per_txn for step, acc in accounts(b)}
 
 
 def compare_statements(b: Bundle) -> list[dict[str, Any]]:
@@ -129,35 +155,74 @@ def compare_statements(b: Bundle) -> list[dict[str, Any]]:
     for t in b.run.get("targets") or []:
         for row, st in _steps(b, str(t.get("label") or "")):
             groups.setdefault((str(row.get("workload")), int(row.get("clients") or 0)), []).append((row, st))
+    walls = _wall_us(b) if any(len(v) > 1 for v in groups.values()) else {}
     out = []
     for (workload, clients), sides in groups.items():
         if len(sides) < 2:
             continue
         (ra, sa), (rb, sb) = sides[:2]
-        out.append(compare_pair(workload, clients, ra, sa, rb, sb))
+        wa, wb = walls.get(id(ra)), walls.get(id(rb))
+        out.append(compare_pair(workload, clients, ra, sa, rb, sb,
+                                scopes=(engine_of(b, str(ra.get("target")), ra), engine_of(b, str(rb.get("target")), rb)),
+                                txn_gap_us=wb - wa if wa is not None and wb is not None else None))
     return out
 
 
+def _per_call(v: float | None, calls: int) -> float | None:
+    return v / calls if v is not None and calls > 0 else None
+
+
 def compare_pair(workload: str, clients: int, ra: dict[str, Any], sa: StepStatements, rb: dict[str, Any],
-                 sb: StepStatements) -> dict[str, Any]:
-    """One step of two targets: statements lined up, the gap per transaction and the statement explaining most."""
+                 sb: StepStatements, scopes: tuple[Engine, Engine] | None = None,
+                 txn_gap_us: float | None = None) -> dict[str, Any]:
+    """One step of two targets: statements lined up, the gap per transaction and the statement explaining most.
+
+    ``scopes``: the two sides' engines; their statement timers are subtracted only when they time the same span
+    (:attr:`Engine.statement_timer_scope`), else the rows are shown side by side with what each timer covers
+    and the units that mean the same on both (calls per transaction, rows per call). ``txn_gap_us``: the time
+    accounting's gap of the mean transaction (b - a, µs); a statement-time gap larger than it is said to be so
+    and never given as a share of the transaction gap.
+    """
     a, bb = _by_text(sa, ra), _by_text(sb, rb)
+    comparable = scopes is None or scopes[0].statement_timer_scope == scopes[1].statement_timer_scope
     rows = []
     for k in dict.fromkeys([*a, *bb]):
         sa_, ua = a.get(k, (None, 0.0))
         sb_, ub = bb.get(k, (None, 0.0))
         s = sa_ or sb_
         assert s is not None
-        rows.append({"text": s.text, "a_us": ua if sa_ else None, "b_us": ub if sb_ else None, "diff_us": ub - ua,
-                     "a_plan": _plan_text(sa_), "b_plan": _plan_text(sb_)})
+        rows.append({"text": s.text, "a_us": ua if sa_ else None, "b_us": ub if sb_ else None,
+                     "diff_us": ub - ua if comparable else None,
+                     "a_rows_per_call": _per_call(float(sa_.rows), sa_.calls) if sa_ and sa_.rows is not None else None,
+                     "b_rows_per_call": _per_call(float(sb_.rows), sb_.calls) if sb_ and sb_.rows is not None else None,
+                     "a_plan": _plan_text(sa_), "b_plan": _plan_text(sb_),
+                     "plan_difference": plan_difference(s.text, str(ra.get("target")), sa_, str(rb.get("target")),
+                                                        sb_)})
+    base = {"workload": workload, "clients": clients, "a": ra.get("target"), "b": rb.get("target"),
+            "comparable": comparable, "txn_gap_us": txn_gap_us, "rows": rows, "lead": None, "gap_us": None}
+    if not comparable:
+        assert scopes is not None
+        slower = rb.get("target") if (txn_gap_us or 0) > 0 else ra.get("target")
+        gap_words = (f"; the time accounting measures {slower}'s whole mean transaction {abs(txn_gap_us):.0f} µs "
+                     "slower" if txn_gap_us is not None else "")
+        base["sentence"] = (f"The two servers' statement timers cover different spans ({ra.get('target')}: "
+                            f"{scopes[0].statement_timer_text}; {rb.get('target')}: {scopes[1].statement_timer_text}), "
+                            f"so their statement times are shown side by side, not subtracted{gap_words}; "
+                            "rows per call mean the same on both")
+        return base
     gap = sum(r["diff_us"] for r in rows)
     rows.sort(key=lambda r: -abs(r["diff_us"]))
     lead = next((r for r in rows if r["diff_us"] * gap > 0), None)
     sentence = ""
     if lead is not None and gap:
         slower = str(rb.get("target")) if gap > 0 else str(ra.get("target"))
-        sentence = (f"{slower} spends {abs(gap):.0f} µs more server time per transaction in these statements; "
-                    f"{lead['text'][:120]!r} explains {100 * lead['diff_us'] / gap:.0f}% of it "
-                    f"({(lead['a_us'] or 0):.0f} µs vs {(lead['b_us'] or 0):.0f} µs per transaction)")
-    return {"workload": workload, "clients": clients, "a": ra.get("target"), "b": rb.get("target"), "gap_us": gap,
-            "rows": rows, "lead": lead, "sentence": sentence}
+        sentence = (f"{slower} spends {abs(gap):.0f} µs more statement time per transaction in these statements; "
+                    f"{lead['text'][:120]!r} explains {100 * lead['diff_us'] / gap:.0f}% of that statement-time "
+                    f"difference ({(lead['a_us'] or 0):.0f} µs vs {(lead['b_us'] or 0):.0f} µs per transaction)")
+        if txn_gap_us is not None and (txn_gap_us * gap <= 0 or abs(gap) > abs(txn_gap_us)):
+            sentence += (f"; that is more than the whole transaction's measured gap ({txn_gap_us:+.0f} µs, b - a, "
+                         "from the time accounting): statement timers also count time the accounting puts "
+                         "elsewhere (waiting for a CPU, for locks), so read it as where the statements differ, "
+                         "not as a share of the gap")
+    base.update({"gap_us": gap, "rows": rows, "lead": lead, "sentence": sentence})
+    return base

@@ -160,6 +160,10 @@ typedef struct {
     my_stmt_num_rows_t s_num_rows; my_stmt_errno_t s_errno; my_stmt_error_t s_error;
     my_stmt_field_count_t s_field_count; my_stmt_bind_result_t s_bind_result; my_stmt_int_t s_fetch;
     my_stmt_data_seek_t s_data_seek;
+    /* The server's id of the connection (PQbackendPID / mysql_thread_id), looked up without failing: it only
+     * names a stuck session in a step's row (workloads.stuck). */
+    int (*backend_pid)(const void *);
+    unsigned long (*thread_id)(void *);
     /* The last OP_EXEC's result, for OP_ROWS / OP_COL / OP_SCOL: PostgreSQL keeps the PGresult, MySQL the
      * statement whose stored result is kept (freed at the next statement or transaction). */
     void *last_res;
@@ -374,6 +378,7 @@ static PyObject *pg_open(PyObject *self, PyObject *args) {
     SYM(rmsg, "PQresultErrorMessage"); SYM(ntuples, "PQntuples"); SYM(clear, "PQclear");
     SYM(txstatus, "PQtransactionStatus"); SYM(getvalue, "PQgetvalue"); SYM(getisnull, "PQgetisnull");
     SYM(getlength, "PQgetlength"); SYM(nfields, "PQnfields");
+    *(void **)(&n->backend_pid) = dlsym(n->dl, "PQbackendPID");
     PyObject *r;
     void *c;
     Py_BEGIN_ALLOW_THREADS
@@ -435,6 +440,7 @@ static PyObject *my_open(PyObject *self, PyObject *args) {
     SYM(s_num_rows, "mysql_stmt_num_rows"); SYM(s_errno, "mysql_stmt_errno"); SYM(s_error, "mysql_stmt_error");
     SYM(s_field_count, "mysql_stmt_field_count"); SYM(s_bind_result, "mysql_stmt_bind_result");
     SYM(s_fetch, "mysql_stmt_fetch"); SYM(s_data_seek, "mysql_stmt_data_seek");
+    *(void **)(&n->thread_id) = dlsym(n->dl, "mysql_thread_id");
     PyObject *r;
     void *m = n->m_init(NULL);
     if (!m) {
@@ -576,6 +582,22 @@ static PyObject *exec_simple(PyObject *self, PyObject *args) {
     if (e == NULL)
         Py_RETURN_NONE;
     return e == FAILED ? NULL : e;
+}
+
+/* session_id(cap) -> the server's id of the connection (PostgreSQL backend PID, MySQL thread id); 0: unknown */
+static PyObject *session_id(PyObject *self, PyObject *args) {
+    (void)self;
+    PyObject *cap;
+    if (!PyArg_ParseTuple(args, "O", &cap))
+        return NULL;
+    native_t *n = get(cap);
+    if (!n)
+        return NULL;
+    if (n->engine == ENGINE_PG && n->backend_pid && n->conn)
+        return PyLong_FromLong(n->backend_pid(n->conn));
+    if (n->engine == ENGINE_MY && n->thread_id && n->conn)
+        return PyLong_FromUnsignedLong(n->thread_id(n->conn));
+    return PyLong_FromLong(0);
 }
 
 /* prepare(cap, sql, nparams) -> (index, None) | (None, error) */
@@ -1604,6 +1626,7 @@ static PyMethodDef methods[] = {
     {"pg_open", pg_open, METH_VARARGS, "Connect through a libpq found at a path (see the module source)."},
     {"my_open", my_open, METH_VARARGS, "Connect through a libmariadb found at a path."},
     {"exec_simple", exec_simple, METH_VARARGS, "One text statement on the native connection."},
+    {"session_id", session_id, METH_VARARGS, "The server's id of the native connection (0: unknown)."},
     {"prepare", prepare, METH_VARARGS, "Prepare a statement; its index."},
     {"load", load, METH_VARARGS, "Load (and check) the transaction program."},
     {"run", run, METH_VARARGS, "Run the program's transactions until a deadline."},

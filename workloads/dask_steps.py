@@ -46,7 +46,7 @@ import pickle
 import time
 import uuid
 from collections import deque
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -99,14 +99,26 @@ def connect(address: str) -> Any:
         raise DiagError(f"--workers {address}: cannot reach the Dask scheduler: {e}") from None
 
 
+class _ScrubbingFormatter(logging.Formatter):
+    """A formatter whose lines pass through ``scrub`` (no password reaches the log file)."""
+
+    def __init__(self, fmt: str, scrub: Callable[[str], str]) -> None:
+        super().__init__(fmt)
+        self.scrub = scrub
+
+    def format(self, record: logging.LogRecord) -> str:
+        return self.scrub(super().format(record))
+
+
 class _LogsToFile:
     """While it is open, every ``distributed`` / ``tornado`` logger that writes to the terminal writes to
     ``path`` instead: a scheduler that dies mid-step is the step's one line, not that beside distributed's
     own ERROR lines (which stay in the bundle, ``artifacts/dask-client.log``)."""
 
-    def __init__(self, path: Path) -> None:
+    def __init__(self, path: Path, scrub: Callable[[str], str] = str) -> None:
+        """``scrub``: the bundle's (BundleWriter.scrub): a logged task or address may quote a DSN."""
         self.handler = logging.FileHandler(path, encoding="utf-8", delay=True)
-        self.handler.setFormatter(logging.Formatter("%(asctime)s %(name)s %(levelname)s: %(message)s"))
+        self.handler.setFormatter(_ScrubbingFormatter("%(asctime)s %(name)s %(levelname)s: %(message)s", scrub))
         self.saved: list[tuple[logging.Logger, list[logging.Handler]]] = []
         for name, lg in list(logging.root.manager.loggerDict.items()):
             if isinstance(lg, logging.Logger) and lg.handlers and name.split(".")[0] in _LOGGERS:
@@ -126,7 +138,7 @@ class Cluster:
 
     def __init__(self, address: str, bundle: BundleWriter) -> None:
         _distributed()  # importing it gives its loggers their terminal handlers, which the next line moves
-        self._logs = _LogsToFile(bundle.artifact(LOG_NAME))
+        self._logs = _LogsToFile(bundle.artifact(LOG_NAME), bundle.scrub)
         try:
             self.client = connect(address)
         except BaseException:
@@ -154,6 +166,12 @@ def split_clients(n: int, workers: int) -> list[int]:
         return []
     base, extra = divmod(n, workers)
     return [base + (1 if i < extra else 0) for i in range(workers) if base + (1 if i < extra else 0) > 0]
+
+
+def share_starts(split: Sequence[int]) -> list[int]:
+    """The step's index of each share's first client: share i runs clients ``starts[i]`` ..
+    ``starts[i] + split[i] - 1``, so every client of the step has its own index across workers."""
+    return [sum(split[:i]) for i in range(len(split))]
 
 
 def merge_interval(parts: Sequence[dict[str, Any]], into: Any = None) -> dict[str, Any]:
@@ -259,8 +277,8 @@ class DaskStep:
                 ) -> list[Any]:
         tag = uuid.uuid4().hex[:8]
         futures = []
-        for i, (w, k) in enumerate(zip(workers, split)):
-            spec = WorkerSpec(self.target, self.wl, k, self.opts, self.seed * 1000 + i, start)
+        for i, (w, k, first) in enumerate(zip(workers, split, share_starts(split))):
+            spec = WorkerSpec(self.target, self.wl, k, self.opts, self.seed * 1000 + i, start, first, self.n)
             futures.append(self.client.submit(worker_task, pickle.dumps(spec), timeout_s, topic, i, workers=[w],
                                               allow_other_workers=False, pure=False,
                                               key=f"dbdiag-{safe_name(self.target.label)}-{self.wl.name}-c{self.n}"

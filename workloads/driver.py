@@ -15,13 +15,14 @@ most), reports the cut step through the hooks and re-raises ``KeyboardInterrupt`
 
 from __future__ import annotations
 
+import dataclasses
 import sys
 from dataclasses import dataclass
 from typing import TextIO
 
 from diag.bundle import BundleWriter
 from diag.db import DriverInfo, Session, own_app_name
-from diag.errors import UsageError
+from diag.errors import DiagError, StatementStuck, UsageError
 from diag.targets import Target
 from workloads.base import Workload
 from workloads.client import ISOLATION_SQL, PROTOCOLS, fastest_driver, open_client
@@ -34,6 +35,7 @@ from workloads.pgbench import ReadWrite
 from workloads.progress import STEP_OVERHEAD_S, SweepBar
 from workloads.room import check_room
 from workloads.step import Step
+from workloads.stuck import LoadWatch, own_session_id
 from workloads.sysbench import PointSelect, ReadOnly
 from workloads.tpcc import MODES, Tpcc, think_note
 
@@ -153,26 +155,15 @@ def prepare(target: Target, workloads: list[str], opts: DriverOptions, bundle: B
     """Load each workload's dataset unless it is there already, check custom scripts on one client."""
     wls = [make_workload(n, opts) for n in workloads]
     drv = fastest_driver(target.engine)
-    with Session(target, statement_timeout_ms=0, application_name=own_app_name("load")) as s:
-        product = s.product
-        check_room(s, target, max(opts.clients))  # before loading: the step that does not fit would end the run
-        ensure_schema(s)
-        done: set[str] = set()
-        for wl in wls:
-            ds = wl.dataset(opts.scale)
-            if ds is None or ds.name in done:
-                continue
-            done.add(ds.name)
-            if not opts.fresh and is_loaded(s, ds):
-                bar.say(f"{target.label}: reusing dataset {ds.name} (scale {ds.scale:g})")
-                continue
-            bar.say(f"{target.label}: loading dataset {ds.name} (scale {ds.scale:g})")
-            bar.hide()  # the load draws its own bar on the same stream
-            secs = load(s, ds, progress)
-            bundle.event("workload_load", f"{target.label}: loaded {ds.name} scale {ds.scale:g} in {secs:.1f} s",
-                         target=target.label, dataset=ds.name, scale=ds.scale, seconds=round(secs, 3))
-        for wl in wls:
-            wl.setup(s)
+    with Session(target, statement_timeout_ms=0, application_name=own_app_name("load")) as s, \
+            LoadWatch(target, own_session_id(s), opts.statement_timeout_s, bar.say) as watch:
+        try:
+            product = _load(s, target, wls, opts, bundle, progress, bar)
+        except DiagError as e:
+            if watch.stuck is None:
+                raise
+            raise StatementStuck(f"{target.label}: loading data: a statement did not return: {watch.stuck.text()}; "
+                                 "its session was ended") from e
     for wl in wls:
         if wl.needs_script:
             c = open_client(target, opts.protocol, opts.isolation, product, drv)
@@ -183,6 +174,31 @@ def prepare(target: Target, workloads: list[str], opts: DriverOptions, bundle: B
     return Prepared(target, tuple(wls), drv, product)
 
 
+def _load(s: Session, target: Target, wls: list[Workload], opts: DriverOptions, bundle: BundleWriter,
+          progress: TextIO | None, bar: SweepBar) -> str:
+    """The data part of :func:`prepare` on the load's session ``s``; returns the server's product name."""
+    product = s.product
+    check_room(s, target, max(opts.clients))  # before loading: the step that does not fit would end the run
+    ensure_schema(s)
+    done: set[str] = set()
+    for wl in wls:
+        ds = wl.dataset(opts.scale)
+        if ds is None or ds.name in done:
+            continue
+        done.add(ds.name)
+        if not opts.fresh and is_loaded(s, ds):
+            bar.say(f"{target.label}: reusing dataset {ds.name} (scale {ds.scale:g})")
+            continue
+        bar.say(f"{target.label}: loading dataset {ds.name} (scale {ds.scale:g})")
+        bar.hide()  # the load draws its own bar on the same stream
+        secs = load(s, ds, progress)
+        bundle.event("workload_load", f"{target.label}: loaded {ds.name} scale {ds.scale:g} in {secs:.1f} s",
+                     target=target.label, dataset=ds.name, scale=ds.scale, seconds=round(secs, 3))
+    for wl in wls:
+        wl.setup(s)
+    return product
+
+
 def _sweep(target: Target, workloads: list[str], opts: DriverOptions, bundle: BundleWriter,
            hooks: StepHooks | None, progress: TextIO | None, bar: SweepBar) -> list[dict]:
     p = prepare(target, workloads, opts, bundle, progress, bar)
@@ -191,6 +207,8 @@ def _sweep(target: Target, workloads: list[str], opts: DriverOptions, bundle: Bu
     series = bundle.series(f"workload--{target.label}")
     steps = [(wl, n) for wl in wls for n in opts.clients]
     cluster = dask_steps.Cluster(opts.workers, bundle) if opts.workers else None
+    if cluster is not None:  # no tail on Dask workers: a profile there records inside the measured part
+        opts = dataclasses.replace(opts, tail_s=0.0)
     try:
         for i, (wl, n) in enumerate(steps, 1):
             bar.begin_step(f"{target.label}: {wl.name}, {n} client{'s' if n > 1 else ''}, "
@@ -206,6 +224,9 @@ def _sweep(target: Target, workloads: list[str], opts: DriverOptions, bundle: Bu
                 if step.lost is not None:  # no use running the rest against a server that is gone
                     _skip(bundle, bar, target, [f"{w.name} c={c}" for w, c in steps[i:]])
                     break
+                if step.stuck is not None and opts.on_error == "abort":  # the run ends here for this target
+                    _skip(bundle, bar, target, [f"{w.name} c={c}" for w, c in steps[i:]], "a statement was stuck")
+                    break
             except KeyboardInterrupt as ki:
                 if step.row is not None:
                     rows.append(step.row)
@@ -218,13 +239,15 @@ def _sweep(target: Target, workloads: list[str], opts: DriverOptions, bundle: Bu
     return rows
 
 
-def _skip(bundle: BundleWriter, bar: SweepBar, target: Target, left: list[str]) -> None:
-    """One event for the steps not run on a lost server; the bar's plan shrinks by them."""
+def _skip(bundle: BundleWriter, bar: SweepBar, target: Target, left: list[str],
+          why: str = "the server was lost") -> None:
+    """One event for the steps not run (a lost server, a stuck statement under --on-error abort); the bar's
+    plan shrinks by them."""
     if not left:
         return
-    bundle.event("steps_skipped", f"{target.label}: the server was lost; {len(left)} step(s) not run: "
+    bundle.event("steps_skipped", f"{target.label}: {why}; {len(left)} step(s) not run: "
                  f"{', '.join(left)}", target=target.label, steps=left)
-    bar.say(f"{target.label}: the server was lost: skipping {', '.join(left)}")
+    bar.say(f"{target.label}: {why}: skipping {', '.join(left)}")
     bar.steps = max(bar.done_steps, bar.steps - len(left))
 
 
@@ -253,6 +276,8 @@ def run_interleaved(targets: list[Target], workloads: list[str], opts: DriverOpt
         runs = [(i, w, n, r) for i, (w, n) in enumerate(plan, 1) for r in range(1, opts.repeat + 1)]
         lost: set[str] = set()
         cluster = dask_steps.Cluster(opts.workers, bundle) if opts.workers else None
+        if cluster is not None:  # no tail on Dask workers: a profile there records inside the measured part
+            opts = dataclasses.replace(opts, tail_s=0.0)
         for k, (i, w, n, r) in enumerate(runs):
             for p in ready:
                 label = p.target.label
@@ -276,10 +301,12 @@ def run_interleaved(targets: list[Target], workloads: list[str], opts: DriverOpt
                         rows[label].append(step.row)
                     ki.results = [x for v in rows.values() for x in v]  # type: ignore[attr-defined]
                     raise
-                if step.lost is not None:
+                stuck_abort = step.stuck is not None and opts.on_error == "abort"
+                if step.lost is not None or stuck_abort:
                     lost.add(label)
                     _skip(bundle, bar, p.target, [f"{p.workloads[w2].name} c={n2} repeat {r2}"
-                                                  for _, w2, n2, r2 in runs[k + 1:]])
+                                                  for _, w2, n2, r2 in runs[k + 1:]],
+                          "a statement was stuck" if step.lost is None else "the server was lost")
     finally:
         for s in series.values():
             s.close()

@@ -29,6 +29,7 @@ finishes, so an interrupted load is never mistaken for a complete one.
 
 from __future__ import annotations
 
+import contextlib
 import enum
 import io
 import sys
@@ -301,10 +302,12 @@ def _parallel(s: Session, statements: list[str]) -> None:
             s.execute(sql)
         return
     errors: list[BaseException] = []
+    sessions: list[Session] = []
 
     def one(sql: str) -> None:
         try:
             with Session(s.target, statement_timeout_ms=0, application_name=own_app_name("load")) as s2:
+                sessions.append(s2)
                 s2.execute(sql)
         except BaseException as e:  # handed to the caller below
             errors.append(e)
@@ -314,9 +317,17 @@ def _parallel(s: Session, statements: list[str]) -> None:
         th.start()
     try:
         s.execute(statements[0])
-    finally:
+    except BaseException:
+        # Ctrl-C, SIGTERM or an error: the other builds are cancelled, not waited for (an index build on a
+        # large table takes minutes; its backend would not notice our exit until it ends).
+        for s2 in list(sessions):
+            with contextlib.suppress(Exception):
+                s2.conn.cancel()
         for th in threads:
-            th.join()
+            th.join(2.0)
+        raise
+    for th in threads:
+        th.join()
     if errors:
         raise errors[0]
 

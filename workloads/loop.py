@@ -40,6 +40,7 @@ from workloads.hist import fold
 from workloads.messages import Aborted, Done, Fatal, Go, IntervalCounts, Lost, Ready, Reconnected
 from workloads.native import LABEL as NATIVE_LABEL
 from workloads.native import NativeClient, native_runner
+from workloads.stuck import session_id
 
 TICK_NS = 100_000_000
 BATCH_CAP = 1 << 16  # latencies one C batch may write: far above a tick's worth at 1 µs per query
@@ -72,7 +73,22 @@ class ClientSpec:
     think: bool
     seed: int
     on_error: str = "continue"  # "continue" | "abort" (DriverOptions.on_error)
+    # Where this pool's clients sit among the step's: a Dask worker runs clients first_index ..
+    # first_index + clients - 1 of step_clients (0: this pool is the whole step).
+    first_index: int = 0
+    step_clients: int = 0
     connect_per_txn: bool = False  # a new connection for each transaction (workloads.churn)
+
+    def ctx(self, index: int) -> ClientCtx:
+        """Who this pool's client ``index`` is within the whole step: on a Dask worker its index counts the
+        other workers' clients too, so TPC-C home warehouses (index mod W) do not repeat across workers."""
+        return ClientCtx(self.first_index + index, self.step_clients or self.clients, self.scale, self.think,
+                         self.seed)
+
+    def client_rate(self) -> float:
+        """Transactions/s one client is paced at under ``--rate`` (the step's total): the rate over all the
+        step's clients, so W workers together send the rate, not W times it. 0 without --rate."""
+        return (self.rate or 0) / max(self.step_clients or self.clients, 1)
 
 
 def error_key(e: DbError) -> str:
@@ -323,7 +339,7 @@ class ClientLoop:
         lat: list[int] = []
         ap = lat.append
         nq = 0
-        rate = (self.spec.rate or 0) / max(self.spec.clients, 1)
+        rate = self.spec.client_rate()
         rng = random.Random(self.spec.seed * 7919 + os.getpid())
         pause = self.runner.pause_ns if self.spec.think else None
 
@@ -378,7 +394,7 @@ def run_loops(loop: ClientLoop, start_ns: int) -> None:
 def client_main(index: int, spec: ClientSpec, pipe: Any, stop: Any) -> None:
     """Entry point of one forked client process."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C goes to the parent, which tells us to stop
-    ctx = ClientCtx(index, spec.clients, spec.scale, spec.think, spec.seed)
+    ctx = spec.ctx(index)
     client: Client | None = None
     loop: ClientLoop | None = None
 
@@ -407,7 +423,7 @@ def client_main(index: int, spec: ClientSpec, pipe: Any, stop: Any) -> None:
             return
         c_loop = runner.batch is not None and isinstance(client, NativeClient) and not spec.rate and not spec.think
         pipe.send(Ready(pid=os.getpid(), c_loop=c_loop, loop=NATIVE_LABEL if c_loop else "",
-                        connect_s=time.perf_counter() - t_connect))
+                        session=session_id(client, spec.target), connect_s=time.perf_counter() - t_connect))
         msg = pipe.recv()
         if not isinstance(msg, Go):
             return

@@ -133,22 +133,28 @@ class IntervalMerger:
 
     ``totals`` (a new one when not given) takes every figure too. Intervals are
     handed out once each, in order, from 0 up to the one holding ``plan.end_ns``.
+    With a ``tail`` (:class:`Totals`), intervals from ``measured_k`` on (the load's run-on after the measured
+    part, where profiles record) add into it instead of ``totals``.
     """
 
-    def __init__(self, plan: Go, totals: Totals | None = None) -> None:
+    def __init__(self, plan: Go, totals: Totals | None = None, tail: Totals | None = None,
+                 measured_k: int | None = None) -> None:
         self.plan = plan
         self.totals = totals if totals is not None else Totals()
+        self.tail = tail
+        self.measured_k = measured_k if tail is not None and measured_k is not None else None
         # A client's report is due at its first tick past the interval's end; a busy machine delays a tick
         # by a transaction's latency (measured: p99 0.3-0.5 s, max 1.2 s at 200 clients on 2 loaded CPUs).
         self.grace_ns = max(plan.interval_ns, 2_000_000_000)
         self.next_k = 0   # the first interval not handed out yet
         self.moved = 0    # transactions of late reports counted in a later interval than their own
-        self._last_k = max((plan.end_ns - plan.measure_ns - 1) // plan.interval_ns, 0)
+        last = max((plan.end_ns - plan.measure_ns - 1) // plan.interval_ns, 0)
+        self._waits = {last} | ({self.measured_k - 1} if self.measured_k else set())  # never by grace
         self._open: dict[int, _Interval] = {}
 
     def add(self, idx: int, m: IntervalCounts) -> None:
         """Client ``idx`` reports interval ``m.k``."""
-        t = self.totals
+        t = self.totals_of(max(m.k, self.next_k))
         t.transactions += m.transactions
         t.queries += m.queries
         t.retries += m.retries
@@ -179,9 +185,20 @@ class IntervalMerger:
         for kk in range(self.next_k, m.k):  # a client that passed k has nothing more for earlier ones
             self._open.setdefault(kk, _Interval()).reported.add(idx)
 
+    def totals_of(self, k: int) -> Totals:
+        """The sums interval ``k`` adds into: the tail's past the measured part, else the step's."""
+        if self.tail is not None and self.measured_k is not None and k >= self.measured_k:
+            return self.tail
+        return self.totals
+
+    def in_tail(self, k: int) -> bool:
+        """Interval ``k`` is past the measured part (the tail)."""
+        return self.totals_of(k) is not self.totals
+
     def ready(self, now_ns: int, live: Collection[int], drained: bool = True) -> list[Merged]:
         """The intervals over by ``now_ns`` that every client in ``live`` has reported, or that are overdue
-        when ``drained`` (the caller read all that the clients had sent) and not the step's last."""
+        when ``drained`` (the caller read all that the clients had sent) and not the last of the step or of
+        its measured part (so a late report is never counted past it)."""
         out: list[Merged] = []
         p = self.plan
         while True:
@@ -194,7 +211,7 @@ class IntervalMerger:
                 return out
             iv = self._open.get(k)
             complete = iv is not None and iv.reported.issuperset(live)
-            if not complete and (not drained or k >= self._last_k or now_ns < b_end + self.grace_ns):
+            if not complete and (not drained or k in self._waits or now_ns < b_end + self.grace_ns):
                 return out
             out.append(self._merge(k, b_end))
 
@@ -216,6 +233,6 @@ class IntervalMerger:
         iv = self._open.pop(k, None) or _Interval()
         self.next_k = k + 1
         secs = max((b_end - (self.plan.measure_ns + k * self.plan.interval_ns)) / 1e9, 1e-9)
-        hist.record(self.totals.latency, iv.counts)
+        hist.record(self.totals_of(k).latency, iv.counts)
         return Merged(k, b_end, secs, iv.txns, iv.queries, iv.errors, iv.retries, summary_ms(iv.counts), iv.cpu,
                       iv.reconnects, iv.counts, iv.connect_ns)

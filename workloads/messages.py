@@ -50,11 +50,13 @@ class Go(NamedTuple):
 class Ready(NamedTuple):
     """Connected and prepared; ``c_loop``: this client will run its transactions in C, ``loop`` the name of
     what runs them (the native executor of :mod:`workloads.native`; "" for the Python loop, or from an
-    older sender); ``connect_s``: seconds its connection and preparing took (0.0 from an older sender)."""
+    older sender); ``session``: the server's id of its connection (0: unknown), to name what a stuck
+    statement waits for; ``connect_s``: seconds its connection and preparing took (0.0 from an older sender)."""
 
     pid: int
     c_loop: bool
     loop: str = ""
+    session: int = 0
     connect_s: float = 0.0
 
     TAG = "ready"

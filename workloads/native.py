@@ -190,6 +190,10 @@ class NativeClient(Client):
             raise self._fail(err)
         return ()
 
+    def session_id(self) -> int:
+        """The server's id of this connection (PostgreSQL backend PID, MySQL thread id); 0 when unknown."""
+        return int(_native.session_id(self.cap))
+
     def statement_latency(self) -> dict[str, dict[int, int]]:
         """``{statement: {µs: count}}`` of the statements of the batched transactions since the last call
         (what an interval sends; the retry path's single transactions are not in it)."""

@@ -37,6 +37,13 @@ class DriverOptions:
     repeat: int = 1
     # A Dask scheduler (tcp://HOST:8786): each step's clients run on its workers (workloads.dask_steps).
     workers: str | None = None
+    # Seconds the load runs on after the measured part, for the run's profiles (perf's start-up, its window):
+    # counted apart (the row's ``profile_tail``), never in the step's figures. 0: no tail (no profiles, Dask).
+    tail_s: float = 0.0
+    # Seconds a statement may run before it counts as stuck (named with the server's view of its wait, its
+    # session ended, the step cut); None: only a statement still running AFTER_END_S past the step's end
+    # (workloads.stuck), and a load statement in one endless wait for LOAD_STUCK_S.
+    statement_timeout_s: float | None = None
     # pgbench -C: each transaction on a new connection, its connect timed as a part of it (workloads.churn).
     connect_per_txn: bool = False
 
@@ -56,6 +63,8 @@ class StepInfo:
     # its share's child and the clients that forks, born after the step starts); host evidence counts them
     # as clients.
     client_roots: tuple[int, ...] = ()
+    # Seconds the load runs on after the measured part (DriverOptions.tail_s): where profiles record.
+    tail_s: float = 0.0
 
 
 class StepHooks(Protocol):

@@ -86,6 +86,8 @@ class WorkerSpec:
     opts: DriverOptions
     seed: int
     start_unix: float  # every worker's clients start together (unix s), so their intervals line up
+    first_index: int = 0   # this share's first client among the step's (the clients of the shares before it)
+    step_clients: int = 0  # the step's clients over all shares (0: this share is the step)
 
 
 def _busy(t0: Any, t1: Any) -> float:
@@ -119,7 +121,8 @@ def run_share(spec: WorkerSpec) -> dict[str, Any]:
         with Session(spec.target, statement_timeout_ms=0, application_name=own_app_name("worker")) as s:
             product = s.product
         step = Step(spec.target, product, fastest_driver(spec.target.engine), spec.workload, spec.clients,
-                    spec.opts, bundle, series, None, SweepBar(None, 1, 1.0), seed=spec.seed)
+                    spec.opts, bundle, series, None, SweepBar(None, 1, 1.0), seed=spec.seed,
+                    first_index=spec.first_index, step_clients=spec.step_clients)
         step.interval_hist = hist.new()  # each interval streams its HDR histogram, merged exactly across workers
         time.sleep(max(0.0, spec.start_unix - time.time()))
         cpu0 = psutil.cpu_times()

@@ -14,6 +14,13 @@ the server takes no new connection, the step stops every client and its row says
 ``complete: false``, ``server_lost`` (when, in which client, why) and covers the
 seconds up to the loss only. ``--on-error abort`` ends the step the same way at
 the first error (``aborted``).
+
+A stuck statement (:mod:`workloads.stuck`): a client still in a statement
+``AFTER_END_S`` after the end (or silent longer than ``--statement-timeout``
+during the step) is named with the server's view of its session (``stuck`` in
+the row: what it waits for, its state and statement), its session is ended on the
+server, every client is stopped and the late ones terminated; the row is
+``complete: false``.
 """
 
 from __future__ import annotations
@@ -25,6 +32,7 @@ from typing import Any
 
 from diag.bundle import BundleWriter, SeriesWriter, safe_name
 from diag.db import DriverInfo
+from diag.procs import hold_stop_signals, interrupt_reason
 from diag.targets import Target
 from workloads import hist
 from workloads.base import Workload
@@ -37,12 +45,15 @@ from workloads.pool import ClientPool
 from workloads.progress import SweepBar
 from workloads.room import LIMIT_KIND, TooManyClients, ensure_fds, refused_line
 from workloads.stepend import StepCut, server_gone
+from workloads.stuck import AFTER_END_S, look
 from workloads.stepresult import (Startup, StepKey, WallClock, busiest_client_pct, interval_line, result_row,
                                   saturation_message, series_record, summary_line)
+from workloads.steptail import TailSum, tail_line
+from workloads.steptail import measured_cpu as _measured_cpu
 
 READY_TIMEOUT_S = 60.0
 READY_S_PER_CLIENT = 0.2  # and this long per client: forks and connects came at 20-37/s at 200 clients here
-END_GRACE_S = 10.0      # a client stuck in a query past the end gets this long, then is terminated
+STUCK_STOP_S = 2.0      # after a stuck statement ends the step: the other clients' time to report
 STOP_GRACE_S = 2.0      # on Ctrl-C
 WAKE_NS = 250_000_000   # the parent looks at the clock at least this often (intervals, the bar)
 RECONNECT_EVENTS = 20   # per step: a flapping connection is counted in full, but told only this often
@@ -54,7 +65,9 @@ class Step:
 
     def __init__(self, target: Target, product: str, drv: DriverInfo, wl: Workload, n: int,
                  opts: DriverOptions, bundle: BundleWriter, series: SeriesWriter, hooks: StepHooks | None,
-                 bar: SweepBar, seed: int, repeat: int = 0) -> None:
+                 bar: SweepBar, seed: int, repeat: int = 0, first_index: int = 0, step_clients: int = 0) -> None:
+        """``first_index``, ``step_clients``: a Dask worker's share runs the step's clients ``first_index`` ..
+        ``first_index + n - 1`` of ``step_clients`` (see :class:`workloads.loop.ClientSpec`)."""
         self.target, self.drv, self.wl, self.n, self.opts = target, drv, wl, n, opts
         self.bundle, self.series, self.hooks, self.bar = bundle, series, hooks, bar
         self.key = StepKey(target.label, product, wl.name, n, repeat)
@@ -62,9 +75,15 @@ class Step:
         self._rep = {"repeat": repeat} if repeat else {}  # the repeat in every event of the step
         self.interval_tps: list[float] = []  # transactions/s of each full measured interval
         self.spec = ClientSpec(target, product, drv, wl, n, float(opts.scale), opts.protocol, opts.isolation,
-                               opts.max_tries, opts.rate, opts.think, seed, opts.on_error, opts.connect_per_txn)
+                               opts.max_tries, opts.rate, opts.think, seed, opts.on_error, first_index, step_clients,
+                               opts.connect_per_txn)
         self.row: dict | None = None
         self.totals = Totals()
+        self.tail = Totals()  # the run-on after the measured part (opts.tail_s), where profiles record
+        self._tail = TailSum()
+        self._measured_cpu_s = 0.0  # the clients' CPU in the measured intervals
+        self._measured_k = 0
+        self._measured_end_ns = 0
         self.pids: list[int] = []
         self.c_loops: list[bool] = []       # per ready client: it runs a C loop
         self.loops: list[str] = []          # per ready client: the name of its C loop ("": the Python loop)
@@ -77,6 +96,11 @@ class Step:
         self._stopped_ns = 0
         self.lost: StepCut | None = None      # the server went away during the step
         self.aborted: StepCut | None = None   # --on-error abort: the error that ended it
+        self.stuck: StepCut | None = None     # a statement that did not return: the first stuck client
+        self.stuck_view: dict[str, Any] = {}  # the server's view of its session (workloads.stuck.SessionView)
+        self.sessions: dict[int, int] = {}    # client index -> the server's id of its connection
+        self._heard: dict[int, int] = {}      # client index -> perf_counter_ns of its last message
+        self._to_end: list[int] = []          # sessions of stuck clients, ended on the server after the step
         self._pool: ClientPool | None = None
         self._stopping = False                # Ctrl-C: clients' ends are not news about the server
         self._reconnect_events = 0
@@ -85,6 +109,14 @@ class Step:
         self.interval_hist: hist.HdrHistogram | None = None
 
     def run(self) -> dict:
+        try:
+            return self._run()
+        finally:
+            if any(self._to_end):  # a commit waiting for a standby that never answers keeps its backend forever
+                with hold_stop_signals():
+                    look(self.target, self._to_end, end=True)
+
+    def _run(self) -> dict:
         ensure_fds(self.n)
         t_fork = time.perf_counter_ns()
         with ClientPool(self.spec, self.n) as pool:
@@ -97,6 +129,7 @@ class Step:
                     elif isinstance(msg, Fatal):
                         self._handle(idx, msg)  # a client that cannot connect may be the first news of a lost server
                     else:
+                        self.sessions[idx] = msg.session
                         self.pids.append(msg.pid)
                         self.c_loops.append(bool(msg.c_loop))
                         self.loops.append(msg.loop if msg.c_loop else "")
@@ -107,15 +140,18 @@ class Step:
                     self._refused(refused)
                 self.bar.say(f"  {self.startup.line()}")
                 self._measure(pool)
-            except KeyboardInterrupt:
-                self._stopping = True
-                pool.stop()
-                self._drain(pool, time.monotonic() + STOP_GRACE_S)
-                self.bundle.event("step_interrupted", f"{self.target.label}: {self.wl.name} with {self.n} clients "
-                                  "cut short by Ctrl-C", target=self.target.label, workload=self.wl.name,
-                                  clients=self.n)
-                if self.info is not None:
-                    self.row = self._finish(interrupted=True)
+            except KeyboardInterrupt as ki:
+                with hold_stop_signals():  # a second signal must not cut the row's writing
+                    self._stopping = True
+                    pool.stop()
+                    self._drain(pool, time.monotonic() + STOP_GRACE_S)
+                    # Still in a statement after the grace: their sessions are ended once they are gone.
+                    self._to_end += [self.sessions.get(i, 0) for i in pool.live.values()]
+                    self.bundle.event("step_interrupted", f"{self.target.label}: {self.wl.name} with {self.n} "
+                                      f"clients cut short by {interrupt_reason(ki)}", target=self.target.label,
+                                      workload=self.wl.name, clients=self.n)
+                    if self.info is not None:
+                        self.row = self._finish(interrupted=True)
                 raise
         assert self.row is not None
         return self.row
@@ -126,20 +162,33 @@ class Step:
         now = time.perf_counter_ns()
         self._clock = WallClock(time.time_ns() - now)
         o = self.opts
-        plan = Go.plan(now, o.warmup_s, o.duration_s, o.report_interval_s)
-        self._merger = merger = IntervalMerger(plan, self.totals)
+        plan = Go.plan(now, o.warmup_s, o.duration_s + max(o.tail_s, 0.0), o.report_interval_s)
+        # The measured part: whole report intervals covering -T; the tail (profiles) runs on after it.
+        self._measured_k = max(1, -(-int(o.duration_s * 1e9) // plan.interval_ns))
+        self._measured_end_ns = min(plan.measure_ns + self._measured_k * plan.interval_ns, plan.end_ns)
+        self._merger = merger = IntervalMerger(plan, self.totals, self.tail if o.tail_s > 0 else None,
+                                               self._measured_k)
         self._stopped_ns = plan.end_ns
         pool.start(plan)
-        hard = plan.end_ns + int(END_GRACE_S * 1e9)
+        bound = int((o.statement_timeout_s or 0) * 1e9)  # 0: no bound during the step
+        hard = plan.end_ns + int((o.statement_timeout_s or AFTER_END_S) * 1e9)
         drained = True
         while pool.live:
             now = time.perf_counter_ns()
             if self.info is None and now >= plan.measure_ns:
                 self._started(plan)
             if now > hard and drained:  # a parent behind on reading is not a client stuck in a query
-                for idx in pool.abandon():
-                    self._client_error(idx, "timeout", "client still busy 10 s after the end: terminated")
+                if self.stuck is None:
+                    self._stuck(pool, list(pool.live.values()), plan, now)
+                for idx in pool.abandon():  # close() terminates them; the stuck line above said why
+                    self.totals.client_error("stuck", "client still in a statement: terminated")
                 break
+            if bound and self.stuck is None and drained and now > plan.measure_ns + bound:
+                silent = [i for i in pool.live.values()
+                          if now - max(self._heard.get(i, 0), plan.measure_ns) > bound + plan.interval_ns]
+                if silent:
+                    self._stuck(pool, silent, plan, now)
+                    hard = min(hard, time.perf_counter_ns() + int(STUCK_STOP_S * 1e9))
             wake = plan.measure_ns if self.info is None else now + WAKE_NS
             drained = self._receive(pool, max(min(wake - now, WAKE_NS), 0) / 1e9, now + WAKE_NS)
             self._write(merger.ready(time.perf_counter_ns(), pool.live.values(), drained))
@@ -158,6 +207,7 @@ class Step:
         got = pool.receive(timeout_s)
         while got:
             for idx, msg in got:
+                self._heard[idx] = time.perf_counter_ns()
                 self._handle(idx, msg)
             if time.perf_counter_ns() >= until_ns or not pool.live:
                 return not pool.live
@@ -224,6 +274,34 @@ class Step:
         if self._pool is not None:
             self._pool.stop()
 
+    def _stuck(self, pool: ClientPool, idxs: list[int], plan: Go, now: int) -> None:
+        """Clients ``idxs`` are inside a statement past their bound: what the server says they wait for, one
+        line and an event; every client is told to stop, and the stuck sessions are ended on the server once
+        their processes are gone (a warning sent to a live client would be printed by its driver)."""
+        views = look(self.target, [self.sessions.get(i, 0) for i in idxs])
+        first = idxs[0]
+        view = views.get(self.sessions.get(first, 0))
+        for i in idxs:  # the one the server shows waiting names the step's cut
+            v = views.get(self.sessions.get(i, 0))
+            if v is not None and v.wait:
+                first, view = i, v
+                break
+        after = (now - plan.end_ns) / 1e9
+        when = (f"{after:.1f} s after the step's end" if after >= 0 else
+                f"for more than {self.opts.statement_timeout_s:g} s")
+        what = (view.text() if view is not None else
+                "the server did not show its session (no session id, or the server did not answer)")
+        others = f" (and {len(idxs) - 1} other client{'s' if len(idxs) > 2 else ''})" if len(idxs) > 1 else ""
+        message = f"client {first}{others} still in a statement {when}: {what}"
+        self.stuck = StepCut(first, "stuck", message, now)  # when it was found; the view says since when
+        self.stuck_view = {"stuck_clients": sorted(idxs), **(view.to_row() if view is not None else {})}
+        self._to_end = [self.sessions.get(i, 0) for i in idxs]  # once their processes are gone (ClientPool.close)
+        self.bundle.event("step_stuck", f"{self.target.label}: {self.wl.name} with {self.n} clients: {message}; "
+                          "the step was ended", target=self.target.label, workload=self.wl.name, clients=self.n,
+                          **self.stuck_view)
+        self.bar.say(f"  {self.target.label}: {message}: ending the step")
+        pool.stop()
+
     def _abort(self, idx: int, code: str, message: str, t_ns: int) -> None:
         """``--on-error abort``: the first error ends the step."""
         if self.aborted is not None or self.lost is not None:
@@ -237,17 +315,26 @@ class Step:
             self._pool.stop()
 
     def _drain(self, pool: ClientPool, deadline: float) -> None:
-        """After Ctrl-C: what the live clients still send until ``deadline`` (monotonic s), then the rest."""
+        """After Ctrl-C: what the live clients still send until ``deadline`` (monotonic s), then the rest.
+
+        A client silent for two report intervals is inside a long statement (a stuck commit): it would answer
+        only once that returns, so it is not waited for."""
+        quiet_ns = int(2 * self.opts.report_interval_s * 1e9) + 500_000_000
         while pool.live and time.monotonic() < deadline:
-            for idx, msg in pool.receive(max(deadline - time.monotonic(), 0)):
+            now = time.perf_counter_ns()
+            if all(now - self._heard.get(i, 0) > quiet_ns for i in pool.live.values()):
+                break
+            for idx, msg in pool.receive(min(max(deadline - time.monotonic(), 0), WAKE_NS / 1e9)):
+                self._heard[idx] = time.perf_counter_ns()
                 self._handle(idx, msg)
         if self._merger is not None:
             self._stopped_ns = min(self._merger.plan.end_ns, time.perf_counter_ns())
             self._write(self._merger.rest(self._stopped_ns))
 
     def _started(self, plan: Go) -> None:
-        self.info = StepInfo(self.target.label, self.wl.name, self.n, self.opts.duration_s,
-                             self._clock.unix(plan.measure_ns), tuple(self.pids))
+        tail_s = (plan.end_ns - self._measured_end_ns) / 1e9 if self.opts.tail_s > 0 else 0.0
+        self.info = StepInfo(self.target.label, self.wl.name, self.n, (self._measured_end_ns - plan.measure_ns) / 1e9,
+                             self._clock.unix(plan.measure_ns), tuple(self.pids), tail_s=tail_s)
         self.bundle.event("step_started", f"{self.target.label}: {self.wl.name} with {self.n} clients"
                           + (f" (repeat {self.repeat})" if self.repeat else ""),
                           target=self.target.label, workload=self.wl.name, clients=self.n,
@@ -271,12 +358,19 @@ class Step:
             rec = series_record(self.key, m, self._clock, self.ncpu)
             if self.interval_hist is not None:
                 rec["hdr"] = hist.encode_counts(m.latency_us or {}, self.interval_hist)
+            tail = self._merger.in_tail(m.k)
+            if tail:  # the run-on after the measured part, while profiles record: apart from the figures
+                rec["tail"] = True
+                self._tail.add(m)
+            else:
+                self._measured_cpu_s += m.cpu_s
             self.series.write(rec)
             # A short last interval (the step's end, a cut) is noisier: only full ones are samples.
-            if m.seconds >= FULL_INTERVAL * self.opts.report_interval_s:
+            if not tail and m.seconds >= FULL_INTERVAL * self.opts.report_interval_s:
                 self.interval_tps.append(round(m.transactions / m.seconds, 2))
             if self.bar.out is not None:
-                self.bar.say(interval_line(self.key, m, measure_ns, self.ncpu))
+                self.bar.say(interval_line(self.key, m, measure_ns, self.ncpu)
+                             + ("  (profiling: not in the step's figures)" if tail else ""))
 
     # -- result ------------------------------------------------------------------
 
@@ -290,15 +384,20 @@ class Step:
     def _finish(self, interrupted: bool) -> dict:
         assert self._merger is not None
         measure_ns = self._merger.plan.measure_ns
-        duration = max((self._stopped_ns - measure_ns) / 1e9, 1e-9)
+        measured_end_ns = min(self._stopped_ns, self._measured_end_ns)
+        duration = max((measured_end_ns - measure_ns) / 1e9, 1e-9)
         t = self.totals
+        if self.opts.tail_s > 0:
+            _measured_cpu(t, self._measured_cpu_s)
         row: dict[str, Any] = result_row(self.key, t, self.opts, self._driver_label(),
-                                         self._clock.unix(measure_ns), self._clock.unix(self._stopped_ns),
+                                         self._clock.unix(measure_ns), self._clock.unix(measured_end_ns),
                                          duration, self.ncpu, self.interval_tps)
         row.update(self.wl.result_extra(t.extra, t.transactions, duration))
+        if self.opts.tail_s > 0:
+            row["profile_tail"] = self._tail.summary(self._clock, row["tps"])
         if interrupted:
             row["interrupted"] = True
-        for key, cut in (("server_lost", self.lost), ("aborted", self.aborted)):
+        for key, cut in (("server_lost", self.lost), ("aborted", self.aborted), ("stuck", self.stuck)):
             if cut is not None:
                 row[key] = cut.to_row(self._clock.unix(cut.t_ns), measure_ns)
         short = self.startup is not None and self.startup.ready < self.n
@@ -306,7 +405,9 @@ class Step:
             row.update(self.startup.to_row())
             if short:  # clients that could not start: the row says how many ran, and is not the planned step
                 row["clients_ran"] = self.startup.ready
-        row["complete"] = not (interrupted or self.lost or self.aborted or short)
+        if self.stuck is not None:
+            row["stuck"].update(self.stuck_view)
+        row["complete"] = not (interrupted or self.lost or self.aborted or self.stuck or short)
         if self._merger.moved:  # reports that came after their interval was written (a client silent > grace)
             self.bundle.event("intervals_late", f"{self.target.label}: {self.wl.name} with {self.n} clients: "
                               f"{self._merger.moved} transactions reported after their interval was written were "
@@ -327,6 +428,8 @@ class Step:
                           f"{row['tps']:.1f} tps{cut}", target=self.target.label, workload=self.wl.name,
                           clients=self.n, complete=row["complete"], histogram=f"artifacts/{name}", **self._rep)
         self.bar.say(summary_line(self.key, row, self.ncpu))
+        if row.get("profile_tail", {}).get("tps") is not None:
+            self.bar.say(tail_line(row["profile_tail"]))
         if self.hooks is not None and self.info is not None:
             self.hooks.step_finished(self.info, row)
         return row

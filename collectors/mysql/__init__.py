@@ -9,7 +9,9 @@ from collectors.mysql.settings import MySettingsCollector
 from collectors.mysql.status import MyStatusCollector
 from collectors.mysql.statements import MyStatementSource
 from collectors.mysql.waits import MyWaitsCollector
+from collectors.oldest import OldestTransaction
 
-MYSQL_COLLECTORS = (MyStatusCollector, MyWaitsCollector, MySettingsCollector, MyStatementSource, MyBlockingCollector)
+MYSQL_COLLECTORS = (MyStatusCollector, MyWaitsCollector, MySettingsCollector, MyStatementSource, MyBlockingCollector,
+                    OldestTransaction)
 
 __all__ = ["MyBlockingCollector", "MyStatementSource", "MYSQL_COLLECTORS", "MySettingsCollector", "MyStatusCollector", "MyWaitsCollector"]

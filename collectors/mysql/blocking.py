@@ -17,6 +17,13 @@ that is refreshed only after 100 ms without readers, so they are read no more of
 reads INNODB_TRX. An idle blocker's last statement comes from performance_schema.events_statements_current
 (``last_statements``) when it is on. Records: :mod:`diag.schema.blocking`. Privileges: PROCESS (other
 users' threads, InnoDB's tables), SELECT on performance_schema.
+
+In a run these reads are made only while the wait sampler (:mod:`collectors.mysql.waits`) has counted a
+``Lock:`` state in the last :data:`collectors.lockgate.HOLD_S` s, or whenever it is not ticking
+(:mod:`collectors.lockgate`); the other ticks count as samples that saw nobody wait and cost no query. A wait
+of a thread the wait sampler leaves out (dbdiag's own) is then seen only while a workload thread waits too. The
+first read after skipped ticks counts each waiter's time by the server's clock (its state's or its lock wait's
+age), at most back to the previous read (:func:`collectors.blocking.catch_up`).
 """
 
 from __future__ import annotations
@@ -26,7 +33,8 @@ import time
 from typing import Any
 
 from collectors.base import CollectorContext, Probe
-from collectors.blocking import Seen, Wait, WindowBuilder, blocking_metrics, seconds, text
+from collectors.blocking import (Seen, Wait, WindowBuilder, blocking_metrics, catch_up, catch_up_gap, seconds,
+                                text)
 from collectors.mysql.common import GRANT_PROCESS, GRANT_PS, MyCollector, Parts, query_named
 from collectors.mysql.waits import TICK_S, TRX_EVERY_TICKS
 from collectors.sampling import TickSampler
@@ -114,6 +122,8 @@ class MyBlockingCollector(TickSampler[WindowBuilder], MyCollector):
         self.mdl_source = ""  # "metadata_locks", "metadata_lock_info" or "" (none)
         self.mdl_why = ""  # why there is none, for the records
         self._ticks_total = 0
+        self._skipped: set[str] = set()  # kinds of read ("mdl", "row") skipped on the lock gate's word lately
+        self._read_at: dict[str, float] = {}  # kind -> monotonic s of its last read of the server
 
     def _plan(self, s: Session, parts: Parts) -> str:
         """Switch off what this server and user do not allow; the metadata lock source to use."""
@@ -159,7 +169,7 @@ class MyBlockingCollector(TickSampler[WindowBuilder], MyCollector):
         self._window = self._new_window()
 
     def _new_window(self) -> WindowBuilder:
-        return WindowBuilder()
+        return WindowBuilder(self.ctx.statement_text)
 
     def _mdl_waits(self, s: Session, waiters: list[dict[str, Any]], period: float) -> list[Wait]:
         """The metadata / table lock waits of one tick, with their holders where a source shows them."""
@@ -235,24 +245,45 @@ class MyBlockingCollector(TickSampler[WindowBuilder], MyCollector):
     def _tick(self) -> None:
         s = self.session
         assert s is not None, "start() first"
+        now = time.monotonic()
+        trx_tick = self._ticks_total % TRX_EVERY_TICKS == 0
+        self._ticks_total += 1
+        gate = self.ctx.lock_gate
+        if gate is not None and gate.quiet(self.interval_s, now):  # the wait sampler saw no lock wait
+            self._since("mdl", now, self.interval_s)
+            self._skipped.add("mdl")
+            if trx_tick:
+                self._since("row", now, self.interval_s * TRX_EVERY_TICKS)
+                self._skipped.add("row")
+            self._window.add(time.time(), [], {})
+            return
         rows = self.parts.call("processlist", lambda: query_named(s, "blocking_threads"))
         if rows is None:
             return
         threads = {int(r["id"]): r for r in rows if r.get("id") is not None
                    and not text(r.get("info")).startswith(MARKER) and text(r.get("user")) not in _BACKGROUND_USERS}
-        now = time.monotonic()
         waiters = [r for r in threads.values() if lock_wait_state(r)]
         period = self._since("mdl", now, self.interval_s)  # every tick, so a first waiter counts one tick
-        waits = self._mdl_waits(s, waiters, period) if waiters else []
+        waits = self._caught_up("mdl", now, self._mdl_waits(s, waiters, period) if waiters else [])
         trx: dict[int, dict[str, Any]] = {}
-        if self._ticks_total % TRX_EVERY_TICKS == 0 and self.parts.is_on("lock_waits"):
+        if trx_tick and self.parts.is_on("lock_waits"):
             row_waits, trx = self._row_waits(s, self._since("row", now, self.interval_s * TRX_EVERY_TICKS))
             # InnoDB's lock tables are a cache up to 100 ms old (the module docstring): a wait whose waiter or
             # blocker has left the processlist read just before has ended; with PROCESS (which those tables
             # need) every live thread is in it.
-            waits += [w for w in row_waits if w.pid in threads and all(b in threads for b in w.blockers)]
-        self._ticks_total += 1
+            waits += self._caught_up("row", now, [w for w in row_waits
+                                                  if w.pid in threads and all(b in threads for b in w.blockers)])
         self._window.add(time.time(), waits, self._seen(s, threads, waits, trx) if waits else {})
+
+    def _caught_up(self, kind: str, now: float, waits: list[Wait]) -> list[Wait]:
+        """``waits`` of a read of ``kind`` ("mdl", "row") at ``now`` (monotonic s); after reads of that kind were
+        skipped on the lock gate's word, each counts its time by the server's clock (:func:`catch_up`)."""
+        last = self._read_at.get(kind)
+        self._read_at[kind] = now
+        if kind not in self._skipped:
+            return waits
+        self._skipped.discard(kind)
+        return catch_up(waits, catch_up_gap(self.ctx.lock_gate, now, last))
 
     def _record(self, window: WindowBuilder) -> dict[str, Any]:
         return window.record(time.time(), self.parts.unsaid())

@@ -34,6 +34,7 @@ from typing import Any
 
 from collectors.base import CollectorContext, Metric, Probe
 from collectors.mysql.common import GRANT_PROCESS, MyCollector, Parts, query_named, redact_sql_secrets, to_number
+from collectors.mysql.innodb_privacy import without_literals
 from collectors.mysql.innodb_status import FIELD_SPECS, parse_innodb_status
 from diag.bundle import safe_name
 from diag.db import Session
@@ -83,8 +84,11 @@ def log_fsync_counter(rec: dict[str, Any]) -> tuple[str, str]:
 class InnodbStatusArchive:
     """Appends raw INNODB STATUS texts to one artifact file, bounded in size."""
 
-    def __init__(self, artifacts: Path, label: str, max_bytes: int = ARTIFACT_MAX_BYTES) -> None:
+    def __init__(self, artifacts: Path, label: str, max_bytes: int = ARTIFACT_MAX_BYTES,
+                 keep_literals: bool = False) -> None:
+        """``keep_literals``: keep the statements and record contents the texts quote (innodb_privacy)."""
         self.name = f"innodb_status--{safe_name(label)}.txt"
+        self.keep_literals = keep_literals
         self.path = Path(artifacts) / self.name
         self.max_bytes = max_bytes
         self.full = False
@@ -98,7 +102,8 @@ class InnodbStatusArchive:
         if self.full:
             return None
         stamp = time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(t))
-        block = f"==== dbdiag {stamp}Z t={t:.3f} ====\n{redact_sql_secrets(text).rstrip()}\n"
+        kept = redact_sql_secrets(text if self.keep_literals else without_literals(text))
+        block = f"==== dbdiag {stamp}Z t={t:.3f} ====\n{kept.rstrip()}\n"
         data = block.encode("utf-8", "replace")
         self.path.parent.mkdir(parents=True, exist_ok=True)
         offset = self.path.stat().st_size if self.path.exists() else 0
@@ -163,7 +168,7 @@ class MyStatusCollector(MyCollector):
 
     def __init__(self, ctx: CollectorContext) -> None:
         super().__init__(ctx)
-        self.archive = InnodbStatusArchive(ctx.artifacts, ctx.target.label)
+        self.archive = InnodbStatusArchive(ctx.artifacts, ctx.target.label, keep_literals=ctx.keep_literals)
         self.n = 0
         self._said_errors: set[str] = set()
 

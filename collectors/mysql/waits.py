@@ -270,6 +270,8 @@ class MyWaitsCollector(MyCollector):
                 self.own = self.parts.call("own_sessions", lambda: own_threads(s)) or frozenset()
         self.ticks_total += 1
         counts, idle = classify(rows, self.trx, source, self.cpu_states, self.own)
+        if self.ctx.lock_gate is not None:  # the blocking sampler reads its chains only after a lock wait
+            self.ctx.lock_gate.tick(any(k.startswith("Lock:") for k in counts))
         self.waits.update(counts)
         self.idle += idle
         self.ticks += 1

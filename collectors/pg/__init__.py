@@ -5,12 +5,15 @@ for every PostgreSQL target. Version-specific SQL is in ``sql/`` and chosen by
 :func:`collectors.sql.pick_sql`.
 """
 
+from collectors.oldest import OldestTransaction
 from collectors.pg.blocking import PgBlockingCollector
 from collectors.pg.settings import PgSettingsCollector
 from collectors.pg.stats import PgStatsCollector
 from collectors.pg.statements import PgStatementSource
+from collectors.pg.tables import PgTableScans
 from collectors.pg.waits import PgWaitsCollector
 
-PG_COLLECTORS = (PgStatsCollector, PgWaitsCollector, PgSettingsCollector, PgStatementSource, PgBlockingCollector)
+PG_COLLECTORS = (PgStatsCollector, PgWaitsCollector, PgSettingsCollector, PgStatementSource, PgBlockingCollector,
+                 PgTableScans, OldestTransaction)
 
-__all__ = ["PgBlockingCollector", "PgStatementSource", "PG_COLLECTORS", "PgSettingsCollector", "PgStatsCollector", "PgWaitsCollector"]
+__all__ = ["PgBlockingCollector", "PgTableScans", "PgStatementSource", "PG_COLLECTORS", "PgSettingsCollector", "PgStatsCollector", "PgWaitsCollector"]

@@ -8,6 +8,13 @@ what each waiter wants and what its blocker holds on the same object (query ``bl
 application and address, state (``idle in transaction`` for a transaction left open), its statement (the
 last one when idle), transaction and state age, first and last sample seen blocking, the waiters' time.
 
+In a run that read is made only while the wait sampler has seen a ``Lock`` wait in the last
+:data:`collectors.lockgate.HOLD_S` s, or whenever that sampler is not ticking (:mod:`collectors.lockgate`);
+the other ticks count as samples that saw nobody wait and cost no query. So a wait in a session the wait
+sampler leaves out (dbdiag's own, a background worker) is seen only while a workload session waits too. The
+first read after skipped ticks counts each waiter's time by the server's wait start (pg_locks.waitstart on 14+,
+else its statement's start), at most back to the previous read (:func:`collectors.blocking.catch_up`).
+
 Privileges: every role sees pg_locks and pg_blocking_pids; other roles' state and query need
 pg_read_all_stats (pg_monitor): without it a blocker of another role is named by PID only.
 """
@@ -18,7 +25,8 @@ import time
 from typing import Any
 
 from collectors.base import Probe
-from collectors.blocking import Seen, Wait, WindowBuilder, blocking_metrics, seconds, text
+from collectors.blocking import (Seen, Wait, WindowBuilder, blocking_metrics, catch_up, catch_up_gap, seconds,
+                                text)
 from collectors.pg.common import (DEFAULT_HZ, SAMPLER_TIMEOUT_MS, new_parts, open_session, plain, probe_sampler,
                                   sampling_options)
 from collectors.sampling import TickSampler
@@ -113,6 +121,8 @@ class PgBlockingCollector(TickSampler[WindowBuilder]):
         self.interval_s, self.all_databases = sampling_options(ctx)
         self.parts = new_parts()
         self._sql: dict[str, str] = {}
+        self._skipped = False  # the previous tick was skipped on the lock gate's word
+        self._last_read: float | None = None  # monotonic s of the last tick that read the server
 
     def probe(self) -> Probe:
         def reads(s: Session) -> None:
@@ -126,11 +136,20 @@ class PgBlockingCollector(TickSampler[WindowBuilder]):
         self._window = self._new_window()
 
     def _new_window(self) -> WindowBuilder:
-        return WindowBuilder()
+        return WindowBuilder(self.ctx.statement_text)
 
     def _tick(self) -> None:
         assert self.session is not None, "start() first"
-        period = self._since("tick", time.monotonic(), self.interval_s)
+        now = time.monotonic()
+        period = self._since("tick", now, self.interval_s)
+        gate = self.ctx.lock_gate
+        if gate is not None and gate.quiet(self.interval_s, now):
+            self._window.add(time.time(), [], {})  # the wait sampler saw no Lock wait: nobody to look behind
+            self._skipped = True
+            return
+        skipped, self._skipped = self._skipped, False
+        gap_s = catch_up_gap(gate, now, self._last_read)
+        self._last_read = now
         rows = self.parts.query("blocking", self.session, self._sql["blocking"],
                                 {"all_databases": self.all_databases})
         if rows is None:
@@ -141,7 +160,8 @@ class PgBlockingCollector(TickSampler[WindowBuilder]):
         pids = sorted({int(r["pid"]) for r in rows} | {int(r["blocker"]) for r in rows if r.get("blocker")})
         locks = self.parts.query("pg_locks", self.session, self._sql["blocking_locks"], {"pids": pids}) or []
         seen = {int(r["blocker"]): seen_blocker(r) for r in rows if r.get("blocker") is not None}
-        self._window.add(time.time(), waits_of(rows, locks, period), seen)
+        waits = waits_of(rows, locks, period)
+        self._window.add(time.time(), catch_up(waits, gap_s) if skipped else waits, seen)
 
     def _record(self, window: WindowBuilder) -> dict[str, Any]:
         return window.record(time.time(), self.parts.unsaid())

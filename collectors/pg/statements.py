@@ -15,14 +15,29 @@ sequential scan of that table in the step (pg_stat_user_tables; the planner's si
 when it counted none) per call, scaled down when its blocks per call show it stopped early
 (``examined_from`` "plan x table size"); the step's per-table tuple reads are
 kept beside it (``tables``).
+
+Whose plan: pg_stat_statements records each statement's role. A statement of
+dbdiag's own login role is planned in the session as it is; another role's only
+with ``--plan-others`` and only as that role: through a SECURITY DEFINER function
+owned by it (a temporary one, in this session's pg_temp), inside which a
+function the planner runs cannot ``SET ROLE`` or ``SET SESSION AUTHORIZATION``
+back to dbdiag's login (PostgreSQL refuses both within a security-definer
+function; a plain ``SET ROLE`` would not hold: a superuser's session may switch
+back). That needs dbdiag's login to be a member of the role (a superuser is).
+Every plan is made in a ``READ ONLY`` transaction that is rolled back, under a
+statement timeout of :data:`collectors.plansafety.PLAN_TIMEOUT_MS`, with
+:data:`SAFE_SEARCH_PATH`: pg_catalog first and temporary objects last, whatever
+search_path a role or database setting would give the session.
 """
 
 from __future__ import annotations
 
+import contextlib
 import re
 from collections.abc import Mapping
 from typing import Any
 
+from collectors.plansafety import PLAN_OTHERS_OPTION, PLAN_TIMEOUT_MS, PlanNotMade
 from collectors.pg.common import MONITOR_HINT, describe, open_session, plain, privileges, quote_ident, \
     unsupported_reason
 from collectors.plans import pg_plan_nodes
@@ -36,6 +51,18 @@ GENERIC_PLAN_SINCE = 160000
 MIN_VERSION = (1, 8)
 _PARAM = re.compile(r"\$(\d+)")
 EXAMINED_FROM_PLAN = "plan x table size"
+# pg_catalog before anything a role could create, the role's own schema and public as a session has them by
+# default, temporary objects (which would otherwise come first for tables) last.
+SAFE_SEARCH_PATH = 'pg_catalog, "$user", public, pg_temp'
+# Runs its statements as the function's owner (a security-definer context: no SET ROLE back); all but the
+# last are run (PREPARE), the last's rows (one JSON plan) returned.
+_AS_OWNER = """CREATE {marker} FUNCTION pg_temp.{name}(stmts text[]) RETURNS SETOF text LANGUAGE plpgsql
+SECURITY DEFINER SET search_path = {path} AS $dbdiag$
+DECLARE i int; r record;
+BEGIN
+  FOR i IN 1 .. array_length(stmts, 1) - 1 LOOP EXECUTE stmts[i]; END LOOP;
+  FOR r IN EXECUTE stmts[array_length(stmts, 1)] LOOP RETURN NEXT r."QUERY PLAN"::text; END LOOP;
+END $dbdiag$"""
 
 
 class PgStatementSource(StatementSource):
@@ -48,7 +75,10 @@ class PgStatementSource(StatementSource):
     def __init__(self, ctx: Any) -> None:
         super().__init__(ctx)
         self.schema = ""
+        self.own_role = ""  # the login's role as pg_stat_statements names it (regrole text)
         self._rows_per_scan: dict[str, float] = {}
+        self._as_role: dict[str, str] = {}  # role -> the pg_temp function that plans as it
+        self._made = 0
 
     def open(self) -> Session:
         return open_session(self.ctx.target, self.name, SNAPSHOT_TIMEOUT_MS)
@@ -75,6 +105,7 @@ class PgStatementSource(StatementSource):
                         "add pg_stat_statements to shared_preload_libraries and restart the server", [])
             return f"pg_stat_statements: {describe(e)}", MONITOR_HINT if e.kind == "privilege" else "", []
         self.schema = schema
+        self.own_role = str(s.query(f"SELECT {MARKER} current_user::regrole::text AS r")[0]["r"])
         notes: list[str] = []
         p = privileges(s)
         if not (p.superuser or p.pg_read_all_stats):
@@ -93,33 +124,83 @@ class PgStatementSource(StatementSource):
     def is_own(self, key: str, text: str) -> bool:
         return MARKER in text
 
+    @staticmethod
+    def role_of(key: str) -> str:
+        """The role (regrole text) of statement ``key`` ("queryid|role")."""
+        return key.split("|", 1)[1] if "|" in key else ""
+
+    def not_planned(self, key: str, active: set[str] | None, seen: dict[str, set[str]]) -> str:
+        role = self.role_of(key)
+        if not role or role == self.own_role:
+            return ""
+        if not self.plan_others:
+            return f"statement of role {role}; run with {PLAN_OTHERS_OPTION} to plan it as {role}"
+        return ""
+
     def explain(self, s: Session, text: str, key: str = "") -> tuple[StatementPlan, Any]:
         params = max((int(n) for n in _PARAM.findall(text)), default=0)
+        generic = s.version_num < GENERIC_PLAN_SINCE and params > 0
         if s.version_num >= GENERIC_PLAN_SINCE:
-            method = "generic_plan"
-            rows = s.query(f"EXPLAIN {MARKER} (GENERIC_PLAN, FORMAT JSON, VERBOSE) {text}")
-        elif params:
-            method = "generic_prepared"
-            rows = self._prepared_generic(s, text, params)
+            method, stmts = "generic_plan", [f"EXPLAIN {MARKER} (GENERIC_PLAN, FORMAT JSON, VERBOSE) {text}"]
+        elif generic:  # before 16: the generic plan of a statement with $n parameters (values unknown)
+            nulls = ", ".join(["NULL"] * params)
+            method, stmts = "generic_prepared", [
+                f"PREPARE {MARKER} dbdiag_plan AS {text}",
+                f"EXPLAIN {MARKER} (FORMAT JSON, VERBOSE) EXECUTE dbdiag_plan({nulls})"]
         else:
-            method = "explain"
-            rows = s.query(f"EXPLAIN {MARKER} (FORMAT JSON, VERBOSE) {text}")
-        raw = next(iter(rows[0].values()))
+            method, stmts = "explain", [f"EXPLAIN {MARKER} (FORMAT JSON, VERBOSE) {text}"]
+        role = self.role_of(key)
+        as_role = self._planner_as(s, role) if role and role != self.own_role else ""
+        try:
+            raw = self._bounded(s, stmts, as_role, generic)
+        finally:
+            if generic:  # a prepared statement outlives the transaction it was made in
+                with contextlib.suppress(DbError):
+                    s.execute(f"DEALLOCATE {MARKER} dbdiag_plan")
         return StatementPlan(method=method, nodes=tuple(pg_plan_nodes(raw))), raw
 
     @staticmethod
-    def _prepared_generic(s: Session, text: str, params: int) -> list[dict[str, Any]]:
-        """Before PostgreSQL 16: the generic plan of a statement with ``$n`` parameters (values unknown)."""
-        s.execute(f"SET {MARKER} plan_cache_mode = force_generic_plan")
+    def _bounded(s: Session, stmts: list[str], as_role: str, generic: bool) -> Any:
+        """The plan ``stmts`` print (the last one's row), run in a read-only transaction that is rolled back,
+        under :data:`PLAN_TIMEOUT_MS` and :data:`SAFE_SEARCH_PATH`; through ``as_role`` (a pg_temp function)
+        when given."""
+        s.execute(f"BEGIN {MARKER} READ ONLY")
         try:
-            s.execute(f"PREPARE {MARKER} dbdiag_plan AS {text}")
-            try:
-                nulls = ", ".join(["NULL"] * params)
-                return s.query(f"EXPLAIN {MARKER} (FORMAT JSON, VERBOSE) EXECUTE dbdiag_plan({nulls})")
-            finally:
-                s.execute(f"DEALLOCATE {MARKER} dbdiag_plan")
+            s.execute(f"SET LOCAL {MARKER} statement_timeout = {int(PLAN_TIMEOUT_MS)}")
+            s.execute(f"SET LOCAL {MARKER} search_path = {SAFE_SEARCH_PATH}")
+            if generic:
+                s.execute(f"SET LOCAL {MARKER} plan_cache_mode = force_generic_plan")
+            if as_role:
+                rows = s.query(f"SELECT {MARKER} {as_role}(%(stmts)s) AS plan", {"stmts": stmts})
+            else:
+                for sql in stmts[:-1]:
+                    s.execute(sql)
+                rows = s.query(stmts[-1])
         finally:
-            s.execute(f"RESET {MARKER} plan_cache_mode")
+            s.execute(f"ROLLBACK {MARKER}")
+        if not rows:
+            raise DbError("the plan came back empty", kind="other")
+        return next(iter(rows[0].values()))
+
+    def _planner_as(self, s: Session, role: str) -> str:
+        """The pg_temp function that plans as ``role`` (made once per session; --plan-others only)."""
+        if role in self._as_role:
+            return self._as_role[role]
+        ok = s.query(f"SELECT {MARKER} pg_has_role(current_user, %(r)s::regrole, 'MEMBER') AS ok", {"r": role})
+        if not ok or not ok[0]["ok"]:
+            raise PlanNotMade(f"statement of role {role}: dbdiag's login {self.own_role} is not a member of it, "
+                              f"so cannot plan as {role}")
+        self._made += 1
+        name = f"dbdiag_plan_as_{self._made}"
+        s.execute(_AS_OWNER.format(marker=MARKER, name=name, path=SAFE_SEARCH_PATH))
+        try:
+            s.execute(f"ALTER FUNCTION {MARKER} pg_temp.{name}(text[]) OWNER TO {role}")
+        except DbError as e:
+            with contextlib.suppress(DbError):
+                s.execute(f"DROP FUNCTION {MARKER} pg_temp.{name}(text[])")
+            raise PlanNotMade(f"statement of role {role}: cannot plan as {role} ({e})") from None
+        self._as_role[role] = f"pg_temp.{name}"
+        return self._as_role[role]
 
     def step_tables(self, tables: list[TableStat]) -> None:
         # Rows a sequential scan of each table read in this step, as the server counted them (the planner's

@@ -344,7 +344,8 @@ class PgStatsCollector(Collector):
             text = texts.get(queryid)
             if text is not None and MARKER in text:
                 continue
-            top.append({"queryid": queryid, "role": role, "query": text,
+            shown = None if text is None else self.ctx.statement_text(text)  # other roles' literals: a fingerprint
+            top.append({"queryid": queryid, "role": role, "query": shown,
                         **{c: round(v, 3) if isinstance(v, float) else v for c, v in d.items()}})
             if len(top) >= self.top_n:
                 break

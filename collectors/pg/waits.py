@@ -134,6 +134,9 @@ class PgWaitsCollector(TickSampler[WaitWindow]):
         rows = self.parts.query("pg_stat_activity", self.session, self._sql, self._params())
         if rows is not None:
             self._window.add(rows)
+            if self.ctx.lock_gate is not None:  # the blocking sampler reads its chains only after a Lock wait
+                self.ctx.lock_gate.tick(any(r["wait_event_type"] == "Lock" and r["state"] in ACTIVE_STATES
+                                            for r in rows))
 
     def _record(self, window: WaitWindow) -> dict[str, Any]:
         rec = window.record()

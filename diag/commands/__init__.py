@@ -1,4 +1,6 @@
-"""Subcommands beyond ``run``/``report``/``server``: each module has ``add_parsers(sub)`` and ``dispatch(args)``.
+"""The commands' bodies: each module defines ``main(args, argv) -> int`` (the exit code).
 
-``dispatch`` returns the exit code, or None when the command is not that module's.
+The parsers live in :mod:`diag.cli`, which imports a command's module only when
+that command runs (``diag.cli.COMMANDS``), so ``dbdiag --help`` and an argument
+error load none of reports, collectors or workloads.
 """

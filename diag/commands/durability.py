@@ -18,10 +18,9 @@ import shutil
 import sys
 import tempfile
 from pathlib import Path
-from typing import Any
 
 from collectors.registry import SourcePlan
-from diag.argtypes import DefaultsHelpFormatter, csv_ints, key_values, positive
+from diag.argtypes import key_values
 from diag.bundle import load_bundle
 from diag.errors import UsageError
 from diag.run import Run, RunOptions
@@ -31,30 +30,7 @@ from reports.durability_view import durability_rows, overall
 from workloads.driver import DriverOptions
 
 COMMAND = "durability"
-DURABILITY_CLIENTS = (1, 4)
 PROBE_FLUSH_INTERVAL_S = 0.25  # finer than a run's 1 s so a short step's window edges cost little
-
-
-def add_parsers(sub: Any) -> None:
-    d = sub.add_parser(COMMAND, help="are commits durable, and is the commit rate physically possible?",
-                       formatter_class=DefaultsHelpFormatter)
-    d.add_argument("target", metavar="TARGET", help="[LABEL=]DSN or embedded:postgres / embedded:mysql")
-    d.add_argument("--flush-capability", type=positive, default=None, metavar="OPS",
-                   help="flushes/s the storage can do (skip the fsync test), e.g. 120 for a 7200 rpm disk")
-    d.add_argument("--seconds", type=positive, default=3.0, help="measured seconds per step")
-    d.add_argument("--warmup", type=float, default=1.0, help="seconds per step before measuring")
-    d.add_argument("-c", "--clients", type=csv_ints, default=DURABILITY_CLIENTS,
-                   help="client counts to probe (default 1,4)")
-    d.add_argument("--fsync-seconds", type=positive, default=0.5,
-                   help="seconds per fsync test when measuring F (12 tests)")
-    d.add_argument("--set", action="append", metavar="KEY=VALUE",
-                   help="setting for an embedded server, e.g. fsync=off")
-    d.add_argument("-o", "--out", type=Path, default=None, help="keep the probe's run bundle in this folder")
-    d.add_argument("--json", action="store_true", help="print the verdicts as JSON")
-
-
-def dispatch(a: argparse.Namespace) -> int | None:
-    return cmd_durability(a) if a.command == COMMAND else None
 
 
 def durability_options(a: argparse.Namespace, settings: dict[str, str], out_dir: Path,
@@ -67,10 +43,12 @@ def durability_options(a: argparse.Namespace, settings: dict[str, str], out_dir:
                       fsync_test_s=None if a.flush_capability else a.fsync_seconds, profile=False)
     return RunOptions(targets=[a.target], workloads=["insert"], driver=drv, out=out_dir, argv=argv,
                       profile=False, flush_capability=a.flush_capability, server_settings=settings,
-                      render=False, kind=COMMAND, sources=plan, progress="steps")
+                      render=False, kind=COMMAND, sources=plan, progress="steps",
+                      keep_literals=a.keep_literals)
 
 
-def cmd_durability(a: argparse.Namespace) -> int:
+def main(a: argparse.Namespace, argv: list[str]) -> int:
+    """``dbdiag durability``: the exit code is the verdict's (see :func:`reports.durability_view.overall`)."""
     target = parse_target(a.target)
     settings = key_values(a.set)
     if settings and not target.embedded:
@@ -80,7 +58,7 @@ def cmd_durability(a: argparse.Namespace) -> int:
     keep = a.out is not None
     out_dir = Path(a.out) if keep else Path(tempfile.mkdtemp(prefix="dbdiag-durability-"))
     try:
-        path = Run(durability_options(a, settings, out_dir, ["dbdiag", *sys.argv[1:]])).execute()
+        path = Run(durability_options(a, settings, out_dir, ["dbdiag", *argv])).execute()
         b = load_bundle(path)
         steps = durability_rows(b)
         code, line = overall(steps)

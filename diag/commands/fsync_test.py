@@ -16,28 +16,11 @@ from typing import Any
 from collectors.fsync_test import format_table, run_fsync_test, writable_dir_on_same_fs
 from collectors.hostinfo import data_directory
 from diag import servers
-from diag.argtypes import DefaultsHelpFormatter, key_values, positive
+from diag.argtypes import key_values
 from diag.db import Session, own_app_name
 from diag.errors import DiagError, UsageError
 from diag.procs import Supervisor, supervised
 from diag.targets import Target, parse_target
-
-COMMAND = "fsync-test"
-
-
-def add_parsers(sub: Any) -> None:
-    f = sub.add_parser(COMMAND, help="measure how fast the disk completes durable writes (like pg_test_fsync)",
-                       formatter_class=DefaultsHelpFormatter)
-    f.add_argument("targets", nargs="*", metavar="TARGET",
-                   help="test in each local target's data directory (embedded:ENGINE starts a throwaway server)")
-    f.add_argument("--dir", type=Path, default=None, help="directory to test in (default: the current directory)")
-    f.add_argument("--seconds", type=positive, default=2.0, help="seconds per test; there are 12 tests")
-    f.add_argument("--set", action="append", metavar="KEY=VALUE", help="setting for embedded servers")
-    f.add_argument("--json", action="store_true", help="print the results as JSON")
-
-
-def dispatch(a: argparse.Namespace) -> int | None:
-    return cmd_fsync_test(a) if a.command == COMMAND else None
 
 
 def _test_target(t: Target, settings: dict[str, str], seconds: float,
@@ -64,7 +47,8 @@ def _test_target(t: Target, settings: dict[str, str], seconds: float,
             srv.stop()
 
 
-def cmd_fsync_test(a: argparse.Namespace) -> int:
+def main(a: argparse.Namespace, argv: list[str]) -> int:
+    """``dbdiag fsync-test``: a table (or JSON) of the twelve tests per directory."""
     if a.targets and a.dir:
         raise UsageError("give either TARGETs or --dir, not both")
     settings = key_values(a.set)

@@ -107,6 +107,10 @@ class Engine:
     default_user: ClassVar[str] = ""
     default_database: ClassVar[str] = ""
     socket_param: ClassVar[str] = ""           # DSN query parameter naming a unix socket
+    # Whether the server reads \' in a string as a quote and "..." as a string (MySQL's default SQL mode);
+    # how diag.fingerprint finds the literals of statement texts read from the server.
+    string_backslashes: ClassVar[bool] = False
+    passfile_param: ClassVar[str] = ""  # DSN query parameter naming a password file the driver reads ("" none)
     drivers: ClassVar[tuple[tuple[str, str], ...]] = ()  # (distribution, module), fastest first
     driver_hint: ClassVar[str] = ""            # what to pip install when none is present
     key_settings: ClassVar[tuple[str, ...]] = ()  # read with every run: durability and sizing
@@ -144,6 +148,17 @@ class Engine:
     # (process-per-connection engines); "" when connections are threads of the server process,
     # which is then found by the port or socket it listens on (among ``process_names``).
     backend_pid_sql: ClassVar[str] = ""
+    # A statement that does not return (workloads.stuck). Column ``p`` of session_id_sql: our connection's id
+    # in the server's own view of its sessions. session_view_sql, with {ids} (integers): one row per session
+    # (id, state, wait_type, wait, query, seconds: how long its statement has run). end_session_sql, with
+    # {id}: ends one of our own sessions on the server (its client process is gone or going).
+    session_id_sql: ClassVar[str] = ""
+    session_view_sql: ClassVar[str] = ""
+    end_session_sql: ClassVar[str] = ""
+    # Waits that end only when something outside the statement happens (a lock released, a standby's
+    # answer): the same one seen for longer than a load's bound is a stuck statement (prefixes of
+    # "type/event"; a running statement, I/O, parallel workers' messages are progress).
+    endless_waits: ClassVar[tuple[str, ...]] = ()
     # Folder under the data directory that holds the log and may be a symlink to another disk ("pg_wal");
     # "" when the log lives in the data directory itself. Flush tracing watches that disk too.
     log_directory: ClassVar[str] = ""
@@ -158,6 +173,23 @@ class Engine:
     # What :attr:`instrumentation` was measured to cost (bench/statements_overhead.py, BENCHMARKS.md), in words
     # for the report: a throwaway server's statement section says it next to the evidence it buys.
     instrumentation_cost: ClassVar[str] = ""
+    # What the statement digests' timer covers, as a key (two engines' statement times are compared as equals
+    # only when their keys match) and in words for the report.
+    statement_timer_scope: ClassVar[str] = ""
+    statement_timer_text: ClassVar[str] = ""
+    # Sorts, hashes and temporary tables that outgrew memory (reports.rules.spills): (key in stats_series,
+    # words) of counters of spill events, each recorded one counts; a bytes counter ("" = none) and the
+    # settings that size the memory they outgrew, as advice.
+    spill_counters: ClassVar[tuple[tuple[str, str], ...]] = ()
+    spill_bytes_counter: ClassVar[str] = ""
+    spill_settings: ClassVar[str] = ""
+    # (rows read by table scans, scans) counters of stats_series, server-wide, for reports.rules.scans where the
+    # engine has no per-table scan source of its own (() = it has one: PostgreSQL's collectors.pg.tables).
+    scan_counters: ClassVar[tuple[str, ...]] = ()
+    # What an old transaction holds back from cleanup (reports.rules.oldxact), and what to do about it.
+    cleanup_backlog: ClassVar[str] = ""
+    old_transaction_advice: ClassVar[str] = ""
+    last_statement_hint: ClassVar[str] = ""  # why another session's last statement may not be visible
 
     def instrumentation_for(self, version_num: int) -> list[tuple[str, str]]:
         """The (setting, value) pairs of :attr:`instrumentation` a server of ``version_num`` has."""
@@ -255,6 +287,10 @@ class Engine:
                        application_name: str) -> dict[str, Any]:
         """Keyword arguments for ``driver.module.connect``."""
         raise NotImplementedError
+
+    def credentials_text(self, target: "Target") -> str:
+        """Where the target's password comes from, for run.json: never the password, never a file's contents."""
+        return "password in the DSN (***)" if target.password is not None else "no password"
 
     def connect(self, target: "Target", *, autocommit: bool = True, timeout_s: int = 5,
                 application_name: str = "dbdiag", driver: DriverInfo | None = None) -> Any:

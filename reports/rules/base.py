@@ -129,10 +129,10 @@ def engine_of(b: Bundle, label: str, row: dict[str, Any] | None = None) -> Engin
 
 def steps(b: Bundle) -> Iterator[Step]:
     """Every result row that has a measured window and a target, except a step cut short by a lost server
-    or ``--on-error abort``: its evidence is of a server going away or of a failure (the ``server_lost``
-    rule speaks for it), not of what limits the workload. A step cut by Ctrl-C is kept, as it always was."""
+    or ``--on-error abort`` or a stuck statement: its evidence is of a server going away or of a failure (the
+    ``server_lost``, ``step_aborted`` and ``statement_stuck`` rules speak for it), not of what limits the workload. A step cut by Ctrl-C is kept, as it always was."""
     for row in b.results:
-        if row.get("server_lost") or row.get("aborted"):
+        if row.get("server_lost") or row.get("aborted") or row.get("stuck"):
             continue
         label = row.get("target")
         t0, t1 = row.get("t_start"), row.get("t_end")

@@ -69,6 +69,8 @@ def _postgres(b: Bundle, step: Step) -> Finding | None:
     records = counter_in_step(b, step, stats, "wal.wal_records")
     if fpi is not None and records:
         ev["full_page_image_records_pct"] = num(100 * fpi / records)
+        if step.transactions:
+            ev["full_page_images_per_txn"] = num(fpi / step.transactions, 2)
     busy_ms = [counter_in_step(b, step, stats, f"checkpointer.{k}") for k in ("write_time", "sync_time")]
     busy = min(1.0, sum(x for x in busy_ms if x) / 1000 / step.duration)
     ev["checkpointing_pct_of_step"] = num(100 * busy)
@@ -106,6 +108,9 @@ def _innodb(b: Bundle, step: Step) -> Finding | None:
     wait_free = counter_in_step(b, step, step.engine.stats_series, "status.Innodb_buffer_pool_wait_free")
     if wait_free:
         ev["buffer_pool_wait_free"] = round(wait_free)
+    log_waits = counter_in_step(b, step, step.engine.stats_series, "status.Innodb_log_waits")
+    if log_waits:  # the log buffer was full and a write waited for a flush (innodb_log_buffer_size)
+        ev["log_buffer_waits"] = round(log_waits)
     return step.finding(
         "checkpoint_pressure", "warning",
         f"Redo log {pct(peak)} full: InnoDB must flush pages to make room", ev,

@@ -119,6 +119,7 @@ class CpuUse:
     collector_cores: float | None = None  # dbdiag's own collectors and their perf children
     host_source: str = ""  # "" this machine's host series; else where the target's host was read (node_exporter)
     clients_elsewhere: bool = False  # the target's host is not this machine: clients and collectors use none of it
+    steal: float = 0.0  # share of all CPU time the hypervisor gave to other guests (0..1; part of host_busy)
 
     @property
     def busy_cores(self) -> float:
@@ -146,7 +147,7 @@ def cpu_use(b: Bundle, step: Step) -> CpuUse | None:
 
 def _cpu_use(b: Bundle, step: Step) -> CpuUse | None:
     recs = [r for r in b.series.get("host", []) if isinstance(r.get("t"), (int, float))]
-    busy = total = span = cli_span = ctx = 0.0
+    busy = total = span = cli_span = ctx = steal = 0.0
     srv = [0.0] * 7
     cli = [0.0] * 7
     own = [0.0] * 7
@@ -166,6 +167,7 @@ def _cpu_use(b: Bundle, step: Step) -> CpuUse | None:
         span += overlap
         total += w * sum(d)  # type: ignore[arg-type]
         busy += w * sum(_delta(prev, cur, f"cpu.all.{f}") or 0.0 for f in CPU_BUSY)
+        steal += w * (_delta(prev, cur, "cpu.all.steal") or 0.0)
         ctx += w * (_delta(prev, cur, "ctx_switches") or 0.0)
         cs = (cur.get("procs.server") or {}).get(step.target)
         if cs:
@@ -196,7 +198,8 @@ def _cpu_use(b: Bundle, step: Step) -> CpuUse | None:
                   server_sys_s=srv[1], server_ctx_vol=srv[2], server_ctx_invol=srv[3],
                   client_cores=(cli[0] + cli[1]) / cli_span if have_cli else None, host_ctx=ctx,
                   collector_cores=(own[0] + own[1]) / per if have_own else None, host_source=host_source,
-                  clients_elsewhere=bool(host_source) and not _target_local(b, step.target))
+                  clients_elsewhere=bool(host_source) and not _target_local(b, step.target),
+                  steal=steal / total if not host_source and total > 0 else 0.0)
 
 
 def _target_local(b: Bundle, label: str) -> bool:

@@ -1,4 +1,5 @@
-"""server_lost: a target's server went away during a step; step_aborted: ``--on-error abort`` ended one.
+"""server_lost: a target's server went away during a step; step_aborted: ``--on-error abort`` ended one;
+statement_stuck: a statement that did not return ended one.
 
 The workload driver writes ``server_lost`` into the cut step's result row (when,
 seconds into the measured part, the client error, and why a new connection
@@ -98,5 +99,30 @@ def step_aborted(b: Bundle) -> list[Finding]:
             title=f"--on-error abort ended {step} {when} it: {code + ': ' if code else ''}{message}"[:300],
             evidence={k: v for k, v in ev.items() if v is not None},
             advice=ABORT_ADVICE.format(measured=f"{measured:g}" if isinstance(measured, (int, float)) else "few"),
+            impact=1.0, workload=workload, clients=clients))
+    return out
+
+
+STUCK_ADVICE = ("A statement of this step did not return, and the server showed what it waited for: until that "
+                "wait ends (a synchronous standby that answers, a lock released, ...) every transaction that "
+                "needs it waits as long. The step was ended and its session closed; its figures are not a "
+                "measurement of the workload. Fix what the wait names, or give --statement-timeout a bound "
+                "that suits statements that are slow on purpose.")
+
+
+def statement_stuck(b: Bundle) -> list[Finding]:
+    """One critical finding per step a stuck statement ended: the wait the server showed, the statement."""
+    out: list[Finding] = []
+    for row, cut, label, workload, clients, step, _when in _cut_steps(b, "stuck"):
+        wait = "/".join(x for x in (cut.get("wait_type"), cut.get("wait")) if x) or None
+        ev: dict[str, Any] = {"step": step, "found_at": _utc(cut.get("t")), "stuck_clients": cut.get("stuck_clients"),
+                              "wait": wait, "state": cut.get("state") or None, "statement": cut.get("query") or None,
+                              "statement_running_s": cut.get("seconds"), "measured_s": row.get("measured_s"),
+                              "steps_not_run": _skipped(b, label)}
+        out.append(Finding(
+            category="statement_stuck", severity="critical", target=label,
+            title=f"A statement did not return in {step}: "
+                  f"{'waiting for ' + wait if wait else cut.get('message') or 'no wait shown'}"[:300],
+            evidence={k: v for k, v in ev.items() if v is not None}, advice=STUCK_ADVICE,
             impact=1.0, workload=workload, clients=clients))
     return out

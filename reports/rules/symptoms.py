@@ -29,11 +29,11 @@ from reports.rules.base import Finding, Step, num, pct
 from reports.rules.limit import key_of, step_limits
 
 # The words for a limit in another finding's title.
-_LIMIT_WORDS = {"host_cpu": "the host's CPUs", "server_cpu": "the server's CPU", "client_cpu": "the clients' CPU",
+_LIMIT_WORDS = {"host_cpu": "the host's CPUs", "neighbours": "other processes on the host", "server_cpu": "the server's CPU", "client_cpu": "the clients' CPU",
                 "round_trips": "the round trips", "commit_flush": "the log flush", "lock": "a lock holder",
                 "latch": "a latch", "io": "data reads", "unobserved": "not observed",
                 "connect": "opening connections"}
-_CPU_KINDS = frozenset({"host_cpu", "server_cpu"})
+_CPU_KINDS = frozenset({"host_cpu", "server_cpu", "neighbours"})
 
 Phrase = Callable[[Step, StepAccounting], str]
 

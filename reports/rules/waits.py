@@ -390,3 +390,9 @@ VOCABULARY: dict[str, WaitVocabulary] = {
 
 def _vocabulary(engine: Engine) -> WaitVocabulary:
     return VOCABULARY[engine.name]
+
+
+def cache_counters(b: Bundle, step: Step) -> dict[str, Any]:
+    """The engine's buffer pool counters over a step: hit share and reads from outside the pool per transaction
+    (the evidence of io_read_bound and of reports.rules.cache)."""
+    return _vocabulary(step.engine).cache_counters(b, step)

@@ -8,7 +8,9 @@ outside session that holds a lock for :data:`HOLD_S` seconds and then lets go:
 
 * 1 client: nothing is planted (no blocker may be named; the step has no lock finding);
 * 2 clients: ``LOCK TABLE ... IN EXCLUSIVE MODE`` (PostgreSQL) / ``LOCK TABLES ... WRITE`` (MariaDB);
-* 3 clients: ``UPDATE`` of every row without COMMIT (row locks held by an open transaction).
+* 3 clients: ``UPDATE`` of every row without COMMIT (row locks held by an open transaction); its statement
+  holds the literal :data:`LITERAL`, which the bundle and the report must not contain (other sessions'
+  statements are stored as fingerprints) unless the run keeps literals (a second, one-step run on PostgreSQL).
 
 The lock finding must name the planted session (its PID / thread id from the server), its state or
 statement, and a blocking time within a margin of the hold the planter measured.
@@ -53,11 +55,12 @@ SCRIPT = ("\\set id random(2, 1000)\n"
           "UPDATE dbdiag.blk SET n = n + 1 WHERE id = :id;\n"
           "SELECT n FROM dbdiag.blk WHERE id = 1;\n")
 PLANTS = {2: "table", 3: "row"}
+LITERAL = "SECRET-LITERAL-42"
 PLANT_SQL = {
     ("postgres", "table"): ["BEGIN", "LOCK TABLE dbdiag.blk IN EXCLUSIVE MODE"],
-    ("postgres", "row"): ["BEGIN", "UPDATE dbdiag.blk SET n = n + 1"],
+    ("postgres", "row"): ["BEGIN", f"UPDATE dbdiag.blk SET n = n + 1 WHERE '{LITERAL}' <> ''"],
     ("mysql", "table"): ["LOCK TABLES dbdiag.blk WRITE"],
-    ("mysql", "row"): ["BEGIN", "UPDATE dbdiag.blk SET n = n + 1"],
+    ("mysql", "row"): ["BEGIN", f"UPDATE dbdiag.blk SET n = n + 1 WHERE '{LITERAL}' <> ''"],
 }
 RELEASE_SQL = {("postgres", "table"): "COMMIT", ("postgres", "row"): "COMMIT", ("mysql", "table"): "UNLOCK TABLES",
                ("mysql", "row"): "COMMIT"}
@@ -96,9 +99,11 @@ def mdl_holders_visible(srv: servers.ThrowawayServer) -> bool:
 class Planter(threading.Thread):
     """Plants a blocker in each planned step of each target, from the step_started events of the bundle."""
 
-    def __init__(self, bundle: Path, targets: dict[str, servers.ThrowawayServer]) -> None:
+    def __init__(self, bundle: Path, targets: dict[str, servers.ThrowawayServer],
+                 plants: dict[int, str] | None = None) -> None:
         super().__init__(daemon=True)
         self.bundle, self.targets = bundle, targets
+        self.plants = PLANTS if plants is None else plants
         self.done = threading.Event()
         self.planted: dict[tuple[str, int], dict[str, Any]] = {}
         self.errors: list[str] = []
@@ -111,7 +116,7 @@ class Planter(threading.Thread):
                 if e.get("kind") != "step_started" or key in handled:
                     continue
                 handled.add(key)
-                if key[1] in PLANTS:
+                if key[1] in self.plants:
                     try:
                         self.plant(key, float(e["t_start"]))
                     except Exception as exc:  # reported by the test, not lost in a thread
@@ -120,7 +125,7 @@ class Planter(threading.Thread):
 
     def plant(self, key: tuple[str, int], t_start: float) -> None:
         srv = self.targets[key[0]]
-        kind = PLANTS[key[1]]
+        kind = self.plants[key[1]]
         with Session(srv.target(), statement_timeout_ms=0, application_name="outside-blocker") as s:
             pid = int(s.query(PID_SQL[srv.engine])[0]["pid"])
             time.sleep(max(0.0, t_start + START_AFTER_S - time.time()))
@@ -188,7 +193,7 @@ def test_planted_blocker_is_named_with_its_hold(planted_run, target: str, client
     if target == "pg":
         assert "idle in transaction" in said, ev
         assert ("LOCK TABLE dbdiag.blk IN EXCLUSIVE MODE" if plant["kind"] == "table"
-                else "UPDATE dbdiag.blk SET n = n + 1") in said, ev
+                else "UPDATE dbdiag.blk SET n = n + ? WHERE ? <> ?") in said, ev  # a fingerprint: no literal
     elif plant["kind"] == "table":
         assert "LOCK TABLES" in said, ev  # the statement (performance_schema) or the lock mode only it takes
     else:
@@ -236,3 +241,49 @@ def test_report_shows_the_chains(planted_run) -> None:
         assert f"{target} &middot; custom &middot; {clients} clients" in section
         assert f"-&gt; {plant['pid']} (" in section  # a chain ends at the planted session (autoescaped)
     assert "custom &middot; 1 clients" not in section  # nobody blocked (or waited long) in the unplanted steps
+
+
+def files_holding(root: Path, needle: str) -> list[str]:
+    """The files under ``root`` (every one, read as bytes) that contain ``needle``."""
+    return sorted(str(p.relative_to(root)) for p in root.rglob("*")
+                  if p.is_file() and needle.encode() in p.read_bytes())
+
+
+def test_other_sessions_literals_are_not_stored(planted_run) -> None:
+    """The planted row blocker's statement is stored as a fingerprint: its literal is in no file of the bundle
+    (series, findings, artifacts, the report) and not in the run's output."""
+    assert files_holding(planted_run["path"], LITERAL) == []
+    assert LITERAL not in planted_run["log"]
+    b = load_bundle(planted_run["path"])
+    # The statement was read (the positive side of the test: MariaDB's from performance_schema, on in the
+    # throwaway server) and stored without its literals.
+    for target in ("pg", "my"):
+        (step,) = [s for s in steps(b) if s.target == target and s.clients == 3]
+        sb = step_blocking(b, step)
+        assert sb is not None and sb.blockers, (target, sb)
+        assert sb.blockers[0].last.statement == "UPDATE dbdiag.blk SET n = n + ? WHERE ? <> ?", (target, sb)
+
+
+def test_keep_literals_keeps_them(pg_server, tmp_path: Path) -> None:
+    """``--keep-literals``: the same planted blocker, one step on PostgreSQL; its statement as it was sent."""
+    make_table(pg_server)
+    script = tmp_path / "rw.sql"
+    script.write_text(SCRIPT)
+    out = tmp_path / "bundle"
+    planter = Planter(out, {"pg": pg_server}, plants={2: "row"})
+    planter.start()
+    try:
+        drv = DriverOptions(clients=(2,), duration_s=STEP_S, warmup_s=0.2, script=str(script))
+        path = Run(RunOptions(targets=[f"pg={pg_server.dsn()}"], workloads=["custom"], driver=drv, out=out,
+                              argv=["dbdiag", "run", "--keep-literals"], profile=False, keep_literals=True,
+                              sources=SourcePlan(flush=False)), out=io.StringIO()).execute()
+    finally:
+        planter.done.set()
+        planter.join(5)
+    assert not planter.errors, planter.errors
+    held = files_holding(path, LITERAL)
+    assert "series/pg_blocking--pg.jsonl" in held and "report.html" in held, held
+    b = load_bundle(path)
+    (step,) = [s for s in steps(b) if s.target == "pg"]
+    sb = step_blocking(b, step)
+    assert sb is not None and sb.blockers[0].last.statement == PLANT_SQL[("postgres", "row")][1], sb

@@ -2,7 +2,8 @@
 
 Real processes on loopback (dask.distributed, the session's throwaway PostgreSQL): the merged row's counts
 are the sum of the workers' counts, its histogram is the HDR sum of theirs and so is each interval's, and a
-worker killed mid-step is reported as lost clients with the step incomplete. Both workers share this
+worker killed mid-step is reported as lost clients with the step incomplete. ``--rate`` is the step's total
+over both workers. Both workers share this
 machine's CPUs with the server: one ``dbdiag run --repeat 2`` (a busy-loop process started for its second
 repeat only) shows their process trees counted as clients in the host evidence, not as other processes,
 while the busy loop still is one.
@@ -32,11 +33,12 @@ from diag.schema import ResultRow
 from reports.rules.base import num, steps
 from reports.rules.cpu import cpu_use
 from workloads import hist
-from workloads.dask_steps import connect, split_clients
+from workloads.dask_steps import connect, share_starts, split_clients
 from workloads.driver import DriverOptions, run_sweep
 
 REPO = Path(__file__).resolve().parents[2]
 # The workers import this checkout's code (not an installed dbdiag), as the orchestrator does.
+RATE = 300.0  # --rate of the shared step: transactions/s of the whole step
 WORKER_ENV = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")]))}
 
 
@@ -72,9 +74,9 @@ def cluster() -> Iterator[tuple[str, list[subprocess.Popen[bytes]]]]:
 
 
 def _sweep(pg_server: servers.ThrowawayServer, addr: str, out: Path, clients: int, seconds: float,
-           during: Any = None) -> tuple[dict[str, Any], Path]:
+           during: Any = None, rate: float | None = None) -> tuple[dict[str, Any], Path]:
     bundle = BundleWriter(out)
-    opts = DriverOptions(clients=(clients,), duration_s=seconds, warmup_s=0.5, workers=addr)
+    opts = DriverOptions(clients=(clients,), duration_s=seconds, warmup_s=0.5, workers=addr, rate=rate)
     if during is not None:
         threading.Thread(target=during, daemon=True).start()
     (row,) = run_sweep(pg_server.target(), ["point-select"], opts, bundle, progress=None)
@@ -84,11 +86,13 @@ def _sweep(pg_server: servers.ThrowawayServer, addr: str, out: Path, clients: in
 @pytest.fixture(scope="module")
 def step(pg_server: servers.ThrowawayServer, cluster: tuple[str, list[Any]],
          tmp_path_factory: pytest.TempPathFactory) -> tuple[dict[str, Any], Path]:
-    return _sweep(pg_server, cluster[0], tmp_path_factory.mktemp("dask") / "b", 4, 2.0)
+    """4 clients over the two workers, paced at RATE in all (the merging below holds paced or not)."""
+    return _sweep(pg_server, cluster[0], tmp_path_factory.mktemp("dask") / "b", 4, 2.0, rate=RATE)
 
 
 def test_clients_are_split_over_the_workers() -> None:
     assert split_clients(4, 2) == [2, 2] and split_clients(5, 2) == [3, 2] and split_clients(1, 2) == [1]
+    assert share_starts([3, 2]) == [0, 3] and share_starts([2, 2]) == [0, 2] and share_starts([1]) == [0]
 
 
 def test_merged_totals_are_the_sum_of_the_workers(step: tuple[dict[str, Any], Path]) -> None:
@@ -145,6 +149,15 @@ def test_each_interval_histogram_is_the_hdr_merge_of_the_workers_interval(step: 
     assert step_sum.get_total_count() == whole.get_total_count() == row["transactions"]
     assert all(step_sum.get_value_at_percentile(q) == whole.get_value_at_percentile(q) for q in (50, 90, 99, 100))
     assert len(row["interval_tps"]) >= 1  # full intervals: the row's samples for its interval
+
+
+def test_rate_is_the_total_over_all_workers(step: tuple[dict[str, Any], Path]) -> None:
+    """``--rate R`` with two workers sends about R transactions/s in all, not R per worker (each of the 4
+    clients is paced at R/4 whichever worker runs it). About 2 x 300 Poisson arrivals a worker: the bounds are
+    over 8 standard deviations wide; the defect (each worker at R, 2 R in all) is far outside them."""
+    row, _ = step
+    assert 0.7 * RATE <= row["tps"] <= 1.3 * RATE, (row["tps"], [w["tps"] for w in row["workers"]])
+    assert all(0.7 * RATE / 2 <= w["tps"] <= 1.3 * RATE / 2 for w in row["workers"]), row["workers"]
 
 
 class _CpuOf:

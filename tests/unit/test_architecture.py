@@ -8,7 +8,11 @@ so they fail with the file and line that broke a rule.
   not import each other -> reports -> app (cli, run, commands). Type-only
   imports (``if TYPE_CHECKING:``) are exempt.
 - No import cycle between modules at import time, and no project import inside a
-  function (the usual way to dodge a cycle).
+  function (the usual way to dodge a cycle). The one import at run time is the
+  command registry, :data:`diag.cli.COMMANDS`: a command's module is imported when
+  that command runs, so ``--help`` answers at once. It is checked like an import
+  from diag.cli (layers, cycles), and ``importlib.import_module`` is called only
+  where :data:`RUNTIME_IMPORTS` says why.
 - bench/ (the measurement scripts) sits above the app: it may import any layer, nothing
   imports it, and the two rules above hold in it too. The other rules are for the
   product's code only.
@@ -40,7 +44,8 @@ LONG_REASON = "long because"
 LAYERS: tuple[tuple[str, int], ...] = (
     ("diag.errors", 0), ("diag.engines", 0), ("diag.targets", 0), ("diag.db", 0), ("diag.bundle", 0),
     ("diag.schema", 0), ("diag.servers", 0), ("diag.argtypes", 0), ("diag.procs", 0),
-    ("diag.supervisor", 0), ("diag.stats", 0), ("diag.sqlfiles", 0),
+    ("diag.supervisor", 0), ("diag.stats", 0), ("diag.pairselect", 0), ("diag.sqlfiles", 0),
+    ("diag.redact", 0), ("diag.fingerprint", 0),
     ("workloads", 1),
     ("collectors", 1),
     ("reports", 2),
@@ -51,6 +56,15 @@ LAYER_NAMES = ("core", "workloads and sources", "reports", "app", "bench")
 # Peers in one layer that must not import each other: the workload driver and the sources run side by
 # side in a step and meet only in the run (app) and the bundle.
 PEERS = (("workloads", "collectors"),)
+# (module, function) -> why it may import a module whose name is not written there (a variable). A name
+# written as a string must not be a project module's. Only diag.cli imports project modules by name.
+RUNTIME_IMPORTS = {
+    ("diag.cli", "load_command"): "the command registry: a project command's modules load when it runs",
+    ("diag.engines.base", "pick_driver"): "the fastest installed third-party driver, tried in turn",
+    ("bench.drivers", "_drv"): "the third-party driver under measurement",
+    ("bench.drivers", "measure"): "the third-party driver under measurement",
+}
+REGISTRY_MODULE = "diag.cli"
 
 
 def _modules(packages: tuple[str, ...] = PACKAGES) -> Iterator[tuple[str, Path]]:
@@ -100,6 +114,18 @@ def _project_imports(module: str, tree: ast.AST) -> Iterator[tuple[ast.stmt, str
                 yield node, n
 
 
+def registry_imports(tree: ast.AST) -> list[tuple[int, str]]:
+    """(line, module) of each value of the ``COMMANDS = {...}`` table in ``tree``: the registry's imports."""
+    out = []
+    for node in ast.walk(tree):
+        if isinstance(node, (ast.Assign, ast.AnnAssign)) and isinstance(node.value, ast.Dict):
+            targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+            if any(isinstance(t, ast.Name) and t.id == "COMMANDS" for t in targets):
+                out += [(v.lineno, v.value) for v in node.value.values
+                        if isinstance(v, ast.Constant) and isinstance(v.value, str)]
+    return out
+
+
 def _parsed(packages: tuple[str, ...] = PACKAGES) -> list[tuple[str, Path, ast.Module]]:
     return [(m, p, ast.parse(p.read_text(encoding="utf-8"), filename=str(p))) for m, p in _modules(packages)]
 
@@ -129,6 +155,10 @@ def test_imports_only_go_down() -> None:
             pkgs = {module.split(".")[0], target.split(".")[0]}
             if any(pkgs == set(p) for p in PEERS):
                 bad.append(f"{path.relative_to(ROOT)}:{node.lineno}: {module} imports its peer {target}")
+        for line, target in registry_imports(tree):
+            if layer_of(target) > mine:
+                bad.append(f"{path.relative_to(ROOT)}:{line}: {module}'s command registry names {target}, "
+                           f"a {LAYER_NAMES[layer_of(target)]} module")
     assert not bad, "imports that go up a layer:\n" + "\n".join(bad)
 
 
@@ -159,7 +189,60 @@ def _import_graph() -> dict[str, set[str]]:
                     c = c.rpartition(".")[0]
                 if c and c != module:
                     graph[module].add(c)
+        graph[module].update(t for _, t in registry_imports(tree) if t in known)
     return graph
+
+
+def _import_module_calls(tree: ast.AST) -> Iterator[tuple[str, ast.Call]]:
+    """(enclosing function, call) of each ``importlib.import_module(...)``, ``import_module(...)`` or
+    ``__import__(...)`` in ``tree`` (``""`` at module level)."""
+    def walk(node: ast.AST, fn: str) -> Iterator[tuple[str, ast.Call]]:
+        for child in ast.iter_child_nodes(node):
+            name = child.name if isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef)) else fn
+            if isinstance(child, ast.Call):
+                f = child.func
+                called = f.attr if isinstance(f, ast.Attribute) else f.id if isinstance(f, ast.Name) else ""
+                if called in ("import_module", "__import__"):
+                    yield fn, child
+            yield from walk(child, name)
+    yield from walk(tree, "")
+
+
+def test_imports_by_name_only_where_allowed() -> None:
+    """Importing by name at run time is how the registry loads a command; anywhere else it would hide an
+    import from the layer and cycle checks above."""
+    bad = []
+    for module, path, tree in WITH_BENCH:
+        for fn, call in _import_module_calls(tree):
+            arg = call.args[0] if call.args else None
+            if isinstance(arg, ast.Constant) and isinstance(arg.value, str):
+                if arg.value.split(".")[0] not in (*PACKAGES, BENCH):
+                    continue  # a third party that may be missing (distributed, a driver)
+            elif (module, fn) in RUNTIME_IMPORTS:
+                continue
+            bad.append(f"{path.relative_to(ROOT)}:{call.lineno}: {fn or 'module level'}() imports by name: "
+                           f"{ast.unparse(call)[:80]}")
+    assert not bad, "imports by name outside RUNTIME_IMPORTS:\n" + "\n".join(bad)
+
+
+def test_import_by_name_finder_finds_them() -> None:
+    tree = ast.parse("import importlib\ndef f():\n    importlib.import_module('x')\n"
+                     "def g():\n    __import__('y')\nh = importlib.import_module('z')\n")
+    assert [(fn, c.lineno) for fn, c in _import_module_calls(tree)] == [("f", 3), ("g", 5), ("", 6)]
+
+
+def test_the_command_registry_names_app_modules_with_a_main() -> None:
+    trees = {m: (p, t) for m, p, t in PARSED}
+    entries = registry_imports(trees[REGISTRY_MODULE][1])
+    assert len(entries) >= 6, f"the registry finder found too few commands in {REGISTRY_MODULE}: {entries}"
+    for _, target in entries:
+        assert target in trees, f"COMMANDS names {target}, which is not a module"
+        assert layer_of(target) == LAYER_NAMES.index("app"), f"{target} is not an app module"
+        fns = {n.name for n in trees[target][1].body if isinstance(n, ast.FunctionDef)}
+        assert "main" in fns, f"{target} has no main(args, argv)"
+    # Only the registry imports project modules by name: every other run-time import names a third party.
+    for (module, _), why in RUNTIME_IMPORTS.items():
+        assert module == REGISTRY_MODULE or "project" not in why
 
 
 def test_no_import_cycles() -> None:

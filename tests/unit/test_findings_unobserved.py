@@ -53,11 +53,11 @@ def test_no_collect_names_no_limit_and_says_what_was_not_observed() -> None:
 
 
 def test_sources_on_still_name_the_limit_nothing_saturated() -> None:
-    b = load_bundle(DATA / "point_select")
-    kinds = {(f.target, f.clients): f for f in limit.step_limit(b)}
-    assert len(kinds) == 4
-    for f in kinds.values():
-        assert f.extra["kind"] == "round_trips", f.title
+    """With the host series and the waits (repeat_insert_pg_noisy's first step): nothing saturated is a finding."""
+    found = [f for f in limit.step_limit(load_bundle(DATA / "repeat_insert_pg_noisy"))
+             if f.extra["kind"] == "round_trips"]
+    assert found
+    for f in found:
         assert f.title.endswith("nothing saturated"), f.title
         assert "not_observed" not in f.evidence
 

@@ -140,3 +140,26 @@ def test_parts_timeout_skips_once_and_lost_connection_raises():
 
     with pytest.raises(DbError):
         p.call("x", lost)
+
+
+def test_archive_keeps_no_literals_of_other_sessions(tmp_path: Path):
+    """Saved real texts: the quoted statements become fingerprints, locked records lose their contents; with
+    keep_literals the text is kept as the server gave it (passwords still hidden)."""
+    load = (DATA / "innodb_status" / "mariadb-10.5-load.txt").read_text()
+    manual = (DATA / "innodb_status" / "mysql-8.4-manual-example.txt").read_text()
+    a = InnodbStatusArchive(tmp_path, "x")
+    a.append(load, 0.0)
+    a.append(manual, 1.0)
+    body = (tmp_path / "innodb_status--x.txt").read_text()
+    for literal in ("discount applied", "id = 275", "'random%'", "dddbs=", "hex 000000001e41", "asc      A;;",
+                    "DELETE FROM t WHERE i = 1"):
+        assert literal in load + manual, literal  # the plant is in the saved texts ...
+        assert literal not in body, literal  # ... and not in the archive
+    assert "SELECT * FROM dbm_user where username LIKE ?" in body
+    assert "DELETE FROM t WHERE i = ?" in body and " 1: len 6; hex ?; asc ?;;" in body
+    # the counters' lines are untouched
+    assert all(line in body for line in load.splitlines() if line.startswith(("History list length", "Log sequence")))
+    kept = InnodbStatusArchive(tmp_path, "y", keep_literals=True)
+    kept.append(manual + "\nMySQL thread id 5, query id 9 localhost root\nSET PASSWORD = PASSWORD('pw9x')\n", 2.0)
+    text = (tmp_path / "innodb_status--y.txt").read_text()
+    assert "DELETE FROM t WHERE i = 1" in text and "pw9x" not in text

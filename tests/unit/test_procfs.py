@@ -152,3 +152,12 @@ def test_odd_files_give_none_not_a_traceback(tmp_path):
     assert r.row(40)[5:7] == [0, 0]
     assert stat_fields("1 (a) b) c) S 1") is None and status_ctx("Name:\tx\n") is None
     assert status_ctx("nonvoluntary_ctxt_switches:\t5\nvoluntary_ctxt_switches:\t9\n") == (9, 5)
+
+
+def test_resident_bytes_from_status_without_statm(tmp_path):
+    """VmRSS (KiB) is statm's resident count: the row reads it from status and needs no statm."""
+    (tmp_path / "stat").write_text("btime 1700000000\n")
+    d = _proc(tmp_path, 50, 1)
+    (d / "status").write_text(STATUS.format(nt=1, v=7, i=3) + "VmRSS:\t    1200 kB\n")
+    (d / "statm").unlink()
+    assert ProcReader(tmp_path).row(50)[4] == 1200 * 1024

@@ -135,13 +135,13 @@ def test_stop_signals_raise_interrupted_once_and_leave_an_ignored_sighup_ignored
             time.sleep(5)
             print("not interrupted")
         except KeyboardInterrupt as e:
-            os.kill(os.getpid(), signal.SIGTERM)  # a second one during the cleanup: ignored
+            os.kill(os.getpid(), signal.SIGTERM)  # a second one during the cleanup: noted, not raised
             os.kill(os.getpid(), signal.SIGHUP)   # ignored since the start (nohup)
             time.sleep(0.2)
             print(interrupt_reason(e), isinstance(e, Interrupted), interrupt_reason(KeyboardInterrupt()))
     """)], cwd=ROOT, capture_output=True, text=True, timeout=30, preexec_fn=_ignore_sighup)
     assert p.returncode == 0, p.stderr
-    assert p.stdout.splitlines() == ["['SIGTERM']", "SIGTERM True Ctrl-C"]
+    assert p.stdout.splitlines() == ["['SIGTERM', 'SIGINT']", "SIGTERM True Ctrl-C"]
 
 
 def test_guarded_child_dies_of_sigterm_although_the_run_turned_it_into_an_exception() -> None:

@@ -5,17 +5,20 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 import pytest
 
+from collectors.base import CollectorContext
 from collectors.mysql.statements import MyStatementSource, substitute
-from collectors.plans import PlanFormatError, my_plan_nodes, pg_plan_nodes
+from collectors.plans import PlanFormatError, error_without_literals, my_plan_nodes, pg_plan_nodes, without_literals
 from collectors.statements import digest_delta, explainable, table_delta
 from diag.bundle import Bundle, load_bundle
 from diag.engines import MYSQL, POSTGRES
-from diag.schema import BundleFormatError, ResultRow, StepStatements
+from diag.schema import BundleFormatError, ResultRow, StatementPlan, StepStatements
+from diag.targets import parse_target
 from reports.rules.statements import full_scan, statement_hotspot
-from reports.statements_view import compare_statements, normalise, statement_sections
+from reports.statements_view import compare_pair, compare_statements, normalise, plan_difference, statement_sections
 
 PLANS = Path(__file__).resolve().parents[1] / "data" / "plans"
 
@@ -70,8 +73,12 @@ def test_a_plan_of_another_shape_is_one_clear_error(bad: str) -> None:
 
 def test_parameters_become_literals_mysql_compares_either_way() -> None:
     assert substitute("SELECT c FROM t WHERE id = ? LIMIT ?") == ("SELECT c FROM t WHERE id = '1' LIMIT 1", True)
-    assert substitute("SELECT c FROM t WHERE id IN (...)") == ("SELECT c FROM t WHERE id IN ('1')", True)
+    assert substitute("SELECT c FROM t WHERE id IN (...)") == ("SELECT c FROM t WHERE id IN('1')", True)
     assert substitute("SELECT '?' FROM t") == ("SELECT '?' FROM t", False)
+    # a digest's spaced-out call parses again (MariaDB without IGNORE_SPACE: "COUNT (" is a syntax error)
+    assert substitute("SELECT COUNT ( * ) FROM `t` WHERE `v` IN (...)") == \
+        ("SELECT COUNT( * ) FROM `t` WHERE `v` IN('1')", True)
+    assert substitute("SELECT COUNT ( * ) FROM `t`") == ("SELECT COUNT( * ) FROM `t`", False)
 
 
 def test_own_statements_are_told_apart() -> None:
@@ -149,6 +156,90 @@ def test_statement_section_and_versus_table_on_the_saved_run() -> None:
     secs = {s["target"]: s for s in statement_sections(b)}
     assert set(secs) == {"pg", "my"} and all(len(s["steps"]) == 2 and not s["off"] for s in secs.values())
     (custom,) = [c for c in compare_statements(b) if c["workload"] == "custom"]
-    assert "count(*)" in custom["lead"]["text"] and custom["lead"]["a_plan"] and custom["lead"]["b_plan"]
-    # Both engines' spellings of both statements meet: two rows, each with both sides.
+    # Both engines' spellings of both statements meet: two rows, each with both sides and both plans.
     assert len(custom["rows"]) == 2 and all(r["a_us"] and r["b_us"] for r in custom["rows"])
+    assert any("count(*)" in r["text"] and r["a_plan"] and r["b_plan"] for r in custom["rows"])
+    # PostgreSQL times execution only, MariaDB from parse to end: never subtracted, never a share of the gap.
+    assert custom["comparable"] is False and custom["lead"] is None and custom["gap_us"] is None
+    assert all(r["diff_us"] is None for r in custom["rows"])
+    assert "explains" not in custom["sentence"] and "total_exec_time" in custom["sentence"]
+    assert "parse to end" in custom["sentence"]
+    # Rows per call do mean the same on both: the saved digests' own rows / calls.
+    raw = {r["target"]: r for r in b.results if r["workload"] == "custom"}
+    for side, label in (("a", custom["a"]), ("b", custom["b"])):
+        stmts = raw[label]["statements"]["statements"]
+        (cnt,) = [x for x in stmts if "count(*)" in x["text"].lower()]
+        (row,) = [r for r in custom["rows"] if "count(*)" in r["text"].lower()]
+        assert row[f"{side}_rows_per_call"] == pytest.approx(cnt["rows"] / cnt["calls"])
+    # The transaction gap is the accounting's: clients x window / transactions, worked out here from the rows.
+    wall = {k: r["clients"] * (r["t_end"] - r["t_start"]) * 1e6 / r["transactions"] for k, r in raw.items()}
+    assert custom["txn_gap_us"] == pytest.approx(wall[custom["b"]] - wall[custom["a"]], rel=1e-3)
+
+
+def _custom_pair(txn_gap_us: float | None) -> dict[str, Any]:
+    """The saved run's custom step compared as if both sides timed statements alike (two PostgreSQL servers)."""
+    b = _saved()
+    (ra, sa), (rb, sb) = [(r, ResultRow.from_dict(r).step_statements) for r in b.results if r["workload"] == "custom"]
+    assert sa is not None and sb is not None
+    return compare_pair("custom", 1, ra, sa, rb, sb, scopes=(POSTGRES, POSTGRES), txn_gap_us=txn_gap_us)
+
+
+def test_a_same_scope_statement_gap_is_never_claimed_beyond_the_transaction_gap() -> None:
+    big = _custom_pair(txn_gap_us=None)
+    assert big["comparable"] and "count(*)" in big["lead"]["text"] and "explains" in big["sentence"]
+    stmt_gap = big["gap_us"]
+    assert stmt_gap == pytest.approx(sum(r["b_us"] or 0 for r in big["rows"]) - sum(r["a_us"] or 0 for r in big["rows"]))
+    # A transaction gap wider than the statements' difference: the share stands as said.
+    wide = _custom_pair(txn_gap_us=2 * stmt_gap)
+    assert "more than the whole transaction" not in wide["sentence"]
+    # Narrower (or the other way): the sentence says the statement difference exceeds it, not a share of it.
+    for gap in (stmt_gap / 4, -stmt_gap):
+        narrow = _custom_pair(txn_gap_us=gap)
+        assert "more than the whole transaction's measured gap" in narrow["sentence"]
+
+
+def test_plan_conditions_lose_their_literals() -> None:
+    """A MariaDB plan of a sampled statement quotes its constants in attached_condition: stored as a fingerprint
+    (node filter and raw plan) unless the run keeps literals; PostgreSQL's $1 conditions are unchanged."""
+    raw = _plan("mariadb1011_all.json")
+    plan = StatementPlan(method="explain", nodes=tuple(my_plan_nodes(raw)))
+    assert "'none'" in plan.nodes[0].filter
+    ctx = CollectorContext(target=parse_target("m=mysql://u@h:3306/"), artifacts=Path("/nonexistent"))
+    clean, clean_raw = without_literals(plan, raw, ctx.statement_text)
+    assert clean.nodes[0].filter == "dbdiag.sbtest1.pad = ?"
+    assert "'none'" not in json.dumps(clean_raw) and "dbdiag.sbtest1.pad = ?" in json.dumps(clean_raw)
+    kept = CollectorContext(target=ctx.target, artifacts=ctx.artifacts, keep_literals=True)
+    assert without_literals(plan, raw, kept.statement_text) == (plan, raw)
+    pg_raw = _plan("pg18_index_scan.json")
+    pg = StatementPlan(nodes=tuple(pg_plan_nodes(pg_raw)))
+    pg_ctx = CollectorContext(target=parse_target("p=postgresql://u@h/db"), artifacts=Path("/nonexistent"))
+    assert without_literals(pg, pg_raw, pg_ctx.statement_text) == (pg, pg_raw)
+
+
+def test_plan_errors_quote_no_literals() -> None:
+    """A server's EXPLAIN error quotes the statement (MySQL "near '...'") or a value (PostgreSQL): fingerprints."""
+    my = CollectorContext(target=parse_target("m=mysql://u@h:3306/"), artifacts=Path("/nonexistent"))
+    pg = CollectorContext(target=parse_target("p=postgresql://u@h/db"), artifacts=Path("/nonexistent"))
+    near = "You have an error in your SQL syntax; check the manual near 'WHERE c = 'SECRET-1' LIMIT 5' at line 1"
+    assert error_without_literals(near, my.statement_text) == \
+        "You have an error in your SQL syntax; check the manual near 'WHERE c = ? LIMIT ?' at line 1"
+    assert error_without_literals('invalid input syntax for type integer: "SECRET-2"', pg.statement_text) == \
+        "invalid input syntax for type integer: ?"
+    assert error_without_literals("Table 'db.t' doesn't exist", my.statement_text) == "Table 'db.t' doesn't exist"
+    kept = CollectorContext(target=my.target, artifacts=my.artifacts, keep_literals=True)
+    assert error_without_literals(near, kept.statement_text) == near
+
+
+def test_plans_that_read_a_table_differently_are_said() -> None:
+    b = _saved()
+    (custom,) = [c for c in compare_statements(b) if c["workload"] == "custom"]
+    (scan,) = [r for r in custom["rows"] if "count(*)" in r["text"].lower()]
+    (look,) = [r for r in custom["rows"] if "where id" in r["text"].lower()]
+    # Both engines scan sbtest1 for count(*) and use the key for the lookup: the same access, nothing said.
+    assert scan["plan_difference"] == "" and look["plan_difference"] == ""
+    raw = {r["target"]: ResultRow.from_dict(r).step_statements for r in b.results if r["workload"] == "custom"}
+    pg = next(s for s in raw["pg"].statements if "count(*)" in s.text.lower())
+    my_look = next(s for s in raw["my"].statements if "where id" in s.text.lower())
+    said = plan_difference("q", "pg", pg, "my", my_look)  # a full scan against a key lookup of one table
+    assert said == "The plans differ for 'q': pg reads sbtest1: full scan; my reads sbtest1: index", said
+    assert plan_difference("q", "pg", pg, "my", None) == ""

@@ -7,7 +7,8 @@ import pytest
 from diag import servers
 from diag.engines import ENGINES
 from diag.errors import UsageError
-from diag.targets import parse_target, redact_argv
+from diag.redact import redact_argv
+from diag.targets import parse_target
 
 
 def test_postgres_url_with_password_and_label():

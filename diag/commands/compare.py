@@ -16,26 +16,12 @@ from __future__ import annotations
 import argparse
 import json
 from pathlib import Path
-from typing import Any
 
 from diag.bundle import load_bundle
 from diag.errors import UsageError
 from reports.compare import compare, format_comparison
 from reports.compare_report import render_comparison, write_page
 from reports.compare_sets import compare_sets, format_sets
-
-
-def add_parsers(sub: Any) -> None:
-    c = sub.add_parser("compare", help="compare two run bundles (or the targets within one) per transaction, "
-                                       "or a baseline set of runs with a contender set (--vs)")
-    c.add_argument("runs", type=Path, nargs="+", metavar="RUN",
-                   help="one run (its targets compared), two runs, or the baseline set when --vs is given")
-    c.add_argument("--vs", type=Path, nargs="+", default=None, metavar="RUN",
-                   help="the contender set: each step's change against the baseline runs, with its interval")
-    c.add_argument("--json", action="store_true", help="print the comparison as JSON (no page is written)")
-    c.add_argument("--html", type=Path, default=None, metavar="FILE",
-                   help="where to write the comparison page (default: compare.html, or compare-<RUN_B>.html "
-                        "for two runs, in RUN_A)")
 
 
 def default_page(run_a: Path, run_b: Path | None) -> Path:
@@ -45,9 +31,8 @@ def default_page(run_a: Path, run_b: Path | None) -> Path:
     return run_a / f"compare-{Path(run_b).resolve().name}.html"
 
 
-def dispatch(a: argparse.Namespace) -> int | None:
-    if a.command != "compare":
-        return None
+def main(a: argparse.Namespace, argv: list[str]) -> int:
+    """``dbdiag compare``: the exit code is 1 when no pair of steps could be compared."""
     if a.vs:
         if a.html:
             raise UsageError("--html writes the page of a pair comparison; with --vs the sets' comparison is "

@@ -1,0 +1,1 @@
+/* dbdiag */ SELECT COUNT AS dead FROM information_schema.INNODB_METRICS WHERE NAME = 'trx_rseg_history_len'

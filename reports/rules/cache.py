@@ -1,0 +1,73 @@
+"""buffer_pool_misses: the working set does not fit the engine's buffer pool, from its own counters.
+
+:func:`reports.rules.waits.io_read_bound` speaks when the wait sampler sees backends waiting for data reads.
+Reads from outside the pool served by the OS page cache never show as a wait (measured here: 0% read waits on
+PostgreSQL with 128 kB of shared_buffers), yet each costs a system call and an 8 kB copy per block. This rule
+reads the pool's counters instead (PostgreSQL pg_stat_database blks_read / blks_hit; InnoDB
+Innodb_buffer_pool_reads / _read_requests) and names the setting, where the reads were served when the server
+times them (PostgreSQL blk_read_time, track_io_timing on) and the share of the transaction they took. A step
+that io_read_bound already names is left to it.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from diag.bundle import Bundle
+from reports.rules.base import Finding, Step, num, steps, target_info
+from reports.rules.cpu import CONDITION_WEIGHT
+from reports.rules.waits import cache_counters, io_read_bound
+
+# A read from outside the pool in one transaction of five, with under 99% of the block requests served from it:
+# a pool that holds the working set serves nearly all of them once warm.
+MIN_READS_PER_TXN = 0.2
+MAX_HIT_PCT = 99.0
+# A read faster than this came from memory (the OS page cache), not from a device (NVMe reads take ~50+ µs).
+PAGE_CACHE_READ_MS = 0.03
+
+
+def buffer_pool_misses(b: Bundle) -> list[Finding]:
+    """A finding per step whose transactions read from outside the buffer pool (see the module docstring)."""
+    named = {(f.target, f.workload, f.clients) for f in io_read_bound(b)}
+    out: list[Finding] = []
+    for step in steps(b):
+        if (step.target, step.workload, step.clients) in named or step.transactions <= 0:
+            continue
+        f = _misses(b, step)
+        if f is not None:
+            out.append(f)
+    return out
+
+
+def _misses(b: Bundle, step: Step) -> Finding | None:
+    ev = cache_counters(b, step)
+    reads = ev.get("blocks_read_per_txn", ev.get("pages_read_from_disk_per_txn"))
+    hit = ev.get("shared_buffers_hit_pct", ev.get("buffer_pool_hit_pct"))
+    if not isinstance(reads, (int, float)) or not isinstance(hit, (int, float)):
+        return None
+    if reads < MIN_READS_PER_TXN or hit >= MAX_HIT_PCT:
+        return None
+    setting = step.engine.buffer_pool_setting
+    value = (target_info(b, step.target).get("settings") or {}).get(setting)
+    ev = {"source": f"{step.engine.stats_series}: the buffer pool's own counters over the step", **ev}
+    if value is not None:
+        ev[setting] = value
+    wall_us = step.clients * step.duration * 1e6 / step.transactions
+    read_ms = ev.get("read_time_ms_per_txn")
+    if isinstance(read_ms, (int, float)) and read_ms > 0:
+        per_read = read_ms / reads
+        ev["ms_per_read"] = num(per_read, 4)
+        ev["served_from"] = ("the OS page cache (reads faster than a device's)" if per_read < PAGE_CACHE_READ_MS
+                             else "the device (reads as slow as a device's)")
+        impact = min(1.0, read_ms * 1000.0 / wall_us)
+        ev["impact_from"] = "the server's own read time per transaction over the mean transaction's time"
+    else:
+        ev["served_from"] = "not known: the server does not time its reads (track_io_timing off, or InnoDB)"
+        impact = CONDITION_WEIGHT * min(1.0, 1.0 - hit / 100.0)
+        ev["impact_from"] = "not timed: ranked as a condition (half the share of block requests that missed)"
+    title = (f"Working set larger than {setting}: {num(reads, 2)} reads from outside it per transaction, "
+             f"{num(hit, 2)}% of block requests served from it")
+    advice = (f"Make {setting} large enough to hold the tables and indexes the workload reads (currently "
+              f"{value if value is not None else 'unknown'}), or make queries read fewer blocks (a narrower index, "
+              "fewer rows per statement).")
+    return step.finding("buffer_pool_misses", "warning", title, ev, advice, impact)
