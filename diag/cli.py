@@ -37,6 +37,7 @@ COMMANDS: dict[str, str] = {
     "fsync-test": "diag.commands.fsync_test",
     "durability": "diag.commands.durability",
     "compare": "diag.commands.compare",
+    "watch": "diag.commands.watch",
 }
 # --tpcc-mode's choices; equal to workloads.tpcc.MODES (a unit test says so), written here so that parsing
 # does not import the workloads.
@@ -73,6 +74,7 @@ def build_parser() -> argparse.ArgumentParser:
     _fsync_test_parser(sub)
     _durability_parser(sub)
     _compare_parser(sub)
+    _watch_parser(sub)
     return p
 
 
@@ -194,13 +196,52 @@ def _compare_parser(sub: Any) -> None:
                         "for two runs, in RUN_A)")
 
 
+def _watch_parser(sub: Any) -> None:
+    w = sub.add_parser("watch", help="diagnose the load already on the servers (or a load command's) without "
+                       "sending any", formatter_class=DefaultsHelpFormatter,
+                       usage="dbdiag watch TARGET... [-T SECONDS] [--window SECONDS] [options] [-- CMD [ARGS...]]",
+                       epilog="after --: a load command (pgbench, sysbench, HammerDB's CLI, your own load test) "
+                              "that the watch starts and watches until it exits. Exit codes: 0 the watch ended "
+                              "(its time, the command's end, Ctrl-C: the report is rendered); 1 the load command "
+                              "failed (the bundle is kept); 2 a problem you can fix; 130 interrupted twice")
+    w.add_argument("targets", nargs="+", metavar="TARGET", help="[LABEL=]DSN of each server to watch")
+    w.add_argument("-T", "--duration", type=_positive, default=None,
+                   help="seconds to watch (default: until the load command exits, or Ctrl-C)")
+    w.add_argument("--window", type=_positive, default=10.0, help="seconds per window (each window is a step)")
+    w.add_argument("-o", "--out", type=Path, default=None, help="bundle folder (default runs/<UTC time>-<name>)")
+    w.add_argument("--name", default="", help="name used in the default bundle folder (default: watch)")
+    w.add_argument("--no-collect", action="store_true", help="no sources: the server's counters only")
+    w.add_argument("--no-profile", action="store_true", help="do not record perf profiles")
+    w.add_argument("--keep-literals", action="store_true",
+                   help="store statement texts read from the server with their literals (default: as "
+                        "fingerprints, each literal replaced by ?): the watched load is someone else's")
+    w.add_argument("--plan-others", action="store_true",
+                   help="also plan other users' statements (as dbdiag run --plan-others); default: only "
+                        "statements of dbdiag's own user")
+    w.add_argument("--profile-seconds", type=_positive, default=3.0, help="perf window per window (middle of it)")
+    w.add_argument("--flush-capability", type=_positive, default=None,
+                   help="flushes/s the storage can do (a watch runs no fsync test on a server's disk)")
+    w.add_argument("--flush-trace", action="store_true",
+                   help="count the server's flush calls with perf tracepoints (slows every system call of the "
+                        "watched load a little: off by default)")
+    w.add_argument("--set", action="append", metavar="KEY=VALUE", help="setting for embedded servers")
+    w.add_argument("--host-metrics", action="append", metavar="LABEL=URL",
+                   help="host evidence of target LABEL from its host's node_exporter")
+    w.add_argument("--ssh", action="append", metavar="LABEL=USER@HOST",
+                   help="profile target LABEL's server with perf on its own host over ssh")
+
+
 def main(argv: list[str] | None = None) -> int:
     # platformdirs (pulled in by a dependency) warns on every start where XDG_RUNTIME_DIR is unset (root
     # shells, CI); it says nothing about our run.
     warnings.filterwarnings("ignore", message=".*XDG_RUNTIME_DIR.*")
     argv = list(sys.argv[1:] if argv is None else argv)
     parser = build_parser()
+    command_args: list[str] = []
+    if argv[:1] == ["watch"] and "--" in argv:  # the load command after "--" is its own, not dbdiag's to parse
+        command_args, argv = argv[argv.index("--") + 1:], argv[:argv.index("--")]
     a = parser.parse_args(argv)
+    a.load_command = command_args
     if not a.command:
         parser.print_help()
         return 2

@@ -228,7 +228,7 @@ class Run:
             if ":" in user:  # ssh takes no password there; refused here so it is written nowhere
                 raise UsageError(f"--ssh {label}={redact_userinfo(spec)}: ssh takes no password in USER@HOST "
                                  "(dbdiag logs in with a key: BatchMode)")
-        validate(opts.workloads, opts.driver)
+        self._validate()
         name = opts.name or "-".join(opts.workloads)
         self.path = Path(opts.out) if opts.out else default_out(name)
         self.bundle = BundleWriter(self.path, self.secrets)
@@ -245,6 +245,17 @@ class Run:
 
     def say(self, text: str) -> None:
         print(text, file=self.out, flush=True)
+
+    def _validate(self) -> None:
+        """The workload options, checked before anything starts (a watch has none: diag.watch)."""
+        validate(self.opts.workloads, self.opts.driver)
+
+    def _say_target(self, rt: TargetRuntime) -> None:
+        """The start-up line of one identified target: what it is and what our clients run on."""
+        via = client_driver_text(rt.target.dbms, self.opts.driver.protocol, self.opts.workloads,
+                                 paced=bool(self.opts.driver.rate or self.opts.driver.think))
+        self.say(f"dbdiag: {rt.target.label}: {rt.info['product']} {rt.info['version'].split(' on ')[0]} "
+                 f"via {via}")
 
     def _write_run_json(self, **updates: Any) -> None:
         self.run_json.update(updates)
@@ -350,10 +361,7 @@ class Run:
             identify(rt, self.opts.host_metrics.get(t.label))
             if t.label in self.opts.ssh:
                 rt.info["ssh"] = self.opts.ssh[t.label]
-            via = client_driver_text(rt.target.dbms, self.opts.driver.protocol, self.opts.workloads,
-                                     paced=bool(self.opts.driver.rate or self.opts.driver.think))
-            self.say(f"dbdiag: {rt.target.label}: {rt.info['product']} {rt.info['version'].split(' on ')[0]} "
-                     f"via {via}")
+            self._say_target(rt)
         self._write_run_json(targets=[rt.info for rt in self.runtimes])
 
     def _run_context(self) -> CollectorContext:

@@ -96,6 +96,9 @@ def _client_cpu_us(step: Step, u: CpuUse | None, ev: dict[str, Any]) -> float | 
     if isinstance(cs, (int, float)) and cs >= 0:
         ev["client_cpu_source"] = "the driver's own count of its client processes' CPU (result row)"
         return float(cs) * 1e6 / step.transactions
+    if step.row.get("source") == "server":  # dbdiag watch without a load command: nobody named the clients
+        ev["client_cpu"] = ("not known: the clients are not processes dbdiag knows (another host, or no load "
+                            "command): their time is in the round trips and unaccounted, not guessed")
     return None
 
 

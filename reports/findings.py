@@ -13,7 +13,7 @@ from typing import Any
 
 from diag.bundle import Bundle
 from reports.rules import (cache, checkpoints, client, cpu, durability, limit, lost, noise, oldxact, scans, spills,
-                           statements, symptoms)
+                           statements, symptoms, watch)
 from reports.rules.base import SEVERITIES, Finding
 
 __all__ = ["RULES", "SEVERITIES", "Finding", "Rule", "derive_findings"]
@@ -36,7 +36,7 @@ RULES: tuple[Rule, ...] = (
     client.client_bound,
     checkpoints.checkpoint_pressure,
     cpu.context_switch_storm,
-    cpu.host_contention,
+    symptoms.host_contention,
     statements.full_scan,
     scans.table_scan,
     oldxact.old_transaction,
@@ -44,6 +44,7 @@ RULES: tuple[Rule, ...] = (
     spills.temp_spill,
     noise.noisy_measurement,
     noise.unsteady_window,
+    watch.client_server_disagree,
 )
 
 

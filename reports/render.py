@@ -29,6 +29,7 @@ from reports.resources import step_resources
 from reports.observer import observer_rows
 from reports.sections import profiles, settings_diff, step_profile, wait_profiles
 from reports.statements_view import compare_statements, statement_sections
+from reports.watch_view import watch_section
 from reports.series import counter_series, group_series, host_cpu_pct
 from reports.summary import scaling_knees, target_verdicts
 
@@ -207,6 +208,7 @@ def build_view(b: Bundle, findings: list[dict[str, Any]]) -> dict[str, Any]:
         "evidence": evidence_rows(b),
         "comparisons": _comparisons(b),
         "statements": statement_sections(b), "statement_compare": compare_statements(b),
+        "watch": watch_section(b, findings),
         "title": f"dbdiag report: {', '.join(run.get('workloads', []))} on "
                  f"{', '.join(t.get('label', '?') for t in targets)}",
     }

@@ -10,9 +10,12 @@ that needs it, with the reason: nothing is skipped silently.
 from __future__ import annotations
 
 import os
+import shutil
 import signal
 import subprocess
 import sys
+import tempfile
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -28,6 +31,45 @@ from diag.targets import Target, parse_target
 # reset to the default at exec, so the children get their usual KeyboardInterrupt too.
 if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
     signal.signal(signal.SIGINT, signal.default_int_handler)
+
+# What dbdiag's own temporary directories are called (tempfile prefixes in diag/, collectors/, workloads/).
+OWN_TEMP = "dbdiag-*"
+_SESSION_TMP = pytest.StashKey[Path]()
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """The session gets a temporary directory of its own (TMPDIR, inherited by every process the tests start,
+    Dask workers included), set here before test modules are imported (some copy the environment then), so
+    that :func:`_no_temporary_directories_left` sees this session's leftovers only: other test sessions on
+    this machine can neither fail that check nor hide a leak. pytest's own tmp_path folders stay where they
+    were; throwaway servers keep making their directories in /tmp (diag.servers, DBDIAG_TMPDIR)."""
+    os.environ.setdefault("PYTEST_DEBUG_TEMPROOT", tempfile.gettempdir())  # pytest's tmp_path root, as before
+    mine = Path(tempfile.mkdtemp(prefix="pytest-dbdiag-tmp-"))
+    os.chmod(mine, 0o1777)  # as /tmp: a tool run as another user may make its own folder here
+    os.environ["TMPDIR"] = str(mine)
+    tempfile.tempdir = None  # gettempdir() reads TMPDIR again
+    config.stash[_SESSION_TMP] = mine
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    mine = config.stash.get(_SESSION_TMP, None)
+    if mine is not None:
+        shutil.rmtree(mine, ignore_errors=True)
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _no_temporary_directories_left(pytestconfig: pytest.Config) -> Iterator[None]:
+    """Fails the session (an error at the last test's teardown) when dbdiag's code left a ``dbdiag-*`` folder
+    in the session's temporary directory: Dask workers' step bundles once stayed behind when a worker was
+    killed."""
+    mine = pytestconfig.stash[_SESSION_TMP]
+    yield
+    # a worker's child removes its folder when the worker dies: give it a moment after the last test
+    deadline = time.monotonic() + 10.0
+    while (left := sorted(p.name for p in mine.glob(OWN_TEMP))) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert not left, f"dbdiag left temporary directories behind in {mine}: {left}"
+
 
 PG_SERVICE = os.environ.get("DBDIAG_TEST_PG", "postgresql://postgres@127.0.0.1:5432/postgres")
 MY_SERVICE = os.environ.get("DBDIAG_TEST_MY", "mysql://root@127.0.0.1:3306/")

@@ -10,8 +10,8 @@ and at the end what it measured (``R <json>``): the result row, its interval
 records, its HDR histogram (base64 text) and the CPU use of its host over the
 step, for the saturation check. The task forwards each interval to the
 orchestrator as it arrives (a Dask worker event on the step's topic) and returns
-the result. The child writes its bundle parts into a temporary folder that it
-removes before it exits.
+the result. The child writes its bundle parts into a temporary folder that the
+task makes and removes (and the child too, when the task dies before it).
 """
 
 from __future__ import annotations
@@ -21,6 +21,7 @@ import json
 import os
 import pickle
 import shutil
+import signal
 import socket
 import subprocess
 import sys
@@ -112,9 +113,9 @@ class _EchoSeries:
         self.inner.close()
 
 
-def run_share(spec: WorkerSpec) -> dict[str, Any]:
-    """Run the share in this process (the child's main); returns row, intervals, histogram and host CPU."""
-    tmp = Path(tempfile.mkdtemp(prefix="dbdiag-worker-"))
+def run_share(spec: WorkerSpec, tmp: Path) -> dict[str, Any]:
+    """Run the share in this process (the child's main), writing its step bundle in the empty directory
+    ``tmp`` (removed on return); returns row, intervals, histogram and host CPU."""
     try:
         bundle = BundleWriter(tmp)
         series = _EchoSeries(bundle.series(f"workload--{spec.target.label}"))
@@ -143,7 +144,19 @@ def worker_task(spec_bytes: bytes, timeout_s: float, topic: str = "", share: int
     (``{"share", "record"}``), return its result. Raises RuntimeError with the child's last line when it
     fails (the orchestrator counts that worker's clients as lost)."""
     worker = importlib.import_module("distributed").get_worker() if topic else None
-    proc = subprocess.Popen([sys.executable, "-m", "workloads.remote_step"], stdin=subprocess.PIPE,
+    # The child's step bundle, made here so that this task removes it whatever ends the child (the timeout's
+    # SIGKILL leaves it no chance); the child removes it itself when this worker dies (SIGTERM, pdeathsig).
+    tmp = Path(tempfile.mkdtemp(prefix="dbdiag-worker-"))
+    try:
+        return _run_child(spec_bytes, timeout_s, worker, topic, share, tmp)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+def _run_child(spec_bytes: bytes, timeout_s: float, worker: Any, topic: str, share: int,
+               tmp: Path) -> dict[str, Any]:
+    """:func:`worker_task`'s child process, its bundle in ``tmp``."""
+    proc = subprocess.Popen([sys.executable, "-m", "workloads.remote_step", str(tmp)], stdin=subprocess.PIPE,
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, preexec_fn=pdeathsig_preexec(),
                             cwd=os.getcwd())
     assert proc.stdin is not None and proc.stdout is not None and proc.stderr is not None
@@ -173,8 +186,22 @@ def worker_task(spec_bytes: bytes, timeout_s: float, topic: str = "", share: int
 
 def main() -> int:
     """Child process: a pickled :class:`WorkerSpec` on stdin (from our own orchestrator), JSON on stdout."""
+    tmp, me = Path(sys.argv[1]), os.getpid()
+
+    def gone(signum: int, _frame: Any) -> None:
+        if os.getpid() != me:  # a client process forked with this handler: the default, as before
+            signal.signal(signum, signal.SIG_DFL)
+            os.kill(os.getpid(), signum)
+            return
+        # the worker task died (pdeathsig) or the worker is stopped: nobody reads our result, and nobody
+        # else will remove the step bundle
+        shutil.rmtree(tmp, ignore_errors=True)
+        os._exit(128 + signum)
+
+    for sig in (signal.SIGTERM, signal.SIGHUP):
+        signal.signal(sig, gone)
     spec = pickle.loads(sys.stdin.buffer.read())  # noqa: S301 (written by this program's worker_task)
-    out = run_share(spec)
+    out = run_share(spec, tmp)
     sys.stdout.write("R " + json.dumps(out) + "\n")
     return 0
 

@@ -22,6 +22,7 @@ from diag.errors import UsageError
 from reports.compare import compare, format_comparison
 from reports.compare_report import render_comparison, write_page
 from reports.compare_sets import compare_sets, format_sets
+from reports.watch_view import as_one_step
 
 
 def default_page(run_a: Path, run_b: Path | None) -> Path:
@@ -42,7 +43,8 @@ def main(a: argparse.Namespace, argv: list[str]) -> int:
         raise UsageError("dbdiag compare takes one or two runs; for more, name the contender set after --vs: "
                          "dbdiag compare BASE... --vs NEW...")
     a.run_a, a.run_b = a.runs[0], (a.runs[1] if len(a.runs) > 1 else None)
-    bundles = [load_bundle(a.run_a)] + ([load_bundle(a.run_b)] if a.run_b else [])
+    # a watch compares as one step per target (its windows with load): see reports.watch_view.as_one_step
+    bundles = [as_one_step(load_bundle(a.run_a))] + ([as_one_step(load_bundle(a.run_b))] if a.run_b else [])
     items = compare(*bundles)
     if a.json:
         print(json.dumps({"comparisons": items}, indent=1, default=str))

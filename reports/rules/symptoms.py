@@ -111,3 +111,15 @@ def cpu_bound(b: Bundle) -> list[Finding]:
                         evidence={**f.evidence, "limit": lim.title})
         out.append(f)
     return out
+
+
+def host_contention(b: Bundle) -> list[Finding]:
+    """:func:`reports.rules.cpu.host_contention`, except on a step whose limit already names the neighbours (the
+    same processes, said once: the limit carries their CPU and the advice)."""
+    limits = step_limits(b)
+    out = []
+    for f in cpu.host_contention(b):
+        got = limits.get(key_of(f)) if key_of(f) is not None else None
+        if got is None or got[2].kind != "neighbours":
+            out.append(f)
+    return out

@@ -43,12 +43,16 @@ def test_default_run_covers_both_engines_at_every_default_client_count(default_r
     assert all(r.get("tps", 0) > 0 for r in results), results
 
 
-def test_every_default_step_names_one_limit_and_its_accounting_adds_to_100(default_run: dict[str, Any]) -> None:
+def test_every_default_step_names_one_limit_and_its_parts_explain_its_time(default_run: dict[str, Any]) -> None:
+    """Shares add to 1 by construction (reports.accounting._assemble), so that is not asserted; the measured
+    parts overshoot the wall time by sampling error only: at most 1.3x (1.17x the most in the saved bundles,
+    1.11x in a loaded sweep)."""
     steps = {(r["target"], r["workload"], r["clients"]) for r in default_run["bundle"].results}
     accounted = {(s.target, s.workload, s.clients): a for s, a in accounts(default_run["bundle"])}
     assert set(accounted) == steps
     for key, acc in accounted.items():
-        assert sum(c.share for c in acc.components) == pytest.approx(1.0, abs=1e-9), key
+        measured = sum(c.us_per_txn for c in acc.components if c.key != "unaccounted")
+        assert measured <= 1.3 * acc.wall_us_per_txn, (key, acc.wall_us_per_txn, acc.components)
         assert acc.get("unaccounted") is not None, key  # shown, never hidden
         lims = [f for f in default_run["found"] if f["category"] == "limit" and
                 (f["target"], f["workload"], f["clients"]) == key]

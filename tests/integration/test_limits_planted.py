@@ -3,21 +3,26 @@
 Each test runs ``dbdiag run`` in-process with 2 s steps and no perf profile, then reads the ``limit``
 findings as the run wrote them (findings.json), one per step, and the accounting's shares:
 
-* a chatty transaction (BEGIN, 6 trivial statements, COMMIT) at one client: nothing is saturated, the
-  backend waits for the next statement -> ``round_trips``, and no ``client_bound`` (its client is far from a
-  full CPU; the rule needs client CPU evidence);
+* a chatty transaction (BEGIN, 6 trivial statements, COMMIT) at one client paced at CHATTY_TPS: nothing is
+  saturated, the backend waits for the next statement -> ``round_trips``, and no ``client_bound`` (its client
+  is far from a full CPU; the rule needs client CPU evidence);
 * the other direction: a script whose client does heavy ``\\set`` work before its one statement -> the
   client is the limit (``client_cpu``) and ``client_bound`` fires;
 * single-row durable inserts at one client on a slow log device (loop-mounted ext4, data=journal, two levels)
-  -> ``commit_flush`` on both engines; on this VM's own disk (flush about a round trip) -> the largest
-  serial part as measured;
+  -> ``commit_flush`` on both engines; on this VM's own disk (flush about a round trip) -> a part of the
+  serial chain, unsaturated unless the log device is, with the flush a measured part;
 * one module-wide sweep (point-select and insert at 1, 4 x CPUs and 32 clients): every step names one limit
-  that ranks first for its step and its shares add to 100%; point selects saturating the host -> host CPU
-  with the server's and the clients' shares; 32 durable committers -> CPU, commit waits as queueing.
+  that ranks first for its step and its parts explain its wall time; point selects saturating the host ->
+  host CPU with the server's and the clients' shares; 32 durable committers: commit waits are never a
+  second limit.
 
-Margins rather than thresholds tuned to this machine: the chatty script's client sleeps in nothing and
-sends trivial statements, so its CPU stays far below a core; the \\set script spends ~3,000 expression
-evaluations per statement, so its client is busy nearly all the time whatever else runs.
+Each test asserts its planted outcome whatever the machine's load; where the machine cannot host the plant
+(checked with the tests' own reading of /proc/stat and /proc/loadavg, tests/hostload.py) it fails and says
+so. Expected answers come from the plant, never from the accounting under test. Margins rather than
+thresholds tuned to this machine: the chatty client is paced (an open-loop rate far below what one client
+gets even on a machine busy with other work), so the run's own processes cannot hold half of a busy host
+(the host CPU rule's condition) wherever it runs; the \\set script spends ~3,000 expression evaluations per
+statement, so its client is busy nearly all the time whatever else runs.
 """
 
 from __future__ import annotations
@@ -29,6 +34,7 @@ import os
 import shutil
 import subprocess
 import tempfile
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -36,34 +42,49 @@ from typing import Any
 import pytest
 
 from diag import servers
-from diag.bundle import Bundle, load_bundle
+from diag.bundle import load_bundle
 from diag.run import Run, RunOptions
 from reports.accounting import accounts
-from reports.limits import OWN_SHARE_OF_BUSY
-from reports.rules.base import steps
-from reports.rules.cpu import HOST_BUSY, cpu_use
+from tests.hostload import HostSampler, describe, host_busy
 from workloads.driver import DriverOptions
 
 FSYNC_S = 0.1  # per fsync test method (the run's default 0.3): 100+ flushes each even on the slow log device
 CHATTY = "BEGIN;\n" + "SELECT 1;\n" * 6 + "COMMIT;\n"
+# The chatty client's pace, transactions/s: one unpaced client got 470 (PostgreSQL) and 800 (MariaDB) on this
+# machine with both CPUs 100% busy with other helpers' tests, its server and client then using ~0.2 cores. Unpaced on a machine that others keep half busy, the run's own processes held half of a
+# 90%-busy host and the host CPU rule named the host, correctly (CI once saw it): that is not this plant.
+CHATTY_TPS = 150.0
+# /proc/stat's busy share (the tests' own reading) at which other work leaves a planted saturation no room: a
+# plant that needs a CPU for the run's own processes fails with "could not host the plant" from there on.
+BUSY_BY_OTHERS = 0.9
+# The pace counts as kept at this share of it (the paced runs measured 184-206 of 200 at 100% busy).
+PACE_KEPT = 0.75
 HEAVY_SET = "".join(f"\\set v{i % 50} ({i} * 7 + 3) % 1000\n" for i in range(3000)) + "SELECT :v1;\n"
 
 
-def run(out: Path, targets: list[str], workload: str, script: str | None = None) -> dict[str, Any]:
-    """Run one step per target; the run's findings per target and its results."""
+def run(out: Path, targets: list[str], workload: str, script: str | None = None,
+        rate: float | None = None) -> dict[str, Any]:
+    """Run one step per target (at ``rate`` transactions/s in all, else as fast as it goes); the run's findings,
+    its results by label, and how busy /proc/stat says the machine was in the second before the run (other
+    processes only) and over the run."""
     path_script = None
     if script is not None:
         path_script = out.parent / f"{out.name}.sql"
         path_script.write_text(script)
     drv = DriverOptions(clients=(1,), duration_s=2.0, warmup_s=0.5, script=str(path_script) if path_script else None,
-                        scale=1)
+                        scale=1, rate=rate)
     log = io.StringIO()
-    path = Run(RunOptions(targets=targets, workloads=[workload], driver=drv, out=out, argv=["dbdiag", "run"],
-                          profile=False, fsync_seconds=FSYNC_S), out=log).execute()
+    before = host_busy(1.0)
+    with HostSampler() as host:
+        t0 = time.time()
+        path = Run(RunOptions(targets=targets, workloads=[workload], driver=drv, out=out, argv=["dbdiag", "run"],
+                              profile=False, fsync_seconds=FSYNC_S), out=log).execute()
+        t1 = time.time()
     found = json.loads((path / "findings.json").read_text())["findings"]
     results = json.loads((path / "results.json").read_text())["results"]
     assert len(results) == len(targets), log.getvalue()[-3000:]
-    return {"found": found, "path": path}
+    return {"found": found, "path": path, "host": describe(host.busy(t0, t1)), "before": before,
+            "results": {r["target"]: r for r in results}}
 
 
 def limit_of(found: list[dict[str, Any]], label: str) -> dict[str, Any]:
@@ -80,30 +101,23 @@ def both(pg_server, my_server) -> list[str]:
     return [f"pg={pg_server.dsn()}", f"my={my_server.dsn()}"]
 
 
-def _host_saturated(b: Bundle, label: str) -> bool:
-    """Whether the host CPU rule must name the host for ``label``'s one step: 90%+ busy with the run's own
-    processes holding at least half of that (the same test as the sweep's many-committers check)."""
-    (step,) = [s for s in steps(b) if s.target == label]
-    u = cpu_use(b, step)
-    assert u is not None and u.server_cores is not None
-    own = (u.server_cores + (u.client_cores or 0.0)) / max(1e-9, u.busy_cores)
-    return u.host_busy >= HOST_BUSY and own >= OWN_SHARE_OF_BUSY
-
-
 def test_chatty_transaction_is_a_round_trip_limit_not_client_bound(both: list[str], tmp_path: Path) -> None:
-    """Nothing is saturated by one chatty client. On a machine that other work keeps 90%+ busy the host is
-    (CI's neighbours once took half of 2 CPUs: host_cpu, correctly): the rule's other direction is asserted."""
-    r = run(tmp_path / "bundle", both, "custom", CHATTY)
-    b = load_bundle(r["path"])
+    """Nothing is saturated by one paced chatty client, whatever else the machine runs: the backend waits for
+    its next statement (round trips, the client's pauses between transactions among them)."""
+    r = run(tmp_path / "bundle", both, "custom", CHATTY, rate=CHATTY_TPS)
     for label in ("pg", "my"):
+        row = r["results"][label]
+        tps = row["transactions"] / row["measured_s"]
+        if tps < PACE_KEPT * CHATTY_TPS:
+            pytest.fail(f"{label}: the machine could not host the plant: one chatty client made {tps:.0f} of the "
+                        f"{CHATTY_TPS:g} transactions/s it was paced at ({r['host']} over the run); behind its "
+                        "pace it runs flat out, and the run's processes may then saturate a busy host")
         lim = limit_of(r["found"], label)
         assert "client_bound" not in [c for c, _ in categories(r["found"], label)]
-        if _host_saturated(b, label):
-            assert lim["extra"]["kind"] == "host_cpu", (lim["title"], lim["evidence"])
-            continue
-        assert lim["extra"]["kind"] == "round_trips", (lim["title"], lim["evidence"])
+        assert lim["extra"]["kind"] == "round_trips", (label, lim["title"], lim["evidence"], r["host"])
+        assert not lim["extra"]["saturated"], (label, lim["title"])
         # the round trips (and client CPU) explain most of the transaction's time
-        assert lim["impact"] >= 0.5, lim["evidence"]
+        assert lim["impact"] >= 0.5, (label, lim["evidence"])
 
 
 def test_clients_saturated_by_set_work_are_client_bound(both: list[str], tmp_path: Path,
@@ -114,7 +128,11 @@ def test_clients_saturated_by_set_work_are_client_bound(both: list[str], tmp_pat
     r = run(tmp_path / "bundle", both, "custom", HEAVY_SET)
     for label in ("pg", "my"):
         lim = limit_of(r["found"], label)
-        assert lim["extra"]["kind"] == "client_cpu", (lim["title"], lim["evidence"])
+        if lim["extra"]["kind"] != "client_cpu" and r["before"][0] >= BUSY_BY_OTHERS:
+            pytest.fail(f"{label}: the machine could not host the plant: its client must get most of a CPU for "
+                        f"its \\set work, and before the run other processes alone kept the machine "
+                        f"{describe(r['before'])}; over the run {r['host']} (the limit named: {lim['title']!r})")
+        assert lim["extra"]["kind"] == "client_cpu", (label, lim["title"], lim["evidence"], r["host"])
         assert "client_bound" in [c for c, _ in categories(r["found"], label)]
 
 
@@ -198,36 +216,46 @@ def test_single_client_durable_insert_on_a_slow_log_device_is_a_commit_flush_lim
 # --------------------------------------------------------------------------- a saturated host (one run, module-wide)
 
 SATURATING = 4  # clients per CPU: point selects at 2 x cores already kept 2 CPUs 98-99.8% busy here
+PARTS_OVER = 1.3  # the accounted parts' sum, at most this times the wall time (see the first sweep test)
 
 
 @pytest.fixture(scope="module")
 def sweep(pg_server, my_server, tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     """One run on both session servers: point-select and durable insert at 1 client and at SATURATING x CPUs
     (and 32 for inserts: single-row durable commits park backends in the flush, so they need more clients to
-    keep the CPUs busy); 2 s steps. The findings, and the accounting recomputed from the bundle."""
+    keep the CPUs busy); 2 s steps. The findings, the accounting recomputed from the bundle, and the machine's
+    load read by the test itself: before the run (other processes only) and over each step's window."""
     n = SATURATING * (os.cpu_count() or 2)
     out = tmp_path_factory.mktemp("limits") / "bundle"
     drv = DriverOptions(clients=(1, n, 32), duration_s=2.0, warmup_s=0.5, scale=1)
     log = io.StringIO()
-    path = Run(RunOptions(targets=[f"pg={pg_server.dsn()}", f"my={my_server.dsn()}"],
-                          workloads=["point-select", "insert"], driver=drv, out=out, argv=["dbdiag", "run"],
-                          profile=False, fsync_seconds=FSYNC_S), out=log).execute()
+    before = host_busy(1.0)
+    with HostSampler() as host:
+        path = Run(RunOptions(targets=[f"pg={pg_server.dsn()}", f"my={my_server.dsn()}"],
+                              workloads=["point-select", "insert"], driver=drv, out=out, argv=["dbdiag", "run"],
+                              profile=False, fsync_seconds=FSYNC_S), out=log).execute()
     found = json.loads((path / "findings.json").read_text())["findings"]
     b = load_bundle(path)
+    during = {(r["target"], r["workload"], r["clients"]): describe(host.busy(r["t_start"], r["t_end"]))
+              for r in b.results}
     return {"found": found, "n": n, "accounts": {(s.target, s.workload, s.clients): (s, a) for s, a in accounts(b)},
-            "bundle": b, "log": log.getvalue()}
+            "bundle": b, "log": log.getvalue(), "before": before, "during": during}
 
 
 def step_findings(found: list[dict[str, Any]], label: str, workload: str, clients: int) -> list[dict[str, Any]]:
     return [f for f in found if (f["target"], f["workload"], f["clients"]) == (label, workload, clients)]
 
 
-def test_every_step_names_a_limit_and_its_shares_add_to_100(sweep: dict[str, Any]) -> None:
+def test_every_step_names_a_limit_and_its_parts_explain_its_time(sweep: dict[str, Any]) -> None:
+    """Shares add to 1 by construction (reports.accounting._assemble): not asserted. What can fail is how far
+    the measured parts overshoot the step's wall time (sampling error, the server's background CPU): at most
+    PARTS_OVER of it (the saved bundles' largest is 17%; a loaded machine stretches sampling)."""
     steps_run = {(r["target"], r["workload"], r["clients"]) for r in load_bundle(sweep["bundle"].path).results}
     assert len(steps_run) == 12, sweep["log"][-2000:]
     assert set(sweep["accounts"]) == steps_run
     for key, (_step, acc) in sweep["accounts"].items():
-        assert sum(c.share for c in acc.components) == pytest.approx(1.0, abs=1e-9), key
+        measured = sum(c.us_per_txn for c in acc.components if c.key != "unaccounted")
+        assert measured <= PARTS_OVER * acc.wall_us_per_txn, (key, acc.wall_us_per_txn, acc.components)
         assert acc.get("unaccounted") is not None
         lims = [f for f in step_findings(sweep["found"], *key) if f["category"] == "limit"]
         assert len(lims) == 1, key
@@ -238,69 +266,61 @@ def test_every_step_names_a_limit_and_its_shares_add_to_100(sweep: dict[str, Any
 
 def test_point_select_saturating_the_host_is_host_cpu_shared(sweep: dict[str, Any]) -> None:
     """At SATURATING clients per CPU the host's CPUs are the limit, split into the server's and the clients'
-    shares; at 1 client the same run names something else wherever the host was not saturated."""
+    shares. The plant needs the run's own processes to hold at least half of a 90%-busy machine: on a machine
+    that other work already keeps busy they may not, and the failure then shows the load the test measured
+    before the run and during the step."""
     for label in ("pg", "my"):
-        (lim,) = [f for f in step_findings(sweep["found"], label, "point-select", sweep["n"])
-                  if f["category"] == "limit"]
+        key = (label, "point-select", sweep["n"])
+        (lim,) = [f for f in step_findings(sweep["found"], *key) if f["category"] == "limit"]
         ev = lim["evidence"]
-        assert lim["extra"]["kind"] == "host_cpu", (lim["title"], ev)
+        if lim["extra"]["kind"] != "host_cpu" and sweep["before"][0] >= BUSY_BY_OTHERS:
+            pytest.fail(f"{label}: the machine could not host the plant: it needs the run's own processes to hold "
+                        f"half of a 90%-busy machine, and before the run other processes alone kept it "
+                        f"{describe(sweep['before'])}; during the step {sweep['during'][key]} (the limit named: "
+                        f"{lim['title']!r})")
+        assert lim["extra"]["kind"] == "host_cpu", (label, lim["title"], ev, sweep["during"][key])
         assert ev["server_share_of_busy_cpu_pct"] > 0 and ev["client_share_of_busy_cpu_pct"] > 0, ev
         assert "shared by the server" in lim["title"] and f"{ev['server_cpu_cores']:g} cores" in lim["title"]
         assert ev["server_cores_with_clients_elsewhere"] > ev["server_cpu_cores"]
         assert not [f for f in step_findings(sweep["found"], label, "point-select", sweep["n"])
                     if f["category"] in ("cpu_bound", "client_bound")]  # the limit says it, nothing competes
-        (one,) = [f for f in step_findings(sweep["found"], label, "point-select", 1) if f["category"] == "limit"]
-        if one["evidence"].get("host_busy_pct", 0) < 90:
-            assert one["extra"]["kind"] != "host_cpu", one["title"]
 
 
-def test_single_durable_committer_on_this_disk_is_limited_by_its_largest_serial_part(sweep: dict[str, Any]) -> None:
-    """One client of durable inserts on this VM's own disk: nothing is saturated, the flush (about 60-120 µs
-    here) costs about what the round trip and the server's CPU do, and which is largest changes from run to
-    run (flush 63 µs vs round trips 55 µs; server CPU 34% vs flush 33%). The named limit must be the part
-    this run measured largest (each part on its own: flush, server CPU, the wire, the client's CPU), and the
-    flush must be a measured part of the transaction on both engines."""
+def test_single_durable_committer_on_this_disk_is_a_part_of_its_serial_chain(sweep: dict[str, Any]) -> None:
+    """One client of durable inserts on this VM's own disk: the flush (about 60-120 µs here) costs about what
+    the round trip and the server's CPU do, and which is largest changes from run to run (flush 63 µs vs round
+    trips 55 µs; server CPU 34% vs flush 33%), so the plant fixes no one of them. It fixes this much: one
+    client cannot saturate the CPUs (its backend and client take turns, under one core of two; on a machine
+    busy with other work they hold less than half of it), so the limit is a part of the serial chain, or the
+    log device itself when its flushes keep it busy; and the flush is a measured part of the transaction on
+    both engines. (That the named part is the largest is reports.limits' unit test, on records built there.)"""
     for label in ("pg", "my"):
         (lim,) = [f for f in step_findings(sweep["found"], label, "insert", 1) if f["category"] == "limit"]
         _step, acc = sweep["accounts"][(label, "insert", 1)]
         assert acc.share("wait:commit_flush") > 0, (label, acc.components)
-        if lim["extra"]["saturated"]:
-            continue  # a saturated resource (checked by its own tests) outranks the serial chain
-        parts = {"commit_flush": acc.share("wait:commit_flush"), "round_trips": acc.share("round_trips"),
-                 "client_cpu": acc.share("client_cpu"),
-                 "server_cpu": acc.share("server_cpu_user") + acc.share("server_cpu_system")}
         kind = lim["extra"]["kind"]
-        assert kind in ("commit_flush", "server_cpu", "round_trips"), (label, lim["title"])
-        own = parts[kind] + (parts["client_cpu"] if kind == "round_trips" else 0.0)
-        assert all(own >= v - 1e-9 for v in parts.values()), (label, kind, parts)
+        if lim["extra"]["saturated"]:  # the one resource a lone committer can keep busy: its log device
+            assert kind == "commit_flush", (label, lim["title"], sweep["during"][(label, "insert", 1)])
+        else:
+            assert kind in ("commit_flush", "server_cpu", "round_trips"), (label, lim["title"])
 
 
-def test_many_durable_committers_on_a_saturated_host_are_cpu_with_commit_waits_as_queueing(
-        sweep: dict[str, Any]) -> None:
-    """32 clients of single-row durable inserts: the CPUs are the limit; commit waits, where they take a
-    share, are a symptom (info, queueing behind the limit) that ranks under it, never a second limit.
+def test_many_durable_committers_never_make_commit_waits_a_second_limit(sweep: dict[str, Any]) -> None:
+    """32 clients of single-row durable inserts: commit waits, where they take a share, are a symptom (info,
+    queueing behind a saturated limit, or a part beside an unsaturated one) that ranks under the limit, never
+    a second limit.
 
-    The host's busy share decides which way the rule must go: host CPU where the CPUs were 90%+ busy and
-    the run's own processes held most of it, else not. PostgreSQL kept the 2 CPUs 94-95% busy in the sweeps
-    measured alone, but under 90% in a CI run (its limit was then the commit flush); MariaDB's 32 committers
-    left them 86-98% busy (its threads sleep in group commit). Both directions are asserted from the run."""
+    Which limit is not asserted: the plant does not fix it. PostgreSQL kept the 2 CPUs 94-95% busy in the
+    sweeps measured alone but under 90% in a CI run (its limit was then the commit flush); MariaDB's 32
+    committers left them 86-98% busy (its threads sleep in group commit). The saturated host is planted by
+    the point-select step above, which does hold it."""
     for label in ("pg", "my"):
         fs = step_findings(sweep["found"], label, "insert", 32)
         (lim,) = [f for f in fs if f["category"] == "limit"]
-        step, _acc = sweep["accounts"][(label, "insert", 32)]
-        u = cpu_use(sweep["bundle"], step)
-        assert u is not None and u.server_cores is not None
-        own = (u.server_cores + (u.client_cores or 0.0)) / max(1e-9, u.busy_cores)
-        if u.host_busy >= HOST_BUSY and own >= OWN_SHARE_OF_BUSY:
-            assert lim["extra"]["kind"] == "host_cpu", (lim["title"], lim["evidence"])
-        else:
-            assert lim["extra"]["kind"] != "host_cpu", (lim["title"], u.host_busy, own)
-        step, acc = sweep["accounts"][(label, "insert", 32)]
         for f in fs:
             if f["category"] != "commit_flush_bound":
                 continue
             assert f["impact"] <= lim["impact"]
-            assert f["impact"] == pytest.approx(acc.share("wait:commit_flush"), abs=2e-3)
             if lim["extra"]["kind"] == "commit_flush":  # the flush itself is the limit: said so, once
                 assert "the step's limit" in f["title"], f["title"]
             elif lim["extra"]["saturated"]:  # queueing behind a saturated resource: a symptom

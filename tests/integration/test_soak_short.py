@@ -1,4 +1,13 @@
-"""bench/soak.py --short: the soak script runs a real embedded run and its figures are sane."""
+"""bench/soak.py --short: the soak script runs a real embedded run, and dbdiag's own memory and CPU stay within
+bounds derived from the targets (issue 25: collectors at most 1% of one core over a long run, RSS flat).
+
+Measured on this machine (2 vCPUs shared with other helpers' tests, load average 15-22), 3 runs of
+``--short --clients 1 --rate 100`` (8 s measured, a sample every 2 s): orchestrator RSS 50.4-50.6 MiB, growing
+at most 0.2 MiB between its first and last busy sample; each collector 37-40 MiB RSS (5 of them), the client
+41 MiB; the collectors together 0.009-0.024 of one core per 2 s sample, 0.015-0.019 on average. The bounds
+below leave about 2x headroom (a loaded CI machine, another Python build), not 100x: a leak, a collector that
+polls in a busy loop, or a new heavy import fails them.
+"""
 
 from __future__ import annotations
 
@@ -8,6 +17,16 @@ import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
+MIB = 1 << 20
+ORCHESTRATOR_RSS = 100 * MIB  # measured 50.6 MiB
+ORCHESTRATOR_GROWTH = 4 * MIB  # between the first and last sample of the 8 s step; measured 0.2 MiB
+COLLECTOR_RSS = 64 * MIB  # each collector process; measured 37-40 MiB
+CLIENT_RSS = 80 * MIB  # the one client process; measured 41 MiB
+# The collectors' CPU, in cores: the long-run target is 0.01. A short run's samples include the collectors'
+# first queries and imports (the first share is over the 2 s after their start-up), so the mean may be
+# higher than an hour's; measured 0.015-0.019 on average, 0.024 in the worst sample.
+COLLECTORS_CPU_MEAN = 0.04
+COLLECTORS_CPU_MAX = 0.06
 
 
 def test_soak_short_measures_a_run(tmp_path: Path) -> None:
@@ -20,15 +39,21 @@ def test_soak_short_measures_a_run(tmp_path: Path) -> None:
     samples = doc["samples"]
     busy = [s for s in samples if s["processes"].get("clients")]
     assert len(busy) >= 3, [s["processes"] for s in samples]
-    # RSS measured for every role of the run while the step ran, and plausible (1 MiB .. 2 GiB each).
+    # RSS of each role while the step ran, within its bound; the orchestrator's flat.
+    orch = [s["rss_bytes"]["orchestrator"] for s in busy]
+    assert all(MIB < x < ORCHESTRATOR_RSS for x in orch), orch
+    assert max(orch) - orch[0] <= ORCHESTRATOR_GROWTH, orch
     for s in busy:
-        for role in ("orchestrator", "collectors", "clients"):
-            assert 1 << 20 < s["rss_bytes"][role] < 2 << 30, (role, s["rss_bytes"])
+        assert all(MIB < x < COLLECTOR_RSS for x in s["collector_rss_bytes"].values()), s["collector_rss_bytes"]
+    # the client may be gone by the last sample (a zombie's RSS is 0): its largest sample is its size
+    assert MIB < max(s["rss_bytes"]["clients"] for s in busy) < CLIENT_RSS, [s["rss_bytes"] for s in busy]
     names = set().union(*(s["collector_rss_bytes"] for s in busy))
     assert "host" in names and any(n.startswith("pg_") for n in names), names
     # PSS splits the pages the orchestrator shares with its forked children: never above RSS, never zero.
     for s in busy:
         for role in ("orchestrator", "collectors", "clients"):
+            if role == "clients" and not s["rss_bytes"][role]:
+                continue  # the client gone (as above)
             assert 0 < s["pss_bytes"][role] <= s["rss_bytes"][role], (role, s["pss_bytes"], s["rss_bytes"])
     # CPU per collector, by the series it writes: each a part of the collectors' whole.
     per = [s for s in busy if s.get("collector_cpu_core_share")]
@@ -40,9 +65,10 @@ def test_soak_short_measures_a_run(tmp_path: Path) -> None:
     # The bundle grows as the run goes, and the series are what grow.
     assert busy[-1]["bundle_bytes"]["total"] > busy[0]["bundle_bytes"]["total"]
     assert any(k.startswith("series:") for k in samples[-1]["bundle_bytes"]), samples[-1]["bundle_bytes"]
-    # CPU shares are fractions of a core; the collectors' is measured (from their second sample on).
+    # The collectors' CPU (from their second sample on), within the short run's bounds.
     shares = [s["cpu_core_share"]["collectors"] for s in busy if "collectors" in s.get("cpu_core_share", {})]
-    assert len(shares) >= 2 and all(0 <= x < 2 for x in shares) and max(shares) > 0, shares
+    assert len(shares) >= 2 and max(shares) > 0, shares
+    assert sum(shares) / len(shares) <= COLLECTORS_CPU_MEAN and max(shares) <= COLLECTORS_CPU_MAX, shares
     # The report of the finished bundle was rendered and timed.
     rep = doc["report"]
     assert rep["rc"] == 0 and rep["report_bytes"] > 0 and all(w > 0 for w in rep["wall_s"]), rep

@@ -1,4 +1,5 @@
-"""reports.accounting and reports.limits on the saved bundles: shares add to 1, every step names a limit."""
+"""reports.accounting and reports.limits on the saved bundles: the parts explain the wall time, every step names a
+limit."""
 
 from __future__ import annotations
 
@@ -27,12 +28,17 @@ def load(name: str) -> Bundle:
 
 
 @pytest.mark.parametrize("name", BUNDLES)
-def test_shares_add_to_one_and_every_step_names_a_limit(name: str) -> None:
+def test_the_parts_explain_the_wall_time_and_every_step_names_a_limit(name: str) -> None:
+    """The shares add to 1 by construction (reports.accounting._assemble), so that is not asserted; what can
+    fail is how far the measured parts overshoot the wall time (each source's sampling error and the server's
+    background CPU): at most 20% of it in every saved bundle (the largest seen is 17%, the fsync-off inserts'
+    132 µs transaction)."""
     b = load(name)
     got = list(accounts(b))
     assert len(got) == len(list(steps(b))) > 0
     for step, acc in got:
-        assert sum(c.share for c in acc.components) == pytest.approx(1.0, abs=1e-9)
+        measured = sum(c.us_per_txn for c in acc.components if c.key != "unaccounted")
+        assert measured <= 1.2 * acc.wall_us_per_txn, (step.target, step.clients, acc.components)
         assert all(c.key in KEYS and c.us_per_txn >= 0 and 0 <= c.share <= 1 for c in acc.components)
         assert acc.get("unaccounted") is not None  # shown, never hidden
         assert acc.wall_us_per_txn == pytest.approx(step.clients * step.duration * 1e6 / step.transactions)

@@ -16,11 +16,12 @@ CATEGORIES = {"durability_unsafe", "durability_implausible", "commit_flush_bound
               "latch_contention", "cpu_parse_plan", "cpu_bound", "client_bound", "io_read_bound",
               "checkpoint_pressure", "context_switch_storm", "host_contention", "server_lost", "step_aborted",
               "statement_stuck", "limit", "noisy_measurement", "unsteady_window", "full_scan", "statement_hotspot",
-              "temp_spill", "buffer_pool_misses", "table_scan", "old_transaction"}
+              "temp_spill", "buffer_pool_misses", "table_scan", "old_transaction",
+              "client_server_disagree"}
 
 
 def test_registry_is_explicit_and_complete() -> None:
-    assert len(RULES) == len(set(RULES)) == 24
+    assert len(RULES) == len(set(RULES)) == 25
     assert all(callable(r) for r in RULES)
 
 

@@ -130,13 +130,21 @@ def test_hide_takes_the_bar_away_until_the_next_step() -> None:
     assert screen(out.getvalue())[-2:] == ["loading dataset tpcc", ""]
 
 
-def test_no_stream_writes_nothing() -> None:
-    bar = SweepBar(None, steps=1, step_s=1.0)
+def test_no_stream_writes_nothing(capsys: pytest.CaptureFixture[str]) -> None:
+    """Without a stream (an embedded run, a worker's step) the bar prints nowhere, not even on the process's
+    own stdout/stderr, and still counts the sweep's progress."""
+    clock = Clock()
+    bar = SweepBar(None, steps=2, step_s=1.0, clock=clock)
     bar.begin_step("x")
+    clock.t += 0.5
+    assert bar.done_s() == 0.5
     bar.say("y")
     bar.tick()
     bar.end_step()
-    bar.close()  # nothing to check but that it does not fail
+    bar.hide()
+    bar.close()
+    assert (bar.done_steps, bar.done_s()) == (1, 1.0)
+    assert capsys.readouterr() == ("", "")
 
 
 def test_bar_fits_a_narrow_terminal(monkeypatch: pytest.MonkeyPatch) -> None:

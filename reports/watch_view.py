@@ -1,0 +1,269 @@
+"""What a report says of a watch (``dbdiag watch``): its windows, the client's figures beside the server's,
+the phases, and whether any load was seen at all. Reads the bundle only.
+
+* A window saw load when the server counted at least :data:`MIN_TPS` transactions/s in it
+  beyond dbdiag's own, or a workload session was seen running a statement.
+* Phases: neighbouring windows with the same limit and throughput within
+  :data:`PHASE_TPS_RATIO` of the phase's first window form one phase.
+* The client's figure and the server's disagree when the server's transactions/s over
+  the command's lifetime differ from the tool's own by more than the counting error:
+  dbdiag's own reads (estimated) plus :data:`DISAGREE_SHARE` for the command's start-up
+  and exit inside its lifetime and its set-up statements (pgbench's scale check).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, replace
+from typing import Any
+
+from diag.bundle import Bundle, Memo
+
+# A window shorter than this share of the longest (the one cut by the command's end, holding PostgreSQL's
+# deferred counter flushes of the sessions that just ended) counts in the totals, not as a throughput sample.
+SAMPLE_SHARE = 0.5
+MIN_TPS = 2.0  # transactions/s: above what dbdiag's own reads can leave after their estimate
+PHASE_TPS_RATIO = 0.25  # a window whose tps differs by more than 25% from its phase's start opens a new one
+DISAGREE_SHARE = 0.10
+
+
+def watch_rows(b: Bundle) -> list[dict[str, Any]]:
+    """The result rows of a watch's windows, in order ([] for a bundle that is not a watch)."""
+    return [r for r in b.results if r.get("source") == "server"]
+
+
+def is_watch(b: Bundle) -> bool:
+    return b.run.get("kind") == "watch"
+
+
+def no_load_seen(b: Bundle) -> str:
+    """Why the watch saw no load ("" when it saw some): every window under MIN_TPS on every target."""
+    rows = watch_rows(b)
+    if not rows:
+        return ""
+    if any(float(r.get("tps") or 0) >= MIN_TPS for r in rows):
+        return ""
+    secs = sum(float(r.get("duration_s") or 0) for r in rows)
+    labels = sorted({str(r.get("target")) for r in rows})
+    return (f"the server counted no transactions beyond dbdiag's own reads in {secs:.0f} s of watching "
+            f"({', '.join(labels)})")
+
+
+@dataclass(frozen=True)
+class Phase:
+    """Neighbouring windows of one target with the same limit and similar throughput."""
+
+    target: str
+    first: int
+    last: int
+    t0: float
+    t1: float
+    limit: str
+    tps: float
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"target": self.target, "windows": f"{self.first}-{self.last}" if self.last > self.first
+                else str(self.first), "t0": self.t0, "t1": self.t1, "limit": self.limit, "tps": round(self.tps, 1)}
+
+
+def phases(rows: list[dict[str, Any]], limits: Mapping[tuple[str, str], str]) -> list[Phase]:
+    """The phases of each target's windows; ``limits``: (target, workload) -> the window's limit kind ("idle"
+    for a window without load)."""
+    out: list[Phase] = []
+    by_target: dict[str, list[dict[str, Any]]] = {}
+    for r in rows:
+        by_target.setdefault(str(r.get("target")), []).append(r)
+    for target, rs in by_target.items():
+        cur: list[dict[str, Any]] = []
+        for r in rs:
+            lim = "idle" if float(r.get("tps") or 0) < MIN_TPS else limits.get((target, str(r.get("workload"))), "")
+            if cur:
+                lim0 = "idle" if float(cur[0].get("tps") or 0) < MIN_TPS else limits.get(
+                    (target, str(cur[0].get("workload"))), "")
+                base = float(cur[0].get("tps") or 0)
+                similar = abs(float(r.get("tps") or 0) - base) <= PHASE_TPS_RATIO * max(base, MIN_TPS)
+                if lim == lim0 and similar:
+                    cur.append(r)
+                    continue
+                out.append(_phase(target, cur, lim0))
+            cur = [r]
+        if cur:
+            lim = "idle" if float(cur[0].get("tps") or 0) < MIN_TPS else limits.get(
+                (target, str(cur[0].get("workload"))), "")
+            out.append(_phase(target, cur, lim))
+    return out
+
+
+def _phase(target: str, rs: list[dict[str, Any]], limit: str) -> Phase:
+    secs = sum(float(r.get("duration_s") or 0) for r in rs)
+    txn = sum(float(r.get("transactions") or 0) for r in rs)
+    return Phase(target, int(rs[0].get("window") or 0), int(rs[-1].get("window") or 0), float(rs[0]["t_start"]),
+                 float(rs[-1]["t_end"]), limit or "unknown", txn / secs if secs > 0 else 0.0)
+
+
+@dataclass(frozen=True)
+class ClientVsServer:
+    """The load command's own transactions/s beside the server's over the windows it ran in."""
+
+    target: str
+    tool: str
+    client_tps: float
+    server_tps: float
+    allowed: float  # the counting error, as a share of the client's figure
+    detail: str
+
+    @property
+    def gap(self) -> float:
+        return (self.server_tps - self.client_tps) / self.client_tps if self.client_tps > 0 else 0.0
+
+    @property
+    def disagrees(self) -> bool:
+        return abs(self.gap) > self.allowed
+
+
+def client_vs_server(b: Bundle) -> list[ClientVsServer]:
+    """Per target: the tool's summary tps (else the mean of its interval lines) against the server's count over
+    the command's lifetime (the windows' span without one); [] without a load command that printed figures.
+
+    The server's total is read after the command's sessions ended, so PostgreSQL's deferred counter flushes
+    are in it; what is left of the counting error is dbdiag's own reads (estimated, taken out) and the
+    command's start-up and exit inside its lifetime (the tool's own time leaves them out)."""
+    cmd = (b.run.get("watch") or {}).get("command") or {}
+    summary = cmd.get("summary") or {}
+    rows = watch_rows(b)
+    out: list[ClientVsServer] = []
+    for target in sorted({str(r.get("target")) for r in rows}):
+        rs = [r for r in rows if r.get("target") == target]
+        span = sum(float(r.get("duration_s") or 0) for r in rs)
+        life = (float(cmd["ended"]) - float(cmd["started"])
+                if isinstance(cmd.get("ended"), (int, float)) and isinstance(cmd.get("started"), (int, float)) else 0)
+        secs = life if 0 < life <= span + 1.0 else span
+        txn = sum(float(r.get("transactions") or 0) for r in rs)
+        own = sum(float(r.get("own_transactions") or 0) for r in rs)
+        if secs <= 0:
+            continue
+        with_client = [r for r in rs if isinstance(r.get("client"), Mapping)]
+        if len({str(r.get("target")) for r in rows}) > 1 and not with_client:
+            continue  # several targets: the command did not load this one (diag.watch gives it no client figures)
+        if isinstance(summary.get("tps"), (int, float)):
+            ctps, tool, how = float(summary["tps"]), str(summary.get("tool") or ""), "its summary line"
+        elif with_client:
+            dur = sum(float(r.get("duration_s") or 0) for r in with_client)
+            ctps = sum(float(r["client"]["tps"]) * float(r.get("duration_s") or 0) for r in with_client) / max(dur, 1e-9)
+            tool, how = str(with_client[0]["client"].get("tool") or ""), "its interval lines"
+        else:
+            continue
+        stps = txn / secs
+        allowed = DISAGREE_SHARE + (own / secs) / max(ctps, MIN_TPS)
+        out.append(ClientVsServer(target, tool, ctps, stps, allowed,
+                                  f"{tool} says {ctps:.1f} tps ({how}); the server counted {stps:.1f} tps over "
+                                  f"{secs:.1f} s ({txn:.0f} transactions, {own:.0f} of dbdiag's own reads "
+                                  "taken out)"))
+    return out
+
+
+def _limit_titles(findings: list[Mapping[str, Any]]) -> dict[tuple[str, str], Mapping[str, Any]]:
+    return {(str(f.get("target")), str(f.get("workload"))): f for f in findings if f.get("category") == "limit"}
+
+
+def unseen(b: Bundle) -> list[str]:
+    """What the watch could not see, one sentence each: sources that were off (with what would turn them on),
+    parts missing, and the clients' CPU when no load command named the client processes."""
+    out = []
+    for key, p in sorted((b.run.get("collectors") or {}).items()):
+        if not isinstance(p, Mapping):
+            continue
+        if not p.get("ok") and p.get("reason"):
+            out.append(f"{key}: {p['reason']}" + (f" ({p['hint']})" if p.get("hint") else ""))
+        out.extend(f"{key}: {m}" for m in p.get("missing") or [])
+    if not (b.run.get("watch") or {}).get("command"):
+        out.append("client CPU: not known: the watch ran no load command, so the client processes are not known "
+                   "(they may be on another host); the accounting leaves that part out rather than guess")
+    hidden = max((int(r.get("sessions_hidden") or 0) for r in watch_rows(b)), default=0)
+    if hidden:
+        out.append(f"up to {hidden} session(s) of other roles (on any database of the server): their database "
+                   "and state are hidden from this role, so the clients and their waits were not seen (needs "
+                   "pg_monitor or pg_read_all_stats); their transactions are counted all the same")
+    return out
+
+
+def watch_section(b: Bundle, findings: list[Mapping[str, Any]]) -> dict[str, Any] | None:
+    """What the report's watch section shows (None for a bundle that is not a watch)."""
+    if not is_watch(b):
+        return None
+    rows = watch_rows(b)
+    lims = _limit_titles(findings)
+    windows = []
+    for r in rows:
+        f = lims.get((str(r.get("target")), str(r.get("workload"))))
+        c = r.get("client") if isinstance(r.get("client"), Mapping) else {}
+        windows.append({"target": r.get("target"), "window": r.get("workload"), "t0": r.get("t_start"),
+                        "seconds": r.get("duration_s"), "tps": r.get("tps"), "qps": r.get("qps"),
+                        "clients": r.get("clients"), "client_tps": c.get("tps"),
+                        "latency_ms": (r.get("latency_ms") or {}).get("mean"),
+                        "limit": f.get("title") if f else ("no load seen" if float(r.get("tps") or 0) < MIN_TPS
+                                                           else "no limit named")})
+    kinds = {k: str((f.get("extra") or {}).get("kind") or str(f.get("title", "")).split(":")[0])
+             for k, f in lims.items()}
+    watch = b.run.get("watch") or {}
+    return {"info": watch, "windows": windows, "phases": [p.to_dict() for p in phases(rows, kinds)],
+            "versus": [{"target": c.target, "text": c.detail, "disagrees": c.disagrees,
+                        "gap_pct": round(100 * c.gap, 1), "allowed_pct": round(100 * c.allowed, 1)}
+                       for c in client_vs_server(b)],
+            "no_load": no_load_seen(b), "unseen": unseen(b),
+            "counted": sorted({str(r.get("counted")) for r in rows if r.get("counted")})}
+
+
+def _merge_statements(rows: list[Mapping[str, Any]]) -> dict[str, Any] | None:
+    """The windows' statement digests as one step's: each statement's counters summed by its key."""
+    parts = [r["statements"] for r in rows if isinstance(r.get("statements"), Mapping)]
+    if not parts:
+        return None
+    merged: dict[str, dict[str, Any]] = {}
+    for p in parts:
+        for s in p.get("statements") or []:
+            cur = merged.setdefault(str(s.get("key")), {**s, "calls": 0, "total_ms": 0.0, "rows": 0})
+            for k in ("calls", "total_ms", "rows"):
+                cur[k] = (cur.get(k) or 0) + (s.get(k) or 0)
+    out = {k: v for k, v in parts[0].items() if k != "statements"}
+    out.update({"calls": sum(int(p.get("calls") or 0) for p in parts),
+                "total_ms": sum(float(p.get("total_ms") or 0) for p in parts),
+                "statements": sorted(merged.values(), key=lambda s: -float(s.get("total_ms") or 0))})
+    return out
+
+
+def one_step_row(rows: list[Mapping[str, Any]]) -> dict[str, Any]:
+    """One target's loaded windows as one step (workload ``watch``): counts summed over their span, clients the
+    time-weighted mean, each window's transactions/s a sample of the step's throughput (``interval_tps``)."""
+    secs = sum(float(r.get("duration_s") or 0) for r in rows)
+    txn = sum(int(r.get("transactions") or 0) for r in rows)
+    t0, t1 = float(rows[0]["t_start"]), float(rows[-1]["t_end"])
+    span = max(t1 - t0, 1e-9)
+    longest = max(float(r.get("duration_s") or 0) for r in rows)
+    clients = max(1, round(sum(float(r.get("clients") or 1) * float(r.get("duration_s") or 0) for r in rows)
+                           / max(secs, 1e-9)))
+    row: dict[str, Any] = {**{k: v for k, v in rows[0].items() if k not in ("statements", "client", "profile")},
+                           "workload": "watch", "clients": clients, "t_start": t0, "t_end": t1,
+                           "duration_s": round(span, 3), "measured_s": round(span, 3), "transactions": txn,
+                           "tps": round(txn / span, 2), "windows": [r.get("window") for r in rows],
+                           "interval_tps": [float(r.get("tps") or 0) for r in rows
+                                            if float(r.get("duration_s") or 0) >= SAMPLE_SHARE * longest]}
+    if all(isinstance(r.get("qps"), (int, float)) for r in rows):
+        row["qps"] = round(sum(float(r["qps"]) * float(r.get("duration_s") or 0) for r in rows) / span, 2)
+    stmts = _merge_statements(rows)
+    if stmts is not None:
+        row["statements"] = stmts
+    return row
+
+
+def as_one_step(b: Bundle) -> Bundle:
+    """A watch as one step per target (its windows that saw load), for ``dbdiag compare WATCH_A WATCH_B``;
+    any other bundle as it is."""
+    if not is_watch(b):
+        return b
+    out = []
+    for target in dict.fromkeys(str(r.get("target")) for r in watch_rows(b)):
+        loaded = [r for r in watch_rows(b) if r.get("target") == target and float(r.get("tps") or 0) >= MIN_TPS]
+        if loaded:
+            out.append(one_step_row(loaded))
+    return replace(b, results=out, derived=Memo())

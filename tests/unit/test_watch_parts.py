@@ -1,0 +1,146 @@
+"""The pure parts of ``dbdiag watch``: load tools' progress lines (on saved output), window counts, phases.
+
+pgbench and sysbench outputs in tests/data/watch/ are real runs on this machine (the
+watch's own artifacts/load-command.log); the HammerDB ones are written from its
+documented format (HammerDB is not installed here): see the header of each file.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from hypothesis import given, strategies as st
+
+from diag.errors import UsageError
+from workloads.loadcmd import LoadCommand
+
+from reports.watch_view import MIN_TPS, phases
+from workloads.progress_lines import ProgressPoint, Summary, merge_summaries, parse_line
+from workloads.watch_counters import Reading, window_counts
+from workloads.watchresult import client_side, mean_clients, window_row
+
+DATA = Path(__file__).resolve().parents[1] / "data" / "watch"
+
+
+def _parse(name: str) -> tuple[list[ProgressPoint], dict]:
+    pts, sums = [], []
+    for line in (DATA / name).read_text().splitlines():
+        got = parse_line(line)
+        if isinstance(got, ProgressPoint):
+            pts.append(got)
+        elif isinstance(got, Summary):
+            sums.append(got)
+    return pts, merge_summaries(sums)
+
+
+def test_pgbench_progress_and_summary():
+    pts, summary = _parse("pgbench_select_only_P1.log")
+    assert [p.t_rel for p in pts] == [1.0, 2.0, 3.0, 4.0, 5.0, 6.0]
+    assert pts[0].tool == "pgbench" and pts[0].latency_kind == "mean" and pts[0].tps > 0
+    assert summary["tool"] == "pgbench"
+    # its own summary lines: transactions, tps, mean latency (as printed in the file)
+    text = (DATA / "pgbench_select_only_P1.log").read_text()
+    assert f"number of transactions actually processed: {int(summary['transactions'])}" in text
+    assert f"tps = {summary['tps']:f}" in text
+    assert f"latency average = {summary['latency_ms']:g} ms" in text
+
+
+def test_sysbench_progress_and_summary():
+    pts, summary = _parse("sysbench_oltp_read_write_ri1.log")
+    assert len(pts) >= 5 and all(p.tool == "sysbench" and p.threads == 4 for p in pts)
+    assert pts[0].latency_kind == "p95" and pts[0].qps is not None and pts[0].qps > pts[0].tps
+    assert summary["tool"] == "sysbench" and summary["transactions"] > 0 and summary["queries"] > summary["transactions"]
+    # the per-second lines average to about the summary's rate (same run)
+    mean = sum(p.tps for p in pts) / len(pts)
+    assert abs(mean - summary["tps"]) / summary["tps"] < 0.3
+
+
+def test_hammerdb_v4_result_and_counter_lines():
+    pts, summary = _parse("hammerdb_v4_postgresql.log")
+    assert summary == {"tool": "hammerdb", "nopm": 19531.0, "tpm": 44915.0, "tps": 44915.0 / 60,
+                       "database": "PostgreSQL"}
+    assert [round(p.tps * 60) for p in pts] == [0, 41208, 44730, 45012, 43987]
+    assert all(p.t_rel is None for p in pts)  # stamped on arrival by the watch
+
+
+def test_hammerdb_v3_result_line():
+    _pts, summary = _parse("hammerdb_v3_mysql.log")
+    assert summary["nopm"] == 8745 and summary["tpm"] == 26357 and summary["database"] == "MySQL"
+
+
+def test_other_lines_are_not_figures():
+    for line in ("Vuser 1:Rampup 1 minutes complete ...", "transaction type: <builtin: select only>",
+                 "SQL statistics:", "progress: soon", "[ 1s ] hello", ""):
+        assert parse_line(line) is None, line
+
+
+@given(st.text(max_size=200))
+def test_any_text_parses_or_is_ignored(text):
+    assert parse_line(text) is None or isinstance(parse_line(text), (ProgressPoint, Summary))
+
+
+def _reading(t: float, **counters: float) -> Reading:
+    return Reading(t, counters, 0, 0)
+
+
+def test_pg_window_takes_own_reads_out_and_survives_a_reset():
+    c = window_counts("postgres", _reading(0, transactions=1000, busy_ms=50), _reading(2, transactions=1210,
+                                                                                        busy_ms=70), 10)
+    assert (c.transactions, c.own_transactions, c.busy_ms, c.statements) == (200, 10, 20, None)
+    reset = window_counts("postgres", _reading(0, transactions=5000), _reading(2, transactions=30), 4)
+    assert reset.transactions == 26  # a counter that went down counts from 0 (pg_stat_reset)
+    idle = window_counts("postgres", _reading(0, transactions=100), _reading(2, transactions=103), 8)
+    assert idle.transactions == 0 and idle.own_transactions == 3  # never below zero
+
+
+def test_mysql_window_explicit_then_autocommit():
+    a = _reading(0, Com_commit=10, Com_rollback=1, Com_select=500, Com_insert=20)
+    b = _reading(2, Com_commit=60, Com_rollback=2, Com_select=900, Com_insert=70)
+    c = window_counts("mysql", a, b, 30)
+    assert c.transactions == 51 and c.statements == 420 and "Com_commit" in c.rule
+    auto = window_counts("mysql", _reading(0, Com_commit=5, Com_select=100, Com_update=10),
+                         _reading(2, Com_commit=5, Com_select=400, Com_update=60), 20)
+    assert auto.transactions == 330 and auto.own_transactions == 20 and "autocommit" in auto.rule
+
+
+def test_row_and_clients():
+    c = window_counts("postgres", _reading(0, transactions=0, busy_ms=0), _reading(4, transactions=400,
+                                                                                     busy_ms=200), 0)
+    row = window_row("pg", "postgresql", 3, 100.0, 104.0, c, [3, 4, 4, 5])
+    assert row["workload"] == "watch#03" and row["clients"] == 4 and row["tps"] == 100.0
+    assert row["latency_ms"]["mean"] == 0.5 and row["latency_ms"]["p95"] is None
+    assert mean_clients([]) == 1 and mean_clients([0, 0]) == 1
+
+
+def test_client_side_takes_the_lines_inside_the_window():
+    pts = [(100.5, ProgressPoint("pgbench", 1, 10.0)), (101.5, ProgressPoint("pgbench", 2, 30.0)),
+           (102.5, ProgressPoint("pgbench", 3, 99.0))]
+    assert client_side(pts, 100.0, 102.0)["tps"] == 20.0
+    assert client_side(pts, 103.0, 104.0) is None
+
+
+def _row(i: int, tps: float) -> dict:
+    return {"target": "pg", "workload": f"watch#{i:02d}", "window": i, "tps": tps, "transactions": tps * 2,
+            "duration_s": 2.0, "t_start": 100.0 + 2 * i, "t_end": 102.0 + 2 * i}
+
+
+def test_phases_split_on_limit_and_throughput():
+    rows = [_row(1, 0), _row(2, 1000), _row(3, 1100), _row(4, 1050), _row(5, 2000), _row(6, 2100), _row(7, 0)]
+    lims = {("pg", f"watch#{i:02d}"): ("host_cpu" if i >= 5 else "round_trips") for i in range(1, 8)}
+    got = [(p.first, p.last, p.limit) for p in phases(rows, lims)]
+    assert got == [(1, 1, "idle"), (2, 4, "round_trips"), (5, 6, "host_cpu"), (7, 7, "idle")]
+    assert phases([_row(1, MIN_TPS / 2)], {})[0].limit == "idle"
+
+
+def test_load_command_lines_status_and_a_missing_tool(tmp_path):
+    cmd = LoadCommand(["sh", "-c", "printf 'progress: 1.0 s, 10.0 tps, lat 1.0 ms stddev 0.1\\nhalf'; exit 4"],
+                      tmp_path / "out.log")
+    cmd.proc.wait(10)
+    assert cmd.stop() == 4 and cmd.ended is not None
+    lines = [text for _t, text in cmd.rest()]
+    assert lines == ["progress: 1.0 s, 10.0 tps, lat 1.0 ms stddev 0.1", "half"]
+    with pytest.raises(UsageError, match="not found"):
+        LoadCommand(["no-such-load-tool-here"], tmp_path / "x.log")
+    with pytest.raises(UsageError, match="nothing after --"):
+        LoadCommand([], tmp_path / "y.log")
