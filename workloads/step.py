@@ -320,9 +320,12 @@ class Step:
         A client silent for two report intervals is inside a long statement (a stuck commit): it would answer
         only once that returns, so it is not waited for."""
         quiet_ns = int(2 * self.opts.report_interval_s * 1e9) + 500_000_000
+        # A client not heard from yet (Ctrl-C inside the first interval) counts from now: it is asked to stop
+        # and sends its counts at once unless it is inside a statement.
+        since = time.perf_counter_ns()
         while pool.live and time.monotonic() < deadline:
             now = time.perf_counter_ns()
-            if all(now - self._heard.get(i, 0) > quiet_ns for i in pool.live.values()):
+            if all(now - self._heard.get(i, since) > quiet_ns for i in pool.live.values()):
                 break
             for idx, msg in pool.receive(min(max(deadline - time.monotonic(), 0), WAKE_NS / 1e9)):
                 self._heard[idx] = time.perf_counter_ns()
