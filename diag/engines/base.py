@@ -190,6 +190,13 @@ class Engine:
     cleanup_backlog: ClassVar[str] = ""
     old_transaction_advice: ClassVar[str] = ""
     last_statement_hint: ClassVar[str] = ""  # why another session's last statement may not be visible
+    # Connection churn (reports.rules.churn): the stats_series counter of connections the server accepted
+    # ("" = none), where it comes from, what each new connection costs the server, and (MySQL) the counter of
+    # threads created for them (a new connection served from the thread cache creates none).
+    connection_counter: ClassVar[str] = ""
+    connection_counter_source: ClassVar[str] = ""
+    backend_start: ClassVar[str] = ""
+    thread_create_counter: ClassVar[str] = ""
 
     def instrumentation_for(self, version_num: int) -> list[tuple[str, str]]:
         """The (setting, value) pairs of :attr:`instrumentation` a server of ``version_num`` has."""

@@ -106,6 +106,12 @@ class MysqlEngine(Engine):
     # Source: "Server Status Variables", MySQL manual.
     scan_counters = ("status.Handler_read_rnd_next", "status.Select_scan")
     cleanup_backlog = "the InnoDB history list"
+    # Connection attempts (server-wide) and threads created for them. Source: "Server Status Variables".
+    connection_counter = "status.Connections"
+    connection_counter_source = "SHOW GLOBAL STATUS Connections (server-wide: every client's connections)"
+    backend_start = ("a thread (from the thread cache, or a new one when the cache is empty), authentication "
+                     "and the session's set-up")
+    thread_create_counter = "status.Threads_created"
     last_statement_hint = ("not visible: the processlist shows only a running statement; an idle thread's last "
                            "one is in performance_schema.events_statements_current (performance_schema=ON)")
     old_transaction_advice = ("End that session's transaction (COMMIT or ROLLBACK in the application, or KILL its "

@@ -81,6 +81,13 @@ class PostgresEngine(Engine):
     spill_counters = (("db.temp_files", "temporary files"),)
     spill_bytes_counter = "db.temp_bytes"
     cleanup_backlog = "dead row versions"
+    # Sessions established to the target's database (pg_stat_database.sessions, PostgreSQL 14 or later; an
+    # older server's pg_stats records have no such key and the rule stays silent). Source: "The Cumulative
+    # Statistics System", monitoring-stats.html.
+    connection_counter = "db.sessions"
+    connection_counter_source = "pg_stat_database.sessions of the target's database (PostgreSQL 14 or later)"
+    backend_start = ("a new backend process (fork), authentication, and a cold catalog cache for its first "
+                     "statements")
     last_statement_hint = "not visible: another role's query needs pg_read_all_stats (pg_monitor)"
     old_transaction_advice = ("End that session's transaction (COMMIT or ROLLBACK in the application, or "
                               "pg_terminate_backend(pid)); idle_in_transaction_session_timeout ends idle ones for "
