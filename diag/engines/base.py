@@ -193,6 +193,9 @@ class Engine:
     # Connection churn (reports.rules.churn): the stats_series counter of connections the server accepted
     # ("" = none), where it comes from, what each new connection costs the server, and (MySQL) the counter of
     # threads created for them (a new connection served from the thread cache creates none).
+    # What a session active with no wait event, neither on a CPU nor on a run queue, may be waiting for that
+    # the server does not name (reports.accounting_gaps), and what would name it.
+    unnamed_waits: ClassVar[str] = "a wait the server does not instrument"
     connection_counter: ClassVar[str] = ""
     connection_counter_source: ClassVar[str] = ""
     backend_start: ClassVar[str] = ""

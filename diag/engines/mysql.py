@@ -107,6 +107,9 @@ class MysqlEngine(Engine):
     scan_counters = ("status.Handler_read_rnd_next", "status.Select_scan")
     cleanup_backlog = "the InnoDB history list"
     # Connection attempts (server-wide) and threads created for them. Source: "Server Status Variables".
+    unnamed_waits = ("without performance_schema wait events a thread state such as 'Sending data' or 'Update' "
+                     "covers InnoDB's mutex, page-read and redo waits alike (performance_schema=ON with its wait "
+                     "instruments names them; a perf off-CPU profile shows where the threads block)")
     connection_counter = "status.Connections"
     connection_counter_source = "SHOW GLOBAL STATUS Connections (server-wide: every client's connections)"
     backend_start = ("a thread (from the thread cache, or a new one when the cache is empty), authentication "

@@ -84,6 +84,8 @@ class PostgresEngine(Engine):
     # Sessions established to the target's database (pg_stat_database.sessions, PostgreSQL 14 or later; an
     # older server's pg_stats records have no such key and the rule stays silent). Source: "The Cumulative
     # Statistics System", monitoring-stats.html.
+    unnamed_waits = ("PostgreSQL names no wait for spinlocks and for waits shorter than the gap between two "
+                     "samples of pg_stat_activity (a perf off-CPU profile shows them)")
     connection_counter = "db.sessions"
     connection_counter_source = "pg_stat_database.sessions of the target's database (PostgreSQL 14 or later)"
     backend_start = ("a new backend process (fork), authentication, and a cold catalog cache for its first "
