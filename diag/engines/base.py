@@ -197,6 +197,12 @@ class Engine:
     # the server does not name (reports.accounting_gaps), and what would name it.
     unnamed_waits: ClassVar[str] = "a wait the server does not instrument"
     connection_counter: ClassVar[str] = ""
+    connection_counter_from: ClassVar[int] = 0  # the server version (version_num) that first has it
+    connection_counter_older: ClassVar[str] = ""  # what shows connections on an older server
+    # The collector behind each kind of evidence (reports.causes_view: which causes a run could check), and
+    # what makes a source that did not run or answer run (when its probe gave no hint; %s: "collectors on").
+    cause_sources: ClassVar[dict[str, str]] = {}
+    source_remedies: ClassVar[dict[str, str]] = {}
     connection_counter_source: ClassVar[str] = ""
     backend_start: ClassVar[str] = ""
     thread_create_counter: ClassVar[str] = ""

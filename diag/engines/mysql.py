@@ -111,6 +111,12 @@ class MysqlEngine(Engine):
                      "covers InnoDB's mutex, page-read and redo waits alike (performance_schema=ON with its wait "
                      "instruments names them; a perf off-CPU profile shows where the threads block)")
     connection_counter = "status.Connections"
+    cause_sources = {"waits": "my_waits", "stats": "my_status", "tables": "my_status", "blocking": "my_blocking",
+                     "settings": "my_settings"}
+    source_remedies = {"my_waits": "%s; the PROCESS privilege", "my_status": "%s; PROCESS for the InnoDB status",
+                       "my_settings": "%s", "my_blocking": "%s; PROCESS, and performance_schema=ON for metadata locks",
+                       "oldest_xact": "%s; the PROCESS privilege",
+                       "statements": "performance_schema=ON (statement digests)"}
     connection_counter_source = "SHOW GLOBAL STATUS Connections (server-wide: every client's connections)"
     backend_start = ("a thread (from the thread cache, or a new one when the cache is empty), authentication "
                      "and the session's set-up")
