@@ -15,8 +15,11 @@ For each step, per mean transaction (µs; ../shared/ARCHITECTURE.md "Time accoun
 * server waits by class (:data:`WAIT_CLASSES`, mapped by the engine): each sampled class's share of backend
   time (samples in it over all samples of the workload's backends, idle ones included) x wall. The ``cpu``
   class (active with no wait event) is what server CPU already counts; the part of it the measured CPU does
-  not cover is the run queue on a busy host (``wait:cpu``), else an uninstrumented wait (unaccounted).
-* unaccounted: the rest, shown, never hidden. When the parts add to more than the wall time (the server's
+  not cover is the run queue on a busy host (``wait:cpu``); on a host not busy on average, the part the
+  kernel's run-queue time of the server's threads covers (/proc schedstat: bursts of runnable threads on few
+  CPUs), and the rest an uninstrumented wait (unaccounted).
+* unaccounted: the rest, shown, never hidden; from 10% of the transaction up the evidence says which part the
+  sources could not see and why (:func:`reports.accounting_gaps.unaccounted_why`), and so does the limit's. When the parts add to more than the wall time (the server's
   background processes' CPU is in server CPU but not in backend time; sampling error), the remainder clamps
   to 0 and the evidence says by how much they exceeded it; shares are then of that sum, so they add to 1.0.
 
