@@ -19,7 +19,8 @@ For each step, per mean transaction (µs; ../shared/ARCHITECTURE.md "Time accoun
   kernel's run-queue time of the server's threads covers (/proc schedstat: bursts of runnable threads on few
   CPUs), and the rest an uninstrumented wait (unaccounted).
 * unaccounted: the rest, shown, never hidden; from 10% of the transaction up the evidence says which part the
-  sources could not see and why (:func:`reports.accounting_gaps.unaccounted_why`), and so does the limit's. When the parts add to more than the wall time (the server's
+  sources could not see and why (:func:`reports.accounting_gaps.unaccounted_why`), and so does the limit's.
+  When the parts add to more than the wall time (the server's
   background processes' CPU is in server CPU but not in backend time; sampling error), the remainder clamps
   to 0 and the evidence says by how much they exceeded it; shares are then of that sum, so they add to 1.0.
 

@@ -11,7 +11,8 @@ how many of them needed a new thread (the thread cache served the rest).
 Where the client timed its connects (``dbdiag run --connect-per-transaction`` writes ``connect_ms_per_txn``),
 the finding's impact is the share of the mean transaction (clients x window / transactions, the accounting's
 wall time) the client spent opening its connection; the accounting's own share of its ``connect`` part is given
-beside it (smaller when the parts add to more than the wall: the CPU spent connecting is in CPU parts too). Otherwise (``dbdiag watch -- pgbench -C``, an application
+beside it (smaller when the parts add to more than the wall: the CPU spent connecting is in CPU parts too).
+Otherwise (``dbdiag watch -- pgbench -C``, an application
 that reconnects) the connect time is not known and the finding ranks as a condition
 (:data:`reports.rules.cpu.CONDITION_WEIGHT` x the new connections per transaction, at most 1), and says so;
 the server CPU per transaction, which holds each backend's start-up, is given as evidence either way.
@@ -68,6 +69,9 @@ def _churn(b: Bundle, step: Step) -> Finding | None:
         cpu = sum(acc.us(k) for k in ("server_cpu_user", "server_cpu_system") if acc.get(k) is not None)
         if cpu > 0:
             ev["server CPU per transaction, start-ups included (µs)"] = num(cpu)
+            # The start-up's own cost is not separable from the statements' on the host series: all of the
+            # server's CPU over its new connections bounds it from above.
+            ev["server CPU per new connection, at most (µs)"] = num(cpu * txn / conns)
     connect_ms = step.row.get("connect_ms_per_txn")
     if isinstance(connect_ms, (int, float)) and connect_ms > 0:
         # The client's wall time connecting over the mean transaction's (clients x window / transactions): the
