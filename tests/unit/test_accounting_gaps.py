@@ -3,6 +3,8 @@ and the sentence for an unaccounted rest of 10% or more (reports.accounting_gaps
 
 from __future__ import annotations
 
+import json
+import shutil
 from pathlib import Path
 
 import pytest
@@ -56,3 +58,40 @@ def test_the_no_collect_step_says_why_its_time_is_unaccounted() -> None:
 def test_accounted_steps_say_nothing(name: str) -> None:
     for _step, acc in accounts(load_bundle(DATA / name)):
         assert acc.share("unaccounted") < 0.1 and "unaccounted_why" not in acc.evidence
+
+
+def _plant(src: str, dst: Path, idle_per_s: float, delay_per_s: float | None) -> None:
+    """A copy of saved bundle ``src`` whose host series says the CPUs were mostly idle (``idle_per_s`` idle
+    CPU-seconds added per second) and, when ``delay_per_s`` is given, whose server process rows carry a
+    run-queue column growing by that many seconds per second (rows padded to the current layout)."""
+    shutil.copytree(DATA / src, dst)
+    path = dst / "series" / "host.jsonl"
+    recs = [json.loads(ln) for ln in path.read_text().splitlines()]
+    t0 = recs[0]["t"]
+    for r in recs:
+        r["cpu.all.idle"] += idle_per_s * (r["t"] - t0)
+        for rows in (r.get("procs.server") or {}).values():
+            for pid, row in rows.items():
+                row = [*row[:8], *([0.0, 0.0, 1] if len(row) < 11 else row[8:11])]
+                rows[pid] = row + ([delay_per_s * (r["t"] - t0)] if delay_per_s is not None else [])
+    path.write_text("".join(json.dumps(r) + "\n" for r in recs))
+
+
+def test_run_queue_time_fills_the_cpu_part_on_a_host_not_busy(tmp_path: Path) -> None:
+    """hot_row_mariadb_c4's threads were sampled active far longer than the server's CPU (3,263 µs against
+    348 per transaction). Made to look not busy: without run-queue time that gap is unaccounted and explained;
+    with it (0.2 s per s), the run queue takes its measured part and the rest stays unaccounted."""
+    _plant("hot_row_mariadb_c4", tmp_path / "none", 50.0, None)
+    ((step, acc),) = list(accounts(load_bundle(tmp_path / "none")))
+    assert acc.evidence["host_busy_pct"] < 90 and acc.get("wait:cpu") is None
+    hidden = acc.evidence["cpu_sampled_not_on_cpu_us"]
+    assert hidden > 2000 and acc.us("unaccounted") >= hidden * 0.9
+    why = acc.evidence["unaccounted_why"]
+    assert "neither on a CPU nor waiting for one (its run-queue time was not read" in why and "'Sending data'" in why
+    _plant("hot_row_mariadb_c4", tmp_path / "rq", 50.0, 0.2)
+    ((step, acc2),) = list(accounts(load_bundle(tmp_path / "rq")))
+    rq = 0.2 * step.duration * 1e6 / step.transactions  # one server process, 0.2 s of run queue per s
+    assert acc2.evidence["run_queue_us_per_txn"] == pytest.approx(rq, rel=0.02)
+    assert acc2.us("wait:cpu") == pytest.approx(min(rq, hidden), rel=0.02)
+    assert acc2.evidence["cpu_sampled_not_on_cpu_us"] == pytest.approx(hidden - rq, rel=0.02)
+    assert acc2.us("unaccounted") == pytest.approx(acc.us("unaccounted") - rq, rel=0.02)
