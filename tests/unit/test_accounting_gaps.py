@@ -95,3 +95,11 @@ def test_run_queue_time_fills_the_cpu_part_on_a_host_not_busy(tmp_path: Path) ->
     assert acc2.us("wait:cpu") == pytest.approx(min(rq, hidden), rel=0.02)
     assert acc2.evidence["cpu_sampled_not_on_cpu_us"] == pytest.approx(hidden - rq, rel=0.02)
     assert acc2.us("unaccounted") == pytest.approx(acc.us("unaccounted") - rq, rel=0.02)
+
+
+def test_the_reports_accounting_section_says_why_time_is_unaccounted() -> None:
+    from reports.accounting_view import accounting_view
+
+    (g,) = accounting_view(load_bundle(DATA / "point_select_pg_no_collect"))
+    (lim,) = g["limits"]
+    assert lim["excess"].startswith("961 µs per transaction (98.0%) is unaccounted: no wait samples")
