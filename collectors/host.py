@@ -4,10 +4,11 @@ Raw counters only: CPU times in seconds, context switches and interrupts as
 counts, disk counters as the kernel reports them. Process groups are recorded
 per PID (``procs.server`` / ``procs.client``: pid -> [user_s, system_s,
 voluntary_ctx, involuntary_ctx, rss_bytes, read_bytes, write_bytes,
-create_time, reaped_user_s, reaped_system_s, ppid]) so a report can sum per-PID
+create_time, reaped_user_s, reaped_system_s, ppid, run_delay_s]) so a report can sum per-PID
 deltas: a backend that exits or starts mid-interval does not look like a
 counter reset of the whole group, and the CPU of one that exited since the last
-sample is found in its parent's reaped seconds.
+sample is found in its parent's reaped seconds. run_delay_s is the time the process's threads waited on a
+run queue for a CPU (/proc/PID/schedstat; -1 where the kernel keeps no schedstats).
 The process rows come straight from /proc (:mod:`collectors.procfs`): through
 psutil they were most of this collector's CPU.
 Only meaningful for servers on this machine; a remote target gets no server group.
@@ -30,7 +31,7 @@ __all__ = ["CPU_FIELDS", "PROC_FIELDS", "HostCollector", "process_tree", "thread
 
 CPU_FIELDS = ("user", "nice", "system", "idle", "iowait", "irq", "softirq", "steal")
 PROC_FIELDS = ("user_s", "system_s", "ctx_voluntary", "ctx_involuntary", "rss_bytes", "read_bytes",
-               "write_bytes", "create_time", "reaped_user_s", "reaped_system_s", "ppid")
+               "write_bytes", "create_time", "reaped_user_s", "reaped_system_s", "ppid", "run_delay_s")
 
 
 def process_tree(pid: int) -> list[psutil.Process]:

@@ -109,6 +109,28 @@ def thread_ctx_switches(pid: int, proc_root: Path = Path("/proc")) -> tuple[int,
     return vol, invol
 
 
+def schedstat_run_delay(text: str) -> float | None:
+    """Seconds a task waited on a run queue (runnable, no CPU free) from /proc/PID/schedstat's
+    "on-CPU ns, run-queue wait ns, timeslices"; None when the kernel has no schedstats (the file is empty)."""
+    f = text.split()
+    return int(f[1]) / 1e9 if len(f) >= 2 else None
+
+
+def run_delay(pid: int, threads: int, proc_root: Path = Path("/proc")) -> float | None:
+    """Run-queue wait (s) of ``pid``: its own schedstat, or summed over its threads for a threaded process
+    (/proc/PID/schedstat is the main thread's only). Threads that exited are lost, as for context switches."""
+    if threads <= 1:
+        return schedstat_run_delay(_read(f"{proc_root}/{pid}/schedstat") or "")
+    base = f"{proc_root}/{pid}/task"
+    total, seen = 0.0, False
+    for tid in _listdir(base):
+        d = schedstat_run_delay(_read(f"{base}/{tid}/schedstat") or "")
+        if d is not None:
+            total += d
+            seen = True
+    return round(total, 6) if seen else None
+
+
 class ProcReader:
     """Process trees and per-process rows from ``proc_root``; make one per collector (boot time read once).
 
@@ -165,8 +187,10 @@ class ProcReader:
 
     def row(self, pid: int) -> list[float] | None:
         """[user_s, system_s, ctx_voluntary, ctx_involuntary, rss_bytes, read_bytes, write_bytes, create_time,
-        reaped_user_s, reaped_system_s, ppid] of ``pid`` (collectors.host.PROC_FIELDS); None when it is gone or unreadable. Context switches are
-        summed over the threads of a threaded process; storage bytes are 0 where /proc/PID/io is not readable."""
+        reaped_user_s, reaped_system_s, ppid, run_delay_s] of ``pid`` (collectors.host.PROC_FIELDS); None when it is
+        gone or unreadable. Context switches and run-queue waits are summed over the threads of a threaded
+        process; storage bytes are 0 where /proc/PID/io is not readable; run_delay_s is -1.0 where the kernel
+        keeps no schedstats."""
         d = f"{self.root}/{pid}"
         f = stat_fields(_read(f"{d}/stat") or "")
         status = _read(f"{d}/status")
@@ -184,9 +208,13 @@ class ProcReader:
             # cutime/cstime (the CPU of children it waited for) and the parent PID: a child that exits between
             # two samples is in its parent's c*time at the next one, which is how a report keeps its last
             # interval (reports.series.group_deltas).
+            # The run-queue wait: a server thread that is runnable but has no CPU is "active" to the wait
+            # sampler and not on a CPU; this tells that time apart from waits the server does not instrument.
+            delay = run_delay(pid, int(f[17]), self.root)
             return [round(int(f[11]) / CLK_TCK, 3), round(int(f[12]) / CLK_TCK, 3), cs[0], cs[1],
                     rss, rd, wr, round(self.btime + int(f[19]) / CLK_TCK, 3),
-                    round(int(f[13]) / CLK_TCK, 3), round(int(f[14]) / CLK_TCK, 3), int(f[1])]
+                    round(int(f[13]) / CLK_TCK, 3), round(int(f[14]) / CLK_TCK, 3), int(f[1]),
+                    -1.0 if delay is None else delay]
         except (ValueError, IndexError):
             return None
 

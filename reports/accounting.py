@@ -15,8 +15,12 @@ For each step, per mean transaction (µs; ../shared/ARCHITECTURE.md "Time accoun
 * server waits by class (:data:`WAIT_CLASSES`, mapped by the engine): each sampled class's share of backend
   time (samples in it over all samples of the workload's backends, idle ones included) x wall. The ``cpu``
   class (active with no wait event) is what server CPU already counts; the part of it the measured CPU does
-  not cover is the run queue on a busy host (``wait:cpu``), else an uninstrumented wait (unaccounted).
-* unaccounted: the rest, shown, never hidden. When the parts add to more than the wall time (the server's
+  not cover is the run queue on a busy host (``wait:cpu``); on a host not busy on average, the part the
+  kernel's run-queue time of the server's threads covers (/proc schedstat: bursts of runnable threads on few
+  CPUs), and the rest an uninstrumented wait (unaccounted).
+* unaccounted: the rest, shown, never hidden; from 10% of the transaction up the evidence says which part the
+  sources could not see and why (:func:`reports.accounting_gaps.unaccounted_why`), and so does the limit's.
+  When the parts add to more than the wall time (the server's
   background processes' CPU is in server CPU but not in backend time; sampling error), the remainder clamps
   to 0 and the evidence says by how much they exceeded it; shares are then of that sum, so they add to 1.0.
 
@@ -30,6 +34,7 @@ from collections.abc import Iterator
 from typing import Any
 
 from diag.bundle import Bundle
+from reports.accounting_gaps import run_queue_us, unaccounted_why
 from reports.accounting_records import WAIT_CLASSES, Component, Limit, StepAccounting
 from reports.limits import limit_of
 from reports.rules.base import Step, num, steps
@@ -155,7 +160,16 @@ def _wait_parts(step: Step, p: WaitProfile, wall: float, client_us: float, serve
             out.append(("wait:cpu", "waits: CPU run queue (runnable, no CPU free)", queue,
                         _rounded(by_class["cpu"])))
         elif queue > 0:
-            ev["cpu_sampled_not_on_cpu_us"] = num(queue)  # active, no wait event, not on a CPU: uninstrumented
+            # Active with no wait event and not on a CPU: waiting for one (the kernel's run-queue time of the
+            # server's threads says how long, even when the host is not busy on average: bursts of runnable
+            # threads on few CPUs), or waiting on something the server does not instrument (the rest).
+            rq = run_queue_us(u, step.transactions)
+            if rq:
+                out.append(("wait:cpu", "waits: CPU run queue (runnable, no CPU free; the kernel's run-queue "
+                            "time of the server's threads)", min(queue, rq), _rounded(by_class["cpu"])))
+                ev["run_queue_us_per_txn"] = num(rq)
+            if queue > rq:
+                ev["cpu_sampled_not_on_cpu_us"] = num(queue - rq)  # no wait event, not on or waiting for a CPU
     for cls in _WAIT_COMPONENTS:
         us = sum(by_class[cls].values())
         if us > 0:
@@ -180,4 +194,7 @@ def _assemble(step: Step, wall: float, parts: list[tuple[str, str, float, dict[s
     comps = [Component(k, label, us, us / base, d) for k, label, us, d in parts]
     comps.append(Component("unaccounted", "unaccounted (not measured by any source)", max(0.0, rest),
                            max(0.0, rest) / base, {}))
+    why = unaccounted_why(step.engine, ev, max(0.0, rest), wall)
+    if why:
+        ev["unaccounted_why"] = why
     return StepAccounting(step.target, step.workload, step.clients, wall, tuple(comps), ev)

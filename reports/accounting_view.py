@@ -27,10 +27,11 @@ def accounting_view(b: Bundle) -> list[dict[str, Any]]:
 
 
 def excess_note(acc: StepAccounting) -> str:
-    """Where the parts add to more than the wall time, that sentence (the bar's shares are of their sum), else ""."""
+    """Where the parts add to more than the wall time, that sentence (the bar's shares are of their sum); where
+    10% or more of the transaction is unaccounted, which part the sources could not see and why; else ""."""
     over = acc.evidence.get("parts_exceed_wall_us")
     if not isinstance(over, (int, float)) or over <= 0:
-        return ""
+        return str(acc.evidence.get("unaccounted_why") or "").rstrip(".")
     used = sum(c.us_per_txn for c in acc.components)
     return (f"the parts add to {used:,.0f} µs per transaction, {over:,.0f} µs more than the wall time of "
             f"{acc.wall_us_per_txn:,.0f} µs (server background CPU and sampling error), so the bar's shares are "

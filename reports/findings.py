@@ -12,8 +12,8 @@ from collections.abc import Callable
 from typing import Any
 
 from diag.bundle import Bundle
-from reports.rules import (cache, checkpoints, client, cpu, durability, limit, lost, noise, oldxact, scans, spills,
-                           statements, symptoms, watch)
+from reports.rules import (cache, checkpoints, churn, client, cpu, durability, limit, lost, noise, oldxact, scans,
+                           spills, statements, symptoms, watch)
 from reports.rules.base import SEVERITIES, Finding
 
 __all__ = ["RULES", "SEVERITIES", "Finding", "Rule", "derive_findings"]
@@ -42,6 +42,7 @@ RULES: tuple[Rule, ...] = (
     oldxact.old_transaction,
     statements.statement_hotspot,
     spills.temp_spill,
+    churn.connection_churn,
     noise.noisy_measurement,
     noise.unsteady_window,
     watch.client_server_disagree,

@@ -92,6 +92,8 @@ def limit_of(b: Bundle, step: Step, acc: StepAccounting) -> Limit:
     missing = () if saturated else unobserved(u, acc)
     if missing:
         ev["not_observed"] = "; ".join(missing)
+    if acc.evidence.get("unaccounted_why"):  # 10% or more of the transaction no source saw: which part, and why
+        lim.evidence["unaccounted"] = acc.evidence["unaccounted_why"]
     return Limit(lim.kind, lim.title, lim.utilisation, lim.evidence, lim.advice,
                  _symptoms(acc, lim.kind, dev, saturated),
                  round(max(0.0, min(1.0, impact)), 4), saturated, missing)

@@ -18,6 +18,7 @@ import jinja2
 from diag.bundle import Bundle, BundleWriter, load_bundle, safe_name
 from reports.accounting_view import accounting_view, step_limit_finding
 from reports.blocking_view import blocking_sections
+from reports.causes_view import causes_checked
 from reports.charts import fmt, line_chart
 from reports.compare import compare
 from reports.diff_view import with_diff_flames
@@ -209,6 +210,7 @@ def build_view(b: Bundle, findings: list[dict[str, Any]]) -> dict[str, Any]:
         "comparisons": _comparisons(b),
         "statements": statement_sections(b), "statement_compare": compare_statements(b),
         "watch": watch_section(b, findings),
+        "causes": causes_checked(b),
         "title": f"dbdiag report: {', '.join(run.get('workloads', []))} on "
                  f"{', '.join(t.get('label', '?') for t in targets)}",
     }

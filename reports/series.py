@@ -51,6 +51,8 @@ _ZERO = (0.0,) * _START  # the baseline of a process born in the interval
 # After create_time (rows written since 2026-12): CPU seconds of the children the process reaped (user, system;
 # /proc stat's cutime/cstime) and its parent PID. Older rows end at create_time.
 _REAPED_U, _REAPED_S, _PPID = _START + 1, _START + 2, _START + 3
+# Then (rows written since 2026-12-02) the seconds its threads waited on a run queue (-1: no schedstats).
+_RUN_DELAY = _START + 4
 
 
 # --------------------------------------------------------------------------- declarations
@@ -202,6 +204,28 @@ def group_deltas(prev: dict[str, list[float]], cur: dict[str, list[float]], prev
     tot[0] += w_int * reaped_user
     tot[1] += w_int * reaped_system
     return tot
+
+
+def run_delay_delta(prev: dict[str, list[float]], cur: dict[str, list[float]], prev_t: float, cur_t: float,
+                    window: tuple[float, float] | None = None) -> float | None:
+    """Seconds the group's processes waited on a run queue between two records, summed over PIDs seen in both
+    (same create_time) and weighted by the interval's share inside ``window``; a PID born in the interval
+    counts from zero. None when no row carries the column (older bundles, a kernel without schedstats)."""
+    total, seen = 0.0, False
+    w = _share_in(prev_t, cur_t, window)
+    for pid, row in cur.items():
+        if len(row) <= _RUN_DELAY or row[_RUN_DELAY] < 0:
+            continue
+        old = prev.get(pid)
+        if old is not None and len(old) > _RUN_DELAY and old[_START] == row[_START] and old[_RUN_DELAY] >= 0:
+            base = old[_RUN_DELAY]
+        elif row[_START] >= prev_t - 1.0:
+            base = 0.0  # born in the interval
+        else:
+            continue  # existed before but unseen: cannot split its history
+        seen = True
+        total += w * max(0.0, float(row[_RUN_DELAY]) - float(base))
+    return total if seen else None
 
 
 def _reaped_cpu(prev: dict[str, list[float]], cur: dict[str, list[float]], prev_t: float) -> tuple[float, float]:

@@ -190,6 +190,22 @@ class Engine:
     cleanup_backlog: ClassVar[str] = ""
     old_transaction_advice: ClassVar[str] = ""
     last_statement_hint: ClassVar[str] = ""  # why another session's last statement may not be visible
+    # Connection churn (reports.rules.churn): the stats_series counter of connections the server accepted
+    # ("" = none), where it comes from, what each new connection costs the server, and (MySQL) the counter of
+    # threads created for them (a new connection served from the thread cache creates none).
+    # What a session active with no wait event, neither on a CPU nor on a run queue, may be waiting for that
+    # the server does not name (reports.accounting_gaps), and what would name it.
+    unnamed_waits: ClassVar[str] = "a wait the server does not instrument"
+    connection_counter: ClassVar[str] = ""
+    connection_counter_from: ClassVar[int] = 0  # the server version (version_num) that first has it
+    connection_counter_older: ClassVar[str] = ""  # what shows connections on an older server
+    # The collector behind each kind of evidence (reports.causes_view: which causes a run could check), and
+    # what makes a source that did not run or answer run (when its probe gave no hint; %s: "collectors on").
+    cause_sources: ClassVar[dict[str, str]] = {}
+    source_remedies: ClassVar[dict[str, str]] = {}
+    connection_counter_source: ClassVar[str] = ""
+    backend_start: ClassVar[str] = ""
+    thread_create_counter: ClassVar[str] = ""
 
     def instrumentation_for(self, version_num: int) -> list[tuple[str, str]]:
         """The (setting, value) pairs of :attr:`instrumentation` a server of ``version_num`` has."""

@@ -106,6 +106,21 @@ class MysqlEngine(Engine):
     # Source: "Server Status Variables", MySQL manual.
     scan_counters = ("status.Handler_read_rnd_next", "status.Select_scan")
     cleanup_backlog = "the InnoDB history list"
+    # Connection attempts (server-wide) and threads created for them. Source: "Server Status Variables".
+    unnamed_waits = ("without performance_schema wait events a thread state such as 'Sending data' or 'Update' "
+                     "covers InnoDB's mutex, page-read and redo waits alike (performance_schema=ON with its wait "
+                     "instruments names them; a perf off-CPU profile shows where the threads block)")
+    connection_counter = "status.Connections"
+    cause_sources = {"waits": "my_waits", "stats": "my_status", "tables": "my_status", "blocking": "my_blocking",
+                     "settings": "my_settings"}
+    source_remedies = {"my_waits": "%s; the PROCESS privilege", "my_status": "%s; PROCESS for the InnoDB status",
+                       "my_settings": "%s", "my_blocking": "%s; PROCESS, and performance_schema=ON for metadata locks",
+                       "oldest_xact": "%s; the PROCESS privilege",
+                       "statements": "performance_schema=ON (statement digests)"}
+    connection_counter_source = "SHOW GLOBAL STATUS Connections (server-wide: every client's connections)"
+    backend_start = ("a thread (from the thread cache, or a new one when the cache is empty), authentication "
+                     "and the session's set-up")
+    thread_create_counter = "status.Threads_created"
     last_statement_hint = ("not visible: the processlist shows only a running statement; an idle thread's last "
                            "one is in performance_schema.events_statements_current (performance_schema=ON)")
     old_transaction_advice = ("End that session's transaction (COMMIT or ROLLBACK in the application, or KILL its "

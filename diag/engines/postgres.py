@@ -81,6 +81,25 @@ class PostgresEngine(Engine):
     spill_counters = (("db.temp_files", "temporary files"),)
     spill_bytes_counter = "db.temp_bytes"
     cleanup_backlog = "dead row versions"
+    # Sessions established to the target's database (pg_stat_database.sessions, PostgreSQL 14 or later; an
+    # older server's pg_stats records have no such key and the rule stays silent). Source: "The Cumulative
+    # Statistics System", monitoring-stats.html.
+    unnamed_waits = ("PostgreSQL names no wait for spinlocks and for waits shorter than the gap between two "
+                     "samples of pg_stat_activity (a perf off-CPU profile shows them)")
+    connection_counter = "db.sessions"
+    connection_counter_from = 140000
+    connection_counter_older = "log_connections in the server's log, or PostgreSQL 14 or later"
+    cause_sources = {"waits": "pg_waits", "stats": "pg_stats", "tables": "pg_tables", "blocking": "pg_blocking",
+                     "settings": "pg_settings"}
+    source_remedies = {"pg_waits": "%s; pg_monitor to see other roles' sessions",
+                       "pg_stats": "%s", "pg_tables": "%s", "pg_settings": "%s",
+                       "pg_blocking": "%s; pg_monitor to see other roles' sessions",
+                       "oldest_xact": "%s; pg_read_all_stats for other roles' statements",
+                       "statements": "pg_stat_statements in shared_preload_libraries, and CREATE EXTENSION "
+                                     "pg_stat_statements"}
+    connection_counter_source = "pg_stat_database.sessions of the target's database (PostgreSQL 14 or later)"
+    backend_start = ("a new backend process (fork), authentication, and a cold catalog cache for its first "
+                     "statements")
     last_statement_hint = "not visible: another role's query needs pg_read_all_stats (pg_monitor)"
     old_transaction_advice = ("End that session's transaction (COMMIT or ROLLBACK in the application, or "
                               "pg_terminate_backend(pid)); idle_in_transaction_session_timeout ends idle ones for "

@@ -9,6 +9,7 @@
   the step's limit (share of transaction time; the limit's detail, or queueing / a part beside it)
 * :mod:`reports.rules.checkpoints` - checkpoint_pressure
 * :mod:`reports.rules.lost` - server_lost
+* :mod:`reports.rules.churn` - connection_churn
 * :mod:`reports.rules.watch` - client_server_disagree (``dbdiag watch -- CMD``)
 
 Shared pieces (the Finding record, steps, windows, impact scale) are in :mod:`reports.rules.base`.

@@ -20,7 +20,7 @@ from diag.bundle import Bundle, safe_name
 from diag.engines import MYSQL, POSTGRES, Engine
 from diag.errors import DiagError
 from reports.rules.base import Finding, Step, counter_in_step, num, pct, steps
-from reports.series import CPU_ALL, CPU_BUSY, MIN_COVERAGE, group_deltas
+from reports.series import CPU_ALL, CPU_BUSY, MIN_COVERAGE, group_deltas, run_delay_delta
 
 # A profile of fewer samples cannot tell 10% from 20% (at 100 samples the
 # standard error of a 20% share is 4 points); perf at ~500 Hz gives this in
@@ -120,6 +120,8 @@ class CpuUse:
     host_source: str = ""  # "" this machine's host series; else where the target's host was read (node_exporter)
     clients_elsewhere: bool = False  # the target's host is not this machine: clients and collectors use none of it
     steal: float = 0.0  # share of all CPU time the hypervisor gave to other guests (0..1; part of host_busy)
+    # Seconds the server's threads waited on a run queue over the window (/proc schedstat); None when not known.
+    server_run_delay_s: float | None = None
 
     @property
     def busy_cores(self) -> float:
@@ -152,6 +154,7 @@ def _cpu_use(b: Bundle, step: Step) -> CpuUse | None:
     cli = [0.0] * 7
     own = [0.0] * 7
     have_srv = have_cli = have_own = False
+    run_delay: float | None = None
     window = (step.t0, step.t1)  # process groups weight each PID by its own span (reports.series.group_deltas)
     for prev, cur in zip(recs, recs[1:]):
         dt = cur["t"] - prev["t"]
@@ -174,6 +177,9 @@ def _cpu_use(b: Bundle, step: Step) -> CpuUse | None:
             have_srv = True
             ps = (prev.get("procs.server") or {}).get(step.target) or {}
             srv = [a + x for a, x in zip(srv, group_deltas(ps, cs, prev["t"], cur["t"], window))]
+            rd = run_delay_delta(ps, cs, prev["t"], cur["t"], window)
+            if rd is not None:
+                run_delay = (run_delay or 0.0) + rd
         pc = prev.get("procs.client") or {}
         if cur.get("procs.client") and pc:
             # Client PIDs are registered when the measured part starts: an interval that begins before
@@ -199,7 +205,8 @@ def _cpu_use(b: Bundle, step: Step) -> CpuUse | None:
                   client_cores=(cli[0] + cli[1]) / cli_span if have_cli else None, host_ctx=ctx,
                   collector_cores=(own[0] + own[1]) / per if have_own else None, host_source=host_source,
                   clients_elsewhere=bool(host_source) and not _target_local(b, step.target),
-                  steal=steal / total if not host_source and total > 0 else 0.0)
+                  steal=steal / total if not host_source and total > 0 else 0.0,
+                  server_run_delay_s=run_delay if have_srv else None)
 
 
 def _target_local(b: Bundle, label: str) -> bool:

@@ -40,10 +40,10 @@ LOW_FLUSH_CAPABILITY = 10.0
 
 def run(out: Path, targets: list[str], workloads: list[str], *, clients: tuple[int, ...] = (2,),
         script: Path | None = None, flush_capability: float | None = None, scale: int = 1,
-        duration_s: float = 2.0) -> dict[str, list[dict[str, Any]]]:
+        duration_s: float = 2.0, connect_per_txn: bool = False) -> dict[str, list[dict[str, Any]]]:
     """Run and return findings.json's findings per target label, as written by the run."""
     drv = DriverOptions(clients=clients, duration_s=duration_s, warmup_s=0.5, script=str(script) if script else None,
-                        scale=scale)
+                        scale=scale, connect_per_txn=connect_per_txn)
     log = io.StringIO()
     path = Run(RunOptions(targets=targets, workloads=workloads, driver=drv, out=out, argv=["dbdiag", "run"],
                           profile=False, flush_capability=flush_capability, fsync_seconds=0.1), out=log).execute()

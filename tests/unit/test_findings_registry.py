@@ -17,11 +17,11 @@ CATEGORIES = {"durability_unsafe", "durability_implausible", "commit_flush_bound
               "checkpoint_pressure", "context_switch_storm", "host_contention", "server_lost", "step_aborted",
               "statement_stuck", "limit", "noisy_measurement", "unsteady_window", "full_scan", "statement_hotspot",
               "temp_spill", "buffer_pool_misses", "table_scan", "old_transaction",
-              "client_server_disagree"}
+              "client_server_disagree", "connection_churn"}
 
 
 def test_registry_is_explicit_and_complete() -> None:
-    assert len(RULES) == len(set(RULES)) == 25
+    assert len(RULES) == len(set(RULES)) == 26
     assert all(callable(r) for r in RULES)
 
 

@@ -6,6 +6,7 @@ import sys
 import time
 
 import psutil
+import pytest
 
 from collectors.procfs import CLK_TCK, PAGE_BYTES, ProcReader, stat_fields, status_ctx
 
@@ -37,7 +38,11 @@ def test_live_tree_and_rows_match_psutil():
         r = ProcReader()
         assert sorted(r.tree(parent.pid)) == sorted([parent.pid, *kids])
         for pid in kids:
-            assert r.row(pid) == _psutil_row(pid)
+            row = r.row(pid)
+            assert row is not None and row[:11] == _psutil_row(pid)
+            # The run-queue wait: the kernel's own schedstat (a sleeping process's does not move).
+            with open(f"/proc/{pid}/schedstat") as f:
+                assert row[11] == int(f.read().split()[1]) / 1e9
         mine = r.row(os.getpid())
         assert mine is not None and mine[7] == round(psutil.Process().create_time(), 3)
     finally:
@@ -72,7 +77,7 @@ def test_saved_tree_with_child_lists(tmp_path):
     r = ProcReader(tmp_path)
     assert r.tree(10) == [10, 11, 12, 13]
     assert r.row(12) == [round(250 / CLK_TCK, 3), round(50 / CLK_TCK, 3), 7, 3, 300 * PAGE_BYTES, 4096, 8192,
-                         round(1700000000 + 1000 / CLK_TCK, 3), 0.0, 0.0, 10]
+                         round(1700000000 + 1000 / CLK_TCK, 3), 0.0, 0.0, 10, -1.0]  # -1: no schedstat file
 
 
 def test_cpu_of_reaped_children_counts_in_the_parent(tmp_path):
@@ -80,7 +85,23 @@ def test_cpu_of_reaped_children_counts_in_the_parent(tmp_path):
     (tmp_path / "stat").write_text("btime 1700000000\n")
     _proc(tmp_path, 50, 1, reaped=(40, 10))
     row = ProcReader(tmp_path).row(50)
-    assert row is not None and row[8:] == [round(40 / CLK_TCK, 3), round(10 / CLK_TCK, 3), 1]
+    assert row is not None and row[8:11] == [round(40 / CLK_TCK, 3), round(10 / CLK_TCK, 3), 1]
+
+
+def test_run_queue_wait_is_summed_over_a_threaded_process(tmp_path):
+    """A threaded server (mysqld): /proc/PID/schedstat is the main thread's; the row sums every thread's."""
+    (tmp_path / "stat").write_text("btime 1700000000\n")
+    d = _proc(tmp_path, 60, 1, threads=3)
+    (d / "schedstat").write_text("5 1000 1\n")
+    for tid, delay in ((60, 1000), (61, 2_000_000), (62, 3_000_000_000)):
+        (d / "task" / str(tid)).mkdir(exist_ok=True)
+        (d / "task" / str(tid) / "schedstat").write_text(f"5 {delay} 9\n")
+        (d / "task" / str(tid) / "status").write_text(STATUS.format(nt=3, v=1, i=1))
+    row = ProcReader(tmp_path).row(60)
+    assert row is not None and row[11] == pytest.approx(3.002001)
+    d1 = _proc(tmp_path, 70, 1)
+    (d1 / "schedstat").write_text("5 2500000 1\n")
+    assert ProcReader(tmp_path).row(70)[11] == pytest.approx(0.0025)
 
 
 def test_a_child_that_exits_between_samples_keeps_its_cpu_in_the_group():

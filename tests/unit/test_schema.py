@@ -113,7 +113,7 @@ def test_every_collector_declaration_is_a_valid_record() -> None:
 
 def test_process_columns_follow_the_host_collector() -> None:
     assert tuple(m.name for m in PROC_COLUMNS) == PROC_FIELDS[:len(PROC_COLUMNS)]
-    assert PROC_FIELDS[len(PROC_COLUMNS):] == ("create_time", "reaped_user_s", "reaped_system_s", "ppid")
+    assert PROC_FIELDS[len(PROC_COLUMNS):] == ("create_time", "reaped_user_s", "reaped_system_s", "ppid", "run_delay_s")
 
 
 # --------------------------------------------------------------------------- format and migration
