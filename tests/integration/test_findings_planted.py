@@ -82,13 +82,20 @@ def hot_row_table(srv: servers.ThrowawayServer) -> None:
             s.execute("COMMIT")
 
 
-@pytest.fixture(scope="module")
-def relaxed(pg_fsync_off: servers.ThrowawayServer
+@pytest.fixture()
+def relaxed(pg_fsync_off: servers.ThrowawayServer, my_server: servers.ThrowawayServer
             ) -> Iterator[tuple[servers.ThrowawayServer, servers.ThrowawayServer]]:
-    """Throwaway servers that give durability up: fsync=off (the session's), innodb_flush_log_at_trx_commit=2."""
-    my = servers.start_mysql({"innodb_flush_log_at_trx_commit": "2"})
-    yield pg_fsync_off, my
-    my.stop()
+    """Throwaway servers that give durability up: fsync=off (the session's), and the session's MariaDB with
+    innodb_flush_log_at_trx_commit=2 set for this test only (a dynamic variable: no server of its own to start),
+    set back as it was after it."""
+    with Session(my_server.target()) as s:
+        old = s.query("SELECT @@global.innodb_flush_log_at_trx_commit AS v")[0]["v"]
+        s.execute("SET GLOBAL innodb_flush_log_at_trx_commit = 2")
+    try:
+        yield pg_fsync_off, my_server
+    finally:
+        with Session(my_server.target()) as s:
+            s.execute(f"SET GLOBAL innodb_flush_log_at_trx_commit = {int(old)}")
 
 
 @pytest.mark.parametrize("engine", ["postgres", "mysql"])
