@@ -9,11 +9,11 @@ that needs it, with the reason: nothing is skipped silently.
 
 from __future__ import annotations
 
+import io
+import json
 import os
 import shutil
 import signal
-import subprocess
-import sys
 import tempfile
 import time
 from collections.abc import Iterator
@@ -106,19 +106,26 @@ def pg_fsync_off() -> Iterator[servers.ThrowawayServer]:
 def point_select_bundles(pg_server: servers.ThrowawayServer, my_server: servers.ThrowawayServer,
                          tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     """One ``dbdiag run`` per session server, each its own bundle: point-select at 2 clients, 2 s steps, 0.5 s
-    warm-up, collectors on, no profile. Labels ``pg`` and ``maria``; folders ``pg`` and ``my``.
+    warm-up, collectors on, no profile (``dbdiag run LABEL=DSN -c 2 -T 2 --warmup 0.5 --no-profile``, run in this
+    process: a second interpreter per run costs a second or two). Labels ``pg`` and ``maria``; folders ``pg`` and
+    ``my``.
 
     Read by test_compare (two bundles, one alone) and test_findings_planted (a clean point-select raises no
     critical finding), which used to run the same steps on the same servers three times. Readers may add files
     beside (a comparison page); none changes what the runs wrote."""
+    from diag.run import Run, RunOptions  # here: a unit-test session need not import the run and its report
+    from workloads.driver import DriverOptions
+
     base = tmp_path_factory.mktemp("point_select")
     out = {}
     for label, folder, srv in (("pg", "pg", pg_server), ("maria", "my", my_server)):
         path = base / folder
-        p = subprocess.run([sys.executable, "-m", "diag", "run", f"{label}={srv.dsn()}", "-c", "2", "-T", "2",
-                            "--warmup", "0.5", "--no-profile", "--out", str(path)], capture_output=True, text=True,
-                           timeout=300, cwd=str(REPO))
-        assert p.returncode == 0, p.stderr[-2000:]
+        log = io.StringIO()
+        Run(RunOptions(targets=[f"{label}={srv.dsn()}"], workloads=["point-select"], out=path,
+                       driver=DriverOptions(clients=(2,), duration_s=2.0, warmup_s=0.5), profile=False,
+                       argv=["dbdiag", "run", f"{label}={srv.dsn()}", "-c", "2", "-T", "2", "--warmup", "0.5",
+                             "--no-profile", "--out", str(path)]), out=log).execute()
+        assert json.loads((path / "run.json").read_text())["status"] == "complete", log.getvalue()[-2000:]
         out[label] = path
     return out
 

@@ -19,6 +19,7 @@ findings.json as the run wrote it:
 
 from __future__ import annotations
 
+import dataclasses
 import io
 import json
 from collections.abc import Iterator
@@ -29,7 +30,7 @@ import pytest
 
 from diag import servers
 from diag.db import Session
-from diag.run import Run, RunOptions
+from diag.run import Run, RunOptions, run_plan
 from workloads.driver import DriverOptions
 
 SLEEP = {"postgres": "SELECT pg_sleep(0.002);", "mysql": "SELECT SLEEP(0.002);"}
@@ -38,15 +39,22 @@ SLEEP = {"postgres": "SELECT pg_sleep(0.002);", "mysql": "SELECT SLEEP(0.002);"}
 LOW_FLUSH_CAPABILITY = 10.0
 
 
-def run(out: Path, targets: list[str], workloads: list[str], *, clients: tuple[int, ...] = (2,),
+def run(out: Path, targets: list[str], workloads: list[str], *, clients: tuple[int, ...] = (2,), flush: bool = True,
         script: Path | None = None, flush_capability: float | None = None, scale: int = 1,
         duration_s: float = 2.0, connect_per_txn: bool = False) -> dict[str, list[dict[str, Any]]]:
     """Run and return findings.json's findings per target label, as written by the run."""
     drv = DriverOptions(clients=clients, duration_s=duration_s, warmup_s=0.5, script=str(script) if script else None,
                         scale=scale, connect_per_txn=connect_per_txn)
     log = io.StringIO()
-    path = Run(RunOptions(targets=targets, workloads=workloads, driver=drv, out=out, argv=["dbdiag", "run"],
-                          profile=False, flush_capability=flush_capability, fsync_seconds=0.1), out=log).execute()
+    opts = RunOptions(targets=targets, workloads=workloads, driver=drv, out=out, argv=["dbdiag", "run"],
+                      profile=False, flush_capability=flush_capability, fsync_seconds=0.1)
+    # flush=False: no flush tracing and no fsync test, which a write workload (a custom script counts as one)
+    # otherwise starts before its steps, for plants that are not about commits: about half of such a short run
+    # (measured 5.5-9.9 s against 2.7-5.1 s for a 1.5 s step of SELECT 1, 3 rounds each, machine at load 11-16).
+    if not flush:
+        opts = dataclasses.replace(opts, sources=dataclasses.replace(
+            run_plan(opts), flush=False, flush_off="not what this test plants", fsync_test_s=None))
+    path = Run(opts, out=log).execute()
     found = json.loads((path / "findings.json").read_text())["findings"]
     results = json.loads((path / "results.json").read_text())["results"]
     assert len(results) == len(targets) * len(workloads) * len(clients), log.getvalue()[-3000:]
@@ -74,13 +82,20 @@ def hot_row_table(srv: servers.ThrowawayServer) -> None:
             s.execute("COMMIT")
 
 
-@pytest.fixture(scope="module")
-def relaxed(pg_fsync_off: servers.ThrowawayServer
+@pytest.fixture()
+def relaxed(pg_fsync_off: servers.ThrowawayServer, my_server: servers.ThrowawayServer
             ) -> Iterator[tuple[servers.ThrowawayServer, servers.ThrowawayServer]]:
-    """Throwaway servers that give durability up: fsync=off (the session's), innodb_flush_log_at_trx_commit=2."""
-    my = servers.start_mysql({"innodb_flush_log_at_trx_commit": "2"})
-    yield pg_fsync_off, my
-    my.stop()
+    """Throwaway servers that give durability up: fsync=off (the session's), and the session's MariaDB with
+    innodb_flush_log_at_trx_commit=2 set for this test only (a dynamic variable: no server of its own to start),
+    set back as it was after it."""
+    with Session(my_server.target()) as s:
+        old = s.query("SELECT @@global.innodb_flush_log_at_trx_commit AS v")[0]["v"]
+        s.execute("SET GLOBAL innodb_flush_log_at_trx_commit = 2")
+    try:
+        yield pg_fsync_off, my_server
+    finally:
+        with Session(my_server.target()) as s:
+            s.execute(f"SET GLOBAL innodb_flush_log_at_trx_commit = {int(old)}")
 
 
 @pytest.mark.parametrize("engine", ["postgres", "mysql"])
@@ -89,7 +104,8 @@ def test_hot_row_update_gives_lock_contention_on_top(engine: str, pg_server, my_
     hot_row_table(srv)
     script = tmp_path / "hot-row.sql"
     script.write_text(f"BEGIN;\nUPDATE dbdiag.hot_row SET n = n + 1 WHERE id = 1;\n{SLEEP[engine]}\nCOMMIT;\n")
-    by = run(tmp_path / "bundle", [f"hot={srv.dsn()}"], ["custom"], clients=(4,), script=script)
+    # the plant is a held row lock: flush tracing and the fsync test would only cost time
+    by = run(tmp_path / "bundle", [f"hot={srv.dsn()}"], ["custom"], clients=(4,), script=script, flush=False)
     found = by["hot"]
     # the step's limit ranks first (a lock holder), its lock waits right under it
     assert found and found[0]["category"] == "limit" and found[0]["extra"]["kind"] == "lock", summary(found)

@@ -165,7 +165,9 @@ class _KillAfter:
 
 
 def test_a_killed_mariadb_cuts_the_step_and_skips_the_rest(tmp_path: Path) -> None:
-    """The same on MariaDB, at the sweep (no CLI): mariadbd SIGKILLed, the libmariadb clients see it."""
+    """The same on MariaDB, at the sweep (no CLI): mariadbd SIGKILLed, the libmariadb clients see it, each with an
+    error record (test_workload_engines kills a PostgreSQL that way; this is its MariaDB case, one server start
+    for both)."""
     srv = servers.start_mysql()
     try:
         opts = DriverOptions(clients=(2, 4), duration_s=STEP_S, warmup_s=0.2, scale=0.02)
@@ -176,8 +178,10 @@ def test_a_killed_mariadb_cuts_the_step_and_skips_the_rest(tmp_path: Path) -> No
     (row,) = rows
     assert row["complete"] is False and 0.5 < row["measured_s"] < STEP_S - 0.5, row
     assert row["server_lost"]["probe"] and row["transactions"] > 0
+    assert sum(row["errors"].values()) >= 2 and all(row["error_samples"].values()), row  # one per client at least
     events = read_jsonl(tmp_path / "run" / "events.jsonl")
     assert [e["steps"] for e in events if e["kind"] == "steps_skipped"] == [["point-select c=4"]]
+    assert sum(1 for e in events if e["kind"] == "workload_client_lost") == 2
 
 
 def test_on_error_abort_ends_the_step_at_the_first_error_and_continue_counts_on(

@@ -31,7 +31,7 @@ def pw_bundle(my_server, tmp_path_factory) -> Path:
     c.close()
     out = tmp_path_factory.mktemp("e2e") / "bundle"
     p = dbdiag("run", f"my=mysql://benchu:{PASSWORD}@127.0.0.1:{my_server.port}/", "pg=postgresql://postgres@"
-               "127.0.0.1:5432/postgres", "-c", "1,2", "-T", "1.5", "--warmup", "0.5", "--profile-seconds", "1",
+               "127.0.0.1:5432/postgres", "-c", "2", "-T", "1.5", "--warmup", "0.5", "--profile-seconds", "1",
                "--out", str(out))
     assert p.returncode == 0, p.stderr[-3000:]
     assert PASSWORD not in p.stdout + p.stderr
@@ -43,7 +43,8 @@ def test_bundle_files_and_results(pw_bundle):
         assert (pw_bundle / name).exists(), name
     b = load_bundle(pw_bundle)
     assert b.run["status"] == "complete"
-    assert {(r["target"], r["clients"]) for r in b.results} == {("my", 1), ("my", 2), ("pg", 1), ("pg", 2)}
+    # one client count (a sweep's rows: test_default_run): each step here costs its profile's recording and analysis
+    assert {(r["target"], r["clients"]) for r in b.results} == {("my", 2), ("pg", 2)}
     for r in b.results:
         assert r["tps"] > 0 and r["transactions"] > 0 and r["driver"]
     assert isinstance(json.loads((pw_bundle / "findings.json").read_text())["findings"], list)
@@ -93,28 +94,5 @@ def test_cut_off_bundle_renders_as_partial(pw_bundle, tmp_path):
     assert 'id="partial-banner"' in (cut / "report.html").read_text()
 
 
-def test_ctrl_c_keeps_data_and_removes_servers(tmp_path):
-    import signal
-    import time
-
-    import psutil
-
-    out = tmp_path / "b"
-    p = subprocess.Popen([sys.executable, "-m", "diag", "run", "embedded:postgres", "-c", "1", "-T", "30",
-                          "--warmup", "0", "--no-profile", "--out", str(out)], cwd=str(REPO),
-                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    deadline = time.time() + 120
-    while time.time() < deadline and not list((out / "series").glob("workload--*.jsonl")):
-        time.sleep(0.3)
-    time.sleep(2.5)  # a few intervals into the step
-    pg_dirs = [c.cmdline()[c.cmdline().index("-D") + 1] for c in psutil.Process(p.pid).children(recursive=True)
-               if "-D" in c.cmdline()]
-    p.send_signal(signal.SIGINT)
-    _, err = p.communicate(timeout=90)
-    assert p.returncode == 130, err[-2000:]
-    assert "Traceback" not in err and "partial bundle" in err
-    b = load_bundle(out)
-    assert b.run["status"] == "interrupted" and b.partial
-    assert sum(1 for _ in b.series[next(k for k in b.series if k.startswith("workload--"))]) >= 1
-    assert 'id="partial-banner"' in (out / "report.html").read_text()
-    assert pg_dirs and not any(os.path.exists(d) for d in pg_dirs)
+# Ctrl-C mid-step: test_stuck_statement (Ctrl-C while commits hang); SIGTERM and SIGHUP, the same handler, on an
+# embedded server whose directory must go and whose step's intervals must stay: test_no_orphans.

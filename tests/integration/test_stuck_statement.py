@@ -1,5 +1,6 @@
 """A commit that never returns, planted on a real PostgreSQL: the run names the wait and ends by itself, and
-Ctrl-C, SIGTERM and SIGHUP end every phase within a few seconds (issue 25).
+Ctrl-C and SIGTERM end every phase within a few seconds (issue 25; SIGHUP, handled as SIGTERM is, mid-step in
+test_no_orphans).
 
 The plant: one throwaway PostgreSQL for the module, the insert dataset loaded, then
 ``synchronous_standby_names = 'nobody'`` (ALTER SYSTEM + reload; started with it, the server's own
@@ -290,15 +291,17 @@ def test_sigterm_during_a_stuck_data_load(stuck_pg: str, tmp_path: Path, runs: l
     _no_waiter_left(stuck_pg)
 
 
-@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGHUP, signal.SIGINT])
-def test_signal_during_a_step_with_stuck_commits(sig: int, stuck_pg: str, tmp_path: Path,
-                                                 runs: list[Run]) -> None:
+def test_ctrl_c_during_a_step_with_stuck_commits(stuck_pg: str, tmp_path: Path, runs: list[Run]) -> None:
+    """Ctrl-C only: SIGTERM and SIGHUP mid-step are test_no_orphans' (an embedded server, every descendant
+    gone), and all three reach the same handler (diag.procs.install_stop_signals: SIGTERM and SIGHUP raise
+    Interrupted, a KeyboardInterrupt); what is particular here, clients that never return from their commit,
+    does not depend on which signal came. SIGTERM's bound is checked in the other phases below."""
     # SIGINT delivered as a terminal's Ctrl-C would be: not ignored, whatever started the tests.
     r = _start(runs, [stuck_pg, "-w", "insert", "-c", "2", "-T", "30", *FAST], tmp_path / "b",
                preexec=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
     r.wait_line("[  1.0s] insert c=2")
-    sent = r.signal(sig)
-    _stopped(r, sent, "Ctrl-C" if sig == signal.SIGINT else signal.Signals(sig).name)
+    sent = r.signal(signal.SIGINT)
+    _stopped(r, sent, "Ctrl-C")
     rows = json.loads((r.out / "results.json").read_text())["results"]
     assert rows and rows[-1].get("interrupted") is True, rows  # the cut step's row is kept
     _no_waiter_left(stuck_pg)

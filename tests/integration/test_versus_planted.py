@@ -11,6 +11,7 @@ of durability, and the durable run's own report compares its two targets in the 
 from __future__ import annotations
 
 import html
+import io
 import json
 import subprocess
 import sys
@@ -21,6 +22,8 @@ from typing import Any
 import pytest
 
 from diag import servers
+from diag.run import Run, RunOptions
+from workloads.driver import DriverOptions
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -33,10 +36,13 @@ def relaxed_pg() -> Iterator[servers.ThrowawayServer]:
 
 
 def _run(targets: list[str], out: Path) -> None:
-    p = subprocess.run([sys.executable, "-m", "diag", "run", *targets, "-w", "insert", "-c", "1", "-T", "2",
-                        "--warmup", "0.5", "--no-profile", "--fsync-seconds", "0.1", "--out", str(out)],
-                       capture_output=True, text=True, timeout=300, cwd=str(REPO))
-    assert p.returncode == 0, p.stderr[-2000:]
+    """``dbdiag run TARGETS -w insert -c 1 -T 2 --warmup 0.5 --no-profile --fsync-seconds 0.1``, in this process
+    (the runs are this test's input; `dbdiag compare` is the command under test)."""
+    drv = DriverOptions(clients=(1,), duration_s=2.0, warmup_s=0.5)
+    log = io.StringIO()
+    Run(RunOptions(targets=targets, workloads=["insert"], driver=drv, out=out, argv=["dbdiag", "run"], profile=False,
+                   fsync_seconds=0.1), out=log).execute()
+    assert json.loads((out / "run.json").read_text())["status"] == "complete", log.getvalue()[-2000:]
 
 
 def _compare(*args: str) -> subprocess.CompletedProcess[str]:

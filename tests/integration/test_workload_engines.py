@@ -208,7 +208,8 @@ def test_script_errors_are_reported_with_file_and_line(target: Target, tmp_path:
         run_sweep(target, ["custom"], _opts(script=str(bad)), BundleWriter(tmp_path / "run"), progress=None)
 
 
-@pytest.mark.parametrize("engine", ["postgres", "mysql"])
+# MariaDB's case, with these assertions: test_lost_server's killed MariaDB (one server start for both).
+@pytest.mark.parametrize("engine", ["postgres"])
 def test_server_killed_mid_step_gives_error_record(engine: str, tmp_path: Path) -> None:
     srv = servers.start_postgres() if engine == "postgres" else servers.start_mysql()
     try:
