@@ -114,8 +114,8 @@ def step_workload(b: Bundle, row: dict[str, Any]) -> str:
 
 def pair_steps(a: Bundle, b: Bundle | None = None) -> list[tuple[dict[str, Any], dict[str, Any]]]:
     """Pairs (A, B) of steps with the same workload (:func:`step_workload`) and clients; A is the faster side."""
-    left = _steps(a)
-    right = _steps(b) if b is not None else left
+    left = [{**x, "given": 0} for x in _steps(a)]
+    right = [{**x, "given": 1} for x in _steps(b)] if b is not None else left
     pairs = []
     seen = set()
     for x in left:
@@ -187,7 +187,8 @@ def explain_pair(fast: dict[str, Any], slow: dict[str, Any]) -> dict[str, Any]:
     p95f = (fast.get("latency_ms") or {}).get("p95")
     p95s = (slow.get("latency_ms") or {}).get("p95")
     names = side_names((str(fast.get("target")), str(slow.get("target"))),
-                       (str(fast.get("run") or ""), str(slow.get("run") or "")))
+                       (str(fast.get("run") or ""), str(slow.get("run") or "")),
+                       first=int(fast.get("given") or 0) <= int(slow.get("given") or 0))
     fa, sa = fast.get("accounting"), slow.get("accounting")
     fv, sv = fast.get("durability"), slow.get("durability")
     # The faster side against the slower (the reference): is the gap more than the noise of the two?

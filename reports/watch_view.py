@@ -232,22 +232,45 @@ def _merge_statements(rows: list[Mapping[str, Any]]) -> dict[str, Any] | None:
     return out
 
 
-def one_step_row(rows: list[Mapping[str, Any]]) -> dict[str, Any]:
+def command_life(b: Bundle) -> tuple[float, float] | None:
+    """When the watch's load command ran (Unix s, started and ended), None without one (or not ended)."""
+    cmd = (b.run.get("watch") or {}).get("command") or {}
+    t0, t1 = cmd.get("started"), cmd.get("ended")
+    if isinstance(t0, (int, float)) and isinstance(t1, (int, float)) and t1 > t0:
+        return float(t0), float(t1)
+    return None
+
+
+def sample_windows(rows: list[Mapping[str, Any]], life: tuple[float, float] | None) -> list[Mapping[str, Any]]:
+    """The windows whose transactions/s are samples of the load's throughput: with a load command, those wholly
+    inside its life (the window it started in holds the time before its clients connected, the one it ended in
+    its exit and the servers' deferred counts: in the totals, not samples), a stalled one (0 tps) included;
+    without one, the loaded windows. Either way only windows at least :data:`SAMPLE_SHARE` of the longest."""
+    if life is not None:
+        inside = [r for r in rows if float(r["t_start"]) >= life[0] and float(r["t_end"]) <= life[1]]
+    else:
+        inside = [r for r in rows if float(r.get("tps") or 0) >= MIN_TPS]
+    longest = max((float(r.get("duration_s") or 0) for r in inside), default=0.0)
+    return [r for r in inside if float(r.get("duration_s") or 0) >= SAMPLE_SHARE * longest]
+
+
+def one_step_row(rows: list[Mapping[str, Any]], samples: list[Mapping[str, Any]] | None = None) -> dict[str, Any]:
     """One target's loaded windows as one step (workload ``watch``): counts summed over their span, clients the
-    time-weighted mean, each window's transactions/s a sample of the step's throughput (``interval_tps``)."""
+    time-weighted mean, the transactions/s of each window of ``samples`` (default: :func:`sample_windows` of
+    ``rows``) a sample of the step's throughput (``interval_tps``)."""
     secs = sum(float(r.get("duration_s") or 0) for r in rows)
     txn = sum(int(r.get("transactions") or 0) for r in rows)
     t0, t1 = float(rows[0]["t_start"]), float(rows[-1]["t_end"])
     span = max(t1 - t0, 1e-9)
-    longest = max(float(r.get("duration_s") or 0) for r in rows)
+    if samples is None:
+        samples = sample_windows(rows, None)
     clients = max(1, round(sum(float(r.get("clients") or 1) * float(r.get("duration_s") or 0) for r in rows)
                            / max(secs, 1e-9)))
     row: dict[str, Any] = {**{k: v for k, v in rows[0].items() if k not in ("statements", "client", "profile")},
                            "workload": "watch", "clients": clients, "t_start": t0, "t_end": t1,
                            "duration_s": round(span, 3), "measured_s": round(span, 3), "transactions": txn,
                            "tps": round(txn / span, 2), "windows": [r.get("window") for r in rows],
-                           "interval_tps": [float(r.get("tps") or 0) for r in rows
-                                            if float(r.get("duration_s") or 0) >= SAMPLE_SHARE * longest]}
+                           "interval_tps": [float(r.get("tps") or 0) for r in samples]}
     if all(isinstance(r.get("qps"), (int, float)) for r in rows):
         row["qps"] = round(sum(float(r["qps"]) * float(r.get("duration_s") or 0) for r in rows) / span, 2)
     stmts = _merge_statements(rows)
@@ -257,13 +280,15 @@ def one_step_row(rows: list[Mapping[str, Any]]) -> dict[str, Any]:
 
 
 def as_one_step(b: Bundle) -> Bundle:
-    """A watch as one step per target (its windows that saw load), for ``dbdiag compare WATCH_A WATCH_B``;
-    any other bundle as it is."""
+    """A watch as one step per target (its windows that saw load; its samples: :func:`sample_windows`), for
+    ``dbdiag compare WATCH_A WATCH_B``; any other bundle as it is."""
     if not is_watch(b):
         return b
     out = []
+    life = command_life(b)
     for target in dict.fromkeys(str(r.get("target")) for r in watch_rows(b)):
-        loaded = [r for r in watch_rows(b) if r.get("target") == target and float(r.get("tps") or 0) >= MIN_TPS]
+        rows = [r for r in watch_rows(b) if r.get("target") == target]
+        loaded = [r for r in rows if float(r.get("tps") or 0) >= MIN_TPS]
         if loaded:
-            out.append(one_step_row(loaded))
+            out.append(one_step_row(loaded, sample_windows(rows, life)))
     return replace(b, results=out, derived=Memo())
