@@ -166,9 +166,29 @@ def _limit_titles(findings: list[Mapping[str, Any]]) -> dict[tuple[str, str], Ma
     return {(str(f.get("target")), str(f.get("workload"))): f for f in findings if f.get("category") == "limit"}
 
 
+def _local_clients(rows: list[dict[str, Any]]) -> str:
+    """What a watch without a load command knew of its clients: the local processes connected to the server
+    (their CPU measured), or that none was found; either way clients elsewhere are not known."""
+    names: dict[str, None] = {}
+    unreadable = 0
+    for r in rows:
+        lc = r.get("local_clients") if isinstance(r.get("local_clients"), Mapping) else {}
+        names.update(dict.fromkeys(str(n) for n in lc.get("names") or []))
+        unreadable = max(unreadable, int(lc.get("unreadable") or 0))
+    hid = (f"; {unreadable} connection(s) of processes this user cannot read (run as root to count them)"
+           if unreadable else "")
+    if names:
+        return (f"client CPU: measured for the processes of this host connected to the server ({', '.join(names)}"
+                f"); clients on other hosts or over a unix socket are not known: their time is in the round trips "
+                f"and unaccounted{hid}")
+    return ("client CPU: not known: the watch ran no load command and found no process of this host connected "
+            "to the server's TCP port (the clients are on another host, or use a unix socket); the accounting "
+            f"leaves that part out rather than guess{hid}")
+
+
 def unseen(b: Bundle) -> list[str]:
     """What the watch could not see, one sentence each: sources that were off (with what would turn them on),
-    parts missing, and the clients' CPU when no load command named the client processes."""
+    parts missing, and the clients' CPU when no load command named the client processes (:func:`_local_clients`)."""
     out = []
     for key, p in sorted((b.run.get("collectors") or {}).items()):
         if not isinstance(p, Mapping):
@@ -177,8 +197,7 @@ def unseen(b: Bundle) -> list[str]:
             out.append(f"{key}: {p['reason']}" + (f" ({p['hint']})" if p.get("hint") else ""))
         out.extend(f"{key}: {m}" for m in p.get("missing") or [])
     if not (b.run.get("watch") or {}).get("command"):
-        out.append("client CPU: not known: the watch ran no load command, so the client processes are not known "
-                   "(they may be on another host); the accounting leaves that part out rather than guess")
+        out.append(_local_clients(watch_rows(b)))
     hidden = max((int(r.get("sessions_hidden") or 0) for r in watch_rows(b)), default=0)
     if hidden:
         out.append(f"up to {hidden} session(s) of other roles (on any database of the server): their database "

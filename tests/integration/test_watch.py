@@ -260,7 +260,9 @@ def _pg_state(s: Session) -> tuple:
 def test_least_privilege_watch_of_a_running_load_shows_phases(pg_db, tmp_path):
     """A role without pg_monitor watches a database where another role's pgbench runs and then stops: the watch
     runs, counts the transactions (pg_stat_database is open to all), says the sessions' state was hidden and
-    which role would show it, shows a load phase then an idle one, and changes no setting or extension."""
+    which role would show it, shows a load phase then an idle one, and changes no setting or extension. No load
+    command names the clients: the local pgbench connected to the server's port is found, and its CPU is the
+    client CPU of the accounting while it runs."""
     role = _name("lp")
     admin = parse_target(f"{PG}/{pg_db}")
     conn = ["-h", "127.0.0.1", "-U", "postgres"]
@@ -301,6 +303,13 @@ def test_least_privilege_watch_of_a_running_load_shows_phases(pg_db, tmp_path):
     b = load_bundle(out)
     found = phases(b.results, {})
     assert len(found) >= 2 and found[0].limit != "idle" and found[-1].limit == "idle", found
+    # no load command named the clients: the local processes connected to the server's port are them
+    assert "pgbench" in rows[0]["local_clients"]["names"], rows[0]
+    assert "pgbench" not in rows[-1]["local_clients"]["names"], rows[-1]
+    first = [acc for step, acc in accounts(b) if step.workload == rows[0]["workload"]]
+    assert first and first[0].us("client_cpu") > 0, [acc.evidence for _s, acc in accounts(b)]
+    assert "psutil" in str(first[0].evidence.get("client_cpu_source"))
+    assert "measured for the processes of this host connected to the server (pgbench" in report
 
 
 def test_client_and_server_disagree_when_a_tool_transaction_is_two(pg_db, tmp_path):

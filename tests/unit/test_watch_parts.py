@@ -7,6 +7,10 @@ documented format (HammerDB is not installed here): see the header of each file.
 
 from __future__ import annotations
 
+import os
+import socket
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -15,7 +19,8 @@ from hypothesis import given, strategies as st
 from diag.errors import UsageError
 from workloads.loadcmd import LoadCommand
 
-from reports.watch_view import MIN_TPS, phases
+from collectors.peers import connected_clients, own_tree, server_addresses
+from reports.watch_view import MIN_TPS, one_step_row, phases, sample_windows, unseen
 from workloads.progress_lines import ProgressPoint, Summary, merge_summaries, parse_line
 from workloads.watch_counters import Reading, window_counts
 from workloads.watchresult import client_side, mean_clients, window_row
@@ -144,3 +149,56 @@ def test_load_command_lines_status_and_a_missing_tool(tmp_path):
         LoadCommand(["no-such-load-tool-here"], tmp_path / "x.log")
     with pytest.raises(UsageError, match="nothing after --"):
         LoadCommand([], tmp_path / "y.log")
+
+
+def test_compare_samples_are_the_windows_inside_the_command():
+    """The window the command started in (mostly before its clients connected) and the short one it ended in
+    are in the totals, not throughput samples; a stalled window inside its life is a sample (0 tps)."""
+    rows = [_row(1, 5), _row(2, 1000), _row(3, 0), _row(4, 1100), {**_row(5, 900), "duration_s": 0.3,
+                                                                    "t_end": 110.3}]
+    inside = sample_windows(rows, (103.5, 110.3))
+    assert [r["window"] for r in inside] == [2, 3, 4]
+    step = one_step_row([r for r in rows if r["tps"] >= MIN_TPS], inside)
+    assert step["interval_tps"] == [1000, 0, 1100] and step["transactions"] == sum(
+        r["transactions"] for r in rows if r["tps"] >= MIN_TPS)
+    # without a command: the loaded windows at least half as long as the longest
+    assert [r["window"] for r in sample_windows(rows, None)] == [1, 2, 4]
+
+
+def test_connected_clients_finds_a_local_process_on_the_port():
+    """A real listener here and a child process connected to it: the child is the client, this process (also
+    connected) is left out when excluded, and an address that is not the listener's finds nobody."""
+    with socket.socket() as srv:
+        srv.bind(("127.0.0.1", 0))
+        srv.listen(4)
+        port = srv.getsockname()[1]
+        child = subprocess.Popen([sys.executable, "-c", f"import socket, time; s = socket.create_connection("
+                                  f"('127.0.0.1', {port})); print('up', flush=True); time.sleep(30)"],
+                                 stdout=subprocess.PIPE, text=True)
+        mine = socket.create_connection(("127.0.0.1", port))
+        try:
+            assert child.stdout is not None and child.stdout.readline().strip() == "up"
+            addrs = server_addresses("localhost")
+            assert "127.0.0.1" in addrs
+            got = connected_clients(addrs, port, exclude={os.getpid()})
+            assert got.pids == (child.pid,) and got.names[0].startswith("python"), got
+            assert os.getpid() in connected_clients(addrs, port).pids
+            # dbdiag leaves out its own tree (its collectors are its children): here the child is ours too
+            assert connected_clients(addrs, port, exclude=own_tree()).pids == ()
+            assert connected_clients(server_addresses("/var/run/postgresql"), port).pids == ()
+            assert connected_clients(frozenset({"10.255.255.1"}), port).pids == ()
+        finally:
+            mine.close()
+            child.kill()
+            child.wait(10)
+
+
+def test_unseen_says_which_local_clients_were_measured():
+    class B:
+        run = {"kind": "watch", "watch": {}}
+        results = [{**_row(1, 100), "source": "server", "local_clients": {"pids": [7], "names": ["pgbench"],
+                                                                          "unreadable": 0}}]
+    assert any("measured for the processes of this host connected to the server (pgbench)" in u
+               for u in unseen(B()))  # type: ignore[arg-type]
+    B.results = [{**_row(1, 100), "source": "server", "local_clients": {"pids": [], "names": [], "unreadable": 0}}]
+    assert any(u.startswith("client CPU: not known") for u in unseen(B()))  # type: ignore[arg-type]
