@@ -183,7 +183,12 @@ class Watch(Run):
         for w in watched:
             t = w.rt.target
             server = {p.pid for p in process_tree(w.rt.pid)} if w.rt.pid and t.is_local() else set()
-            w.peers = connected_clients(server_addresses(t.host), t.port or t.dbms.default_port, mine | server)
+            ports = None
+            with contextlib.suppress(DiagError):  # a server too old for the statement, or gone: no filter
+                ports = w.reader.client_ports()
+                w.own_due += 1 if ports is not None else 0  # a read in the watched database, before the window
+            w.peers = connected_clients(server_addresses(t.host), t.port or t.dbms.default_port, mine | server,
+                                        ports)
             found.update(w.peers.pids)
         return tuple(sorted(found))
 

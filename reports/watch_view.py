@@ -170,13 +170,17 @@ def _local_clients(rows: list[dict[str, Any]]) -> str:
     """What a watch without a load command knew of its clients: the local processes connected to the server
     (their CPU measured), or that none was found; either way clients elsewhere are not known."""
     names: dict[str, None] = {}
-    unreadable = 0
+    unreadable = unmatched = 0
     for r in rows:
         lc = r.get("local_clients") if isinstance(r.get("local_clients"), Mapping) else {}
         names.update(dict.fromkeys(str(n) for n in lc.get("names") or []))
         unreadable = max(unreadable, int(lc.get("unreadable") or 0))
+        unmatched = max(unmatched, int(lc.get("unmatched") or 0))
     hid = (f"; {unreadable} connection(s) of processes this user cannot read (run as root to count them)"
            if unreadable else "")
+    if unmatched:
+        hid += (f"; up to {unmatched} of the connections measured are sessions this role cannot see (another "
+                "role's: on the watched database or another), counted as the watched load's clients")
     if names:
         return (f"client CPU: measured for the processes of this host connected to the server ({', '.join(names)}"
                 f"); clients on other hosts or over a unix socket are not known: their time is in the round trips "

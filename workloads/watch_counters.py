@@ -111,6 +111,20 @@ class CounterReader:
     def read(self) -> Reading:
         return _READERS[self.engine.name](self)
 
+    def client_ports(self) -> tuple[frozenset[int], frozenset[int]] | None:
+        """(client ports of the watched database's workload sessions, those of every other TCP session the
+        server shows), or None where the server's transactions are counted server-wide (MySQL/MariaDB:
+        every client of the server is the watched load's)."""
+        if self.engine.name != POSTGRES.name:
+            return None
+        if "client_ports" not in self.sql:
+            self.sql["client_ports"] = pick_in(SQL_DIRS[self.engine.name], "client_ports", self.engine,
+                                               self.s.version_num, self.s.product)
+        self.reads += 1
+        rows = self.s.query(self.sql["client_ports"], {"own": OWN_PREFIX + "%"})
+        return (frozenset(int(r["port"]) for r in rows if r.get("here")),
+                frozenset(int(r["port"]) for r in rows if not r.get("here")))
+
 
 def _pg_read(r: CounterReader) -> Reading:
     r.reads += 1

@@ -23,7 +23,7 @@ from diag.bundle import load_bundle
 from diag.db import Session
 from diag.targets import parse_target
 from reports.accounting import accounts
-from reports.watch_view import phases
+from reports.watch_view import watch_section
 
 REPO = Path(__file__).resolve().parents[2]
 DATA = REPO / "tests" / "data" / "watch"
@@ -119,7 +119,8 @@ def test_pgbench_server_side_matches_pgbench(pg_server, tmp_path):
 
 def test_sysbench_on_mariadb(pg_db, tmp_path):
     """sysbench oltp_read_write under a watch of the shared MariaDB: Com_commit + Com_rollback counts
-    sysbench's transactions (within 10% of its own rate), every window names a limit."""
+    sysbench's transactions (within 10% of its own rate), every window names a limit, sysbench's CPU is the
+    client CPU of the accounting."""
     db = _name("sb")
     with Session(parse_target(f"{MY}/")) as s:
         s.execute(f"DROP DATABASE IF EXISTS {db}")
@@ -141,6 +142,9 @@ def test_sysbench_on_mariadb(pg_db, tmp_path):
         assert all("Com_commit" in r["counted"] for r in maria if r["transactions"] > 0)
         _every_window_names_a_limit(out)
         assert any(isinstance(r.get("client"), dict) and r["client"]["tool"] == "sysbench" for r in maria)
+        b = load_bundle(out)  # sysbench's process tree (the load command) is the clients: their CPU is accounted
+        assert any(acc.us("client_cpu") > 0 for step, acc in accounts(b) if step.target == "maria"), \
+            [acc.evidence for _s, acc in accounts(b)]
         idle = [r for r in _rows(out) if r["target"] == "idle"]
         assert idle and not any(r.get("client") for r in idle)  # the command's figures are not the idle one's
         findings = json.loads((out / "findings.json").read_text())["findings"]
@@ -170,14 +174,24 @@ def test_application_script_dbdiag_does_not_know(pg_db, tmp_path):
 
 def test_idle_server_says_no_load_and_sigterm_ends_cleanly(pg_db, tmp_path):
     """A watch of a database nobody uses: "no load seen", exit 0; SIGTERM mid-watch ends it with a complete
-    bundle and a rendered report. The shared PostgreSQL has no pg_stat_statements: the report says why."""
+    bundle and a rendered report. The shared PostgreSQL has no pg_stat_statements: the report says why. A local
+    process connected to another database is not taken for a client of the watched one."""
     out = tmp_path / "w"
-    proc = subprocess.Popen([sys.executable, "-m", "diag", "watch", f"idle={PG}/{pg_db}", "-T", "60", "--window",
-                             "2", "--no-profile", "--out", str(out)], stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True, cwd=str(REPO))
-    _wait_rows(out, 2)
-    proc.send_signal(signal.SIGTERM)
-    stdout, stderr = proc.communicate(timeout=60)
+    # a local process connected to another database of the server: not a client of the watched one
+    other = subprocess.Popen([sys.executable, "-c", "import sys, time, psycopg; c = psycopg.connect(sys.argv[1]); "
+                              "print('up', flush=True); time.sleep(60)", f"{PG}/postgres"], stdout=subprocess.PIPE,
+                             text=True)
+    try:
+        assert other.stdout is not None and other.stdout.readline().strip() == "up"
+        proc = subprocess.Popen([sys.executable, "-m", "diag", "watch", f"idle={PG}/{pg_db}", "-T", "60",
+                                 "--window", "2", "--no-profile", "--out", str(out)], stdout=subprocess.PIPE,
+                                stderr=subprocess.PIPE, text=True, cwd=str(REPO))
+        _wait_rows(out, 2)
+        proc.send_signal(signal.SIGTERM)
+        stdout, stderr = proc.communicate(timeout=60)
+    finally:
+        other.kill()
+        other.wait(10)
     assert proc.returncode == 0, stderr[-3000:]
     assert "Traceback" not in stderr
     assert "no load seen" in stdout, stdout
@@ -193,6 +207,10 @@ def test_idle_server_says_no_load_and_sigterm_ends_cleanly(pg_db, tmp_path):
     assert secs > 3
     report = (out / "report.html").read_text()
     assert "No load seen" in report and "pg_stat_statements" in report
+    # the server names the other process's session as one of database postgres: it is left out
+    assert all(other.pid not in r["local_clients"]["pids"] and r["local_clients"]["elsewhere"] >= 1
+               for r in rows), [r["local_clients"] for r in rows]
+    assert "client CPU: not known" in report
 
 
 def test_failing_load_command_is_one_line_and_keeps_the_bundle(pg_db, tmp_path):
@@ -301,15 +319,20 @@ def test_least_privilege_watch_of_a_running_load_shows_phases(pg_db, tmp_path):
     report = (out / "report.html").read_text()
     assert "pg_monitor" in report and "hidden from this role" in report
     b = load_bundle(out)
-    found = phases(b.results, {})
-    assert len(found) >= 2 and found[0].limit != "idle" and found[-1].limit == "idle", found
+    findings = json.loads((out / "findings.json").read_text())["findings"]
+    found = watch_section(b, findings)["phases"]  # as the report has them: with each window's named limit
+    assert len(found) >= 2 and found[0]["limit"] not in ("idle", "unknown") and found[-1]["limit"] == "idle", found
+    assert "<h3>Phases</h3>" in report and found[0]["limit"] in report
     # no load command named the clients: the local processes connected to the server's port are them
     assert "pgbench" in rows[0]["local_clients"]["names"], rows[0]
     assert "pgbench" not in rows[-1]["local_clients"]["names"], rows[-1]
     first = [acc for step, acc in accounts(b) if step.workload == rows[0]["workload"]]
     assert first and first[0].us("client_cpu") > 0, [acc.evidence for _s, acc in accounts(b)]
     assert "psutil" in str(first[0].evidence.get("client_cpu_source"))
-    assert "measured for the processes of this host connected to the server (pgbench" in report
+    # (this role cannot see the sessions' ports: local processes connected to other databases are kept too,
+    # and the report says so)
+    assert re.search(r"measured for the processes of this host connected to the server \([^)]*pgbench", report)
+    assert "sessions this role cannot see" in report
 
 
 def test_client_and_server_disagree_when_a_tool_transaction_is_two(pg_db, tmp_path):
