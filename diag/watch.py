@@ -74,6 +74,7 @@ class _Watched:
     sessions: list[int] = field(default_factory=list)
     hidden: int = 0
     peers: Peers | None = None  # the local processes connected to it this window (no load command)
+    own_pids: tuple[int, ...] = ()  # the server backends of dbdiag's own sessions (PostgreSQL)
 
 
 class Watch(Run):
@@ -143,7 +144,7 @@ class Watch(Run):
             roots = (self.command.pid,) if self.command else ()
             infos: dict[str, StepInfo] = {}
             try:
-                pids = () if self.command else self._peers(watched)
+                pids = self._peers(watched)
                 infos = {w.rt.target.label: StepInfo(w.rt.target.label, f"watch#{index:02d}", 1,
                                                      self.plan_w.window_s, t0, pids, roots) for w in watched}
                 for info in infos.values():
@@ -175,20 +176,24 @@ class Watch(Run):
         self.stops_handled = stop_count()
 
     def _peers(self, watched: list[_Watched]) -> tuple[int, ...]:
-        """Without a load command, the clients are the local processes connected to a watched server (looked
-        for once a window: a client that connects mid-window counts from the next); one list for the host's
-        process sampler, so with several targets each one's clients are every target's."""
-        mine = own_tree()
+        """The server's sessions once a window (dbdiag's own backends: the watch's cost on the server) and,
+        without a load command, the clients: the local processes connected to a watched server (a client that
+        connects mid-window counts from the next); one list for the host's process sampler, so with several
+        targets each one's clients are every target's."""
+        mine = own_tree() if self.command is None else set()
         found: set[int] = set()
         for w in watched:
             t = w.rt.target
-            server = {p.pid for p in process_tree(w.rt.pid)} if w.rt.pid and t.is_local() else set()
             ports = None
             with contextlib.suppress(DiagError):  # a server too old for the statement, or gone: no filter
                 ports = w.reader.client_ports()
                 w.own_due += 1 if ports is not None else 0  # a read in the watched database, before the window
+            w.own_pids = ports.own_pids if ports is not None else ()
+            if self.command is not None:
+                continue
+            server = {p.pid for p in process_tree(w.rt.pid)} if w.rt.pid and t.is_local() else set()
             w.peers = connected_clients(server_addresses(t.host), t.port or t.dbms.default_port, mine | server,
-                                        ports)
+                                        (ports.here, ports.elsewhere) if ports is not None else None)
             found.update(w.peers.pids)
         return tuple(sorted(found))
 
@@ -243,6 +248,8 @@ class Watch(Run):
                 row["client"] = cs
             if w.peers is not None:
                 row["local_clients"] = w.peers.to_dict()
+            if w.own_pids:
+                row["own_backends"] = list(w.own_pids)
             self.sources.step_finished(infos[label], row)
             add_statements(row)
             self.results.append(row)

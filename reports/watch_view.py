@@ -18,6 +18,7 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from diag.bundle import Bundle, Memo
+from reports.series import group_deltas
 
 # A window shorter than this share of the longest (the one cut by the command's end, holding PostgreSQL's
 # deferred counter flushes of the sessions that just ended) counts in the totals, not as a throughput sample.
@@ -210,6 +211,61 @@ def unseen(b: Bundle) -> list[str]:
     return out
 
 
+def _cores(recs: list[dict[str, Any]], pick: Any, window: tuple[float, float]) -> float | None:
+    """CPU (user + system) of the processes ``pick(record)`` selects (pid -> process row) over ``window``, in
+    cores; None when no interval inside the window has them."""
+    cpu = span = 0.0
+    seen = False
+    for prev, cur in zip(recs, recs[1:]):
+        overlap = min(cur["t"], window[1]) - max(prev["t"], window[0])
+        if cur["t"] <= prev["t"] or overlap <= 0:
+            continue
+        span += overlap
+        a, c = pick(prev), pick(cur)
+        if c and a:
+            seen = True
+            d = group_deltas(a, c, prev["t"], cur["t"], window)
+            cpu += d[0] + d[1]
+    return cpu / span if seen and span > 0 else None
+
+
+def own_cost(b: Bundle) -> list[str]:
+    """What the watch itself cost, one sentence each: dbdiag's reads the server counted (estimated and taken
+    out), the server CPU of dbdiag's own sessions (PostgreSQL on this host: their backends in the host series),
+    and dbdiag's own processes on this host."""
+    rows = watch_rows(b)
+    recs = [r for r in b.series.get("host", []) if isinstance(r.get("t"), (int, float))]
+    if not rows:
+        return []
+    out = []
+    for target in dict.fromkeys(str(r.get("target")) for r in rows):
+        rs = [r for r in rows if r.get("target") == target]
+        window = (float(rs[0]["t_start"]), float(rs[-1]["t_end"]))
+        secs = sum(float(r.get("duration_s") or 0) for r in rs)
+        reads = sum(float(r.get("own_estimate") or 0) for r in rs) / max(secs, 1e-9)
+        pids = {str(p) for r in rs for p in r.get("own_backends") or []}
+        cores = _cores(recs, lambda rec: {k: v for k, v in ((rec.get("procs.server") or {}).get(target) or {})
+                                          .items() if k in pids}, window) if pids else None
+        if cores is not None:
+            cpu = (f"its {len(pids)} session(s)' backends used {100 * cores:.2f}% of one core of server CPU "
+                   "(host series)")
+        elif pids:
+            cpu = "its sessions' server CPU is not known (the server's processes are not on this host)"
+        else:
+            cpu = ("its sessions' server CPU is not told apart here (MySQL/MariaDB: sessions are threads of one "
+                   "process; PostgreSQL: the server is not on this host)")
+        out.append(f"{target}: dbdiag's own reads, about {reads:.1f} a second as the server counts them "
+                   f"(estimated, taken out of the counts); {cpu}")
+    if recs:
+        window = (float(rows[0]["t_start"]), max(float(r["t_end"]) for r in rows))
+        here = _cores(recs, lambda rec: rec.get("procs.collector") or {}, window)
+        if here is not None:
+            out.append(f"dbdiag's sources on this host used {100 * here:.1f}% of one core (the watch's own process "
+                       "is not in this figure); the cost on a saturated server is measured in BENCHMARKS.md "
+                       "(bench/watch_cost.py)")
+    return out
+
+
 def watch_section(b: Bundle, findings: list[Mapping[str, Any]]) -> dict[str, Any] | None:
     """What the report's watch section shows (None for a bundle that is not a watch)."""
     if not is_watch(b):
@@ -233,7 +289,7 @@ def watch_section(b: Bundle, findings: list[Mapping[str, Any]]) -> dict[str, Any
             "versus": [{"target": c.target, "text": c.detail, "disagrees": c.disagrees,
                         "gap_pct": round(100 * c.gap, 1), "allowed_pct": round(100 * c.allowed, 1)}
                        for c in client_vs_server(b)],
-            "no_load": no_load_seen(b), "unseen": unseen(b),
+            "no_load": no_load_seen(b), "unseen": unseen(b), "cost": own_cost(b),
             "counted": sorted({str(r.get("counted")) for r in rows if r.get("counted")})}
 
 
