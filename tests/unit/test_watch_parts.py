@@ -13,6 +13,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import psutil
 import pytest
 from hypothesis import given, strategies as st
 
@@ -20,7 +21,7 @@ from diag.errors import UsageError
 from workloads.loadcmd import LoadCommand
 
 from collectors.peers import connected_clients, own_tree, server_addresses
-from reports.watch_view import MIN_TPS, one_step_row, phases, sample_windows, unseen
+from reports.watch_view import MIN_TPS, _cores, one_step_row, phases, sample_windows, unseen
 from workloads.progress_lines import ProgressPoint, Summary, merge_summaries, parse_line
 from workloads.watch_counters import Reading, window_counts
 from workloads.watchresult import client_side, mean_clients, window_row
@@ -185,6 +186,16 @@ def test_connected_clients_finds_a_local_process_on_the_port():
             assert os.getpid() in connected_clients(addrs, port).pids
             # dbdiag leaves out its own tree (its collectors are its children): here the child is ours too
             assert connected_clients(addrs, port, exclude=own_tree()).pids == ()
+            # the server names each session's client port: the child's session on another database is left out,
+            # one on the watched database kept, one the server does not show kept and counted as unmatched
+            lport = next(c.laddr.port for c in psutil.Process(child.pid).net_connections(kind="tcp")
+                         if c.raddr and c.raddr.port == port)
+            other = connected_clients(addrs, port, {os.getpid()}, (frozenset(), frozenset({lport})))
+            assert other.pids == () and other.elsewhere == 1, other
+            here = connected_clients(addrs, port, {os.getpid()}, (frozenset({lport}), frozenset()))
+            assert here.pids == (child.pid,) and here.unmatched == 0, here
+            unknown = connected_clients(addrs, port, {os.getpid()}, (frozenset(), frozenset()))
+            assert unknown.pids == (child.pid,) and unknown.unmatched == 1, unknown
             assert connected_clients(server_addresses("/var/run/postgresql"), port).pids == ()
             assert connected_clients(frozenset({"10.255.255.1"}), port).pids == ()
         finally:
@@ -202,3 +213,23 @@ def test_unseen_says_which_local_clients_were_measured():
                for u in unseen(B()))  # type: ignore[arg-type]
     B.results = [{**_row(1, 100), "source": "server", "local_clients": {"pids": [], "names": [], "unreadable": 0}}]
     assert any(u.startswith("client CPU: not known") for u in unseen(B()))  # type: ignore[arg-type]
+
+
+def _proc(user: float, system: float, created: float = 50.0) -> list[float]:
+    return [user, system, 0, 0, 0, 0, 0, created, 0, 0, 1]
+
+
+def test_cores_of_a_picked_group_over_a_window():
+    """Two backends of dbdiag's (pids 7, 8) and one of the load's (9): only the picked ones count, by the share of
+    each interval inside the window; 0.4 s of CPU over 2 s of window is 20% of a core."""
+    recs = [{"t": 100.0, "procs.server": {"pg": {"7": _proc(1.0, 0.5), "8": _proc(2.0, 0.0), "9": _proc(5, 5)}}},
+            {"t": 101.0, "procs.server": {"pg": {"7": _proc(1.1, 0.55), "8": _proc(2.05, 0.0), "9": _proc(6, 6)}}},
+            {"t": 102.0, "procs.server": {"pg": {"7": _proc(1.2, 0.6), "8": _proc(2.1, 0.0), "9": _proc(7, 7)}}}]
+    mine = {"7", "8"}
+
+    def pick(rec: dict) -> dict:
+        return {k: v for k, v in rec["procs.server"]["pg"].items() if k in mine}
+
+    assert _cores(recs, pick, (100.0, 102.0)) == pytest.approx(0.2)
+    assert _cores(recs, pick, (101.0, 102.0)) == pytest.approx(0.2)
+    assert _cores(recs, lambda rec: {}, (100.0, 102.0)) is None
