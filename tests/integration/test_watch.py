@@ -111,7 +111,13 @@ def test_pgbench_server_side_matches_pgbench(pg_server, tmp_path):
         client = [acc for _step, acc in accounts(b) if acc.us("client_cpu") > 0
                   and "psutil" in str(acc.evidence.get("client_cpu_source"))]
         assert client, [acc.evidence for _s, acc in accounts(b)]
-        assert "Watched load" in (out / "report.html").read_text()
+        report = (out / "report.html").read_text()
+        assert "Watched load" in report
+        # the statements section of the report has pgbench's statement (a fingerprint: its literal is a "?")
+        stmts = report[report.index('id="statements"'):]
+        assert re.search(r"SELECT abalance FROM pgbench_accounts WHERE aid = (\?|\$1)", stmts), stmts[:2000]
+        # the report states the watch's own cost: its sessions' backends' CPU, from the host series
+        assert re.search(r"its \d+ session\(s\)&#39; backends used [\d.]+% of one core of server CPU", report)
     finally:
         with Session(pg_server.target()) as s:
             s.execute(f"DROP DATABASE IF EXISTS {db} WITH (FORCE)")
