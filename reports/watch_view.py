@@ -335,7 +335,7 @@ def sample_windows(rows: list[Mapping[str, Any]], life: tuple[float, float] | No
 
 def one_step_row(rows: list[Mapping[str, Any]], samples: list[Mapping[str, Any]] | None = None) -> dict[str, Any]:
     """One target's loaded windows as one step (workload ``watch``): counts summed over their span, clients the
-    time-weighted mean, the transactions/s of each window of ``samples`` (default: :func:`sample_windows` of
+    time-weighted mean over the samples, the transactions/s of each window of ``samples`` (default: :func:`sample_windows` of
     ``rows``) a sample of the step's throughput (``interval_tps``)."""
     secs = sum(float(r.get("duration_s") or 0) for r in rows)
     txn = sum(int(r.get("transactions") or 0) for r in rows)
@@ -343,8 +343,11 @@ def one_step_row(rows: list[Mapping[str, Any]], samples: list[Mapping[str, Any]]
     span = max(t1 - t0, 1e-9)
     if samples is None:
         samples = sample_windows(rows, None)
-    clients = max(1, round(sum(float(r.get("clients") or 1) * float(r.get("duration_s") or 0) for r in rows)
-                           / max(secs, 1e-9)))
+    # the clients while the load ran: over the sample windows (the window a command started in holds the time
+    # before its clients connected), else over every loaded window
+    basis = samples or rows
+    clients = max(1, round(sum(float(r.get("clients") or 1) * float(r.get("duration_s") or 0) for r in basis)
+                           / max(sum(float(r.get("duration_s") or 0) for r in basis), 1e-9)))
     row: dict[str, Any] = {**{k: v for k, v in rows[0].items() if k not in ("statements", "client", "profile")},
                            "workload": "watch", "clients": clients, "t_start": t0, "t_end": t1,
                            "duration_s": round(span, 3), "measured_s": round(span, 3), "transactions": txn,
