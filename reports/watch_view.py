@@ -13,7 +13,7 @@ the phases, and whether any load was seen at all. Reads the bundle only.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -211,7 +211,8 @@ def unseen(b: Bundle) -> list[str]:
     return out
 
 
-def _cores(recs: list[dict[str, Any]], pick: Any, window: tuple[float, float]) -> float | None:
+def _cores(recs: list[dict[str, Any]], pick: Callable[[dict[str, Any]], dict[str, Any]],
+           window: tuple[float, float]) -> float | None:
     """CPU (user + system) of the processes ``pick(record)`` selects (pid -> process row) over ``window``, in
     cores; None when no interval inside the window has them."""
     cpu = span = 0.0
