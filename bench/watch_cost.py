@@ -1,14 +1,18 @@
-"""Cost of ``dbdiag watch`` on the server it watches: pgbench -S at saturation with and without a watch.
+"""Cost of ``dbdiag watch`` on the server it watches: a saturated point select with and without a watch.
 
-    python3 -m bench.watch_cost [--rounds 5] [--duration 6] [--clients 4] [--out bench/results/NAME.json]
+    python3 -m bench.watch_cost [--engine postgres|mariadb] [--rounds 5] [--duration 6] [--clients 4]
+                                [--window 10] [--out bench/results/NAME.json]
 
-One throwaway PostgreSQL (diag.servers.start_postgres), pgbench scale 1 in its postgres database. Each round
-runs ``pgbench -n -S -c N -j 2 -T D`` twice, once alone (OFF) and once under ``dbdiag watch --no-profile``
-(ON: every other source a watch starts by default), the order flipped every round so a drift of the machine
-hits both alike. The watch is started first and pgbench only once its first window is written (its sources
-are up). Reported: pgbench's own tps each side, the median of per-round ON/OFF ratios and its range, and the
-server CPU of dbdiag's own sessions during the ON runs (utime + stime from /proc of every backend whose
-application_name starts with ``dbdiag:``) as a share of one core.
+One throwaway server (diag.servers.start_postgres / start_mysql). PostgreSQL: pgbench scale 1 in its postgres
+database, ``pgbench -n -S -c N -j 2 -T D``; MariaDB: sysbench ``oltp_point_select`` (1 table of 10,000 rows),
+``--threads=N --time=D``. Each round runs the load twice, once alone (OFF) and once under ``dbdiag watch
+--no-profile --window W`` (ON: every other source a watch starts by default; W defaults to the watch's own
+default, 10 s), the order flipped every round so a drift of the machine hits both alike. The watch is started
+first and the load only once its sources write (host series and two more series with records). Reported: the
+load tool's own tps each side, the median of per-round ON/OFF ratios and its range, and the server CPU of
+dbdiag's own sessions during the ON runs (utime + stime from /proc) as a share of one core: PostgreSQL, every
+backend whose application_name starts with ``dbdiag:``; MariaDB, the OS thread (performance_schema.threads
+THREAD_OS_ID, /proc/PID/task/TID) of every session whose program_name connection attribute does.
 """
 
 from __future__ import annotations
@@ -34,78 +38,150 @@ from diag.db import Session  # noqa: E402
 TICK = os.sysconf("SC_CLK_TCK")
 
 
-def _cpu_s(pid: int) -> float:
+def _cpu_s(path: str) -> float:
+    """utime + stime (s) of /proc/PID/stat or /proc/PID/task/TID/stat; 0 for one that is gone."""
     try:
-        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+        fields = Path(path).read_text().rsplit(")", 1)[1].split()
     except OSError:
         return 0.0
     return (int(fields[11]) + int(fields[12])) / TICK
 
 
-def _own_backends(s: Session) -> list[int]:
-    return [int(r["pid"]) for r in s.query("SELECT pid FROM pg_stat_activity WHERE application_name LIKE 'dbdiag:%'")]
+class Engine:
+    """What the bench does on one engine: prepare, run the load (its tps), find dbdiag's own sessions."""
+
+    name = ""
+
+    def __init__(self, srv: Any) -> None:
+        self.srv = srv
+
+    def prepare(self) -> None: ...
+
+    def load(self, clients: int, seconds: float) -> float:
+        raise NotImplementedError
+
+    def own_stat_paths(self) -> list[str]:
+        raise NotImplementedError
 
 
-def _pgbench(port: int, clients: int, seconds: float) -> float:
-    p = subprocess.run(["pgbench", "-h", "127.0.0.1", "-p", str(port), "-U", "postgres", "-n", "-S", "-c",
-                        str(clients), "-j", "2", "-T", str(int(seconds)), "postgres"], capture_output=True,
-                       text=True, timeout=seconds + 60, check=True)
-    return float(re.search(r"^tps = ([\d.]+)", p.stdout, re.M)[1])
+class Postgres(Engine):
+    name = "postgres"
+
+    def _conn(self) -> list[str]:
+        return ["-h", "127.0.0.1", "-p", str(self.srv.port), "-U", "postgres"]
+
+    def prepare(self) -> None:
+        subprocess.run(["pgbench", *self._conn(), "-i", "-s", "1", "-q", "postgres"], check=True,
+                       capture_output=True, timeout=300)
+
+    def load(self, clients: int, seconds: float) -> float:
+        p = subprocess.run(["pgbench", *self._conn(), "-n", "-S", "-c", str(clients), "-j", "2", "-T",
+                            str(int(seconds)), "postgres"], capture_output=True, text=True, timeout=seconds + 60,
+                           check=True)
+        return float(re.search(r"^tps = ([\d.]+)", p.stdout, re.M)[1])
+
+    def own_stat_paths(self) -> list[str]:
+        with Session(self.srv.target()) as s:
+            rows = s.query("SELECT pid FROM pg_stat_activity WHERE application_name LIKE 'dbdiag:%'")
+        return [f"/proc/{int(r['pid'])}/stat" for r in rows]
 
 
-def _on(srv: Any, clients: int, seconds: float, out: Path) -> tuple[float, float]:
-    """pgbench's tps under a watch, and the CPU seconds/s of dbdiag's own backends meanwhile."""
-    watch = subprocess.Popen([sys.executable, "-m", "diag", "watch", f"pg={srv.dsn()}", "--window", "2",
+class MariaDB(Engine):
+    name = "mariadb"
+    DB = "sbtest"
+
+    def _sb(self) -> list[str]:
+        return ["sysbench", "oltp_point_select", "--db-driver=mysql", "--mysql-host=127.0.0.1",
+                f"--mysql-port={self.srv.port}", "--mysql-user=root", f"--mysql-db={self.DB}", "--tables=1",
+                "--table-size=10000"]
+
+    def prepare(self) -> None:
+        with Session(self.srv.target()) as s:
+            s.execute(f"CREATE DATABASE IF NOT EXISTS {self.DB}")
+        subprocess.run([*self._sb(), "prepare"], check=True, capture_output=True, timeout=300)
+
+    def load(self, clients: int, seconds: float) -> float:
+        p = subprocess.run([*self._sb(), f"--threads={clients}", f"--time={int(seconds)}", "run"],
+                           capture_output=True, text=True, timeout=seconds + 60, check=True)
+        return float(re.search(r"transactions:\s+\d+\s+\(([\d.]+) per sec", p.stdout)[1])
+
+    def own_stat_paths(self) -> list[str]:
+        with Session(self.srv.target()) as s:
+            rows = s.query("SELECT t.THREAD_OS_ID AS tid FROM performance_schema.threads t "
+                           "JOIN performance_schema.session_connect_attrs a ON a.PROCESSLIST_ID = t.PROCESSLIST_ID "
+                           "WHERE a.ATTR_NAME = 'program_name' AND a.ATTR_VALUE LIKE 'dbdiag:%'")
+        return [f"/proc/{self.srv.pid}/task/{int(r['tid'])}/stat" for r in rows if r.get("tid")]
+
+
+def _sources_up(out: Path) -> bool:
+    """The watch's sources write: the host series and two more have records."""
+    series = out / "series"
+    if not (series / "host.jsonl").exists():
+        return False
+    full = [f for f in series.glob("*.jsonl") if f.stat().st_size > 0]
+    return len(full) >= 3
+
+
+def _on(eng: Engine, clients: int, seconds: float, window: float, out: Path) -> tuple[float, float]:
+    """The load's tps under a watch, and the CPU seconds/s of dbdiag's own sessions meanwhile."""
+    watch = subprocess.Popen([sys.executable, "-m", "diag", "watch", f"w={eng.srv.dsn()}", "--window", str(window),
                               "--no-profile", "--out", str(out)], stdout=subprocess.DEVNULL,
                              stderr=subprocess.DEVNULL)
     try:
         deadline = time.monotonic() + 60
-        while time.monotonic() < deadline and not (out / "results.json").exists() or \
-                not json.loads((out / "results.json").read_text() or '{"results": []}')["results"]:
+        while time.monotonic() < deadline and not _sources_up(out):
             time.sleep(0.2)
-        with Session(srv.target()) as s:
-            pids = _own_backends(s)
-        before = sum(_cpu_s(p) for p in pids)
+        time.sleep(1.0)  # the samplers' sessions connected
+        paths = eng.own_stat_paths()
+        before = sum(_cpu_s(p) for p in paths)
         t0 = time.monotonic()
-        tps = _pgbench(srv.port, clients, seconds)
-        cores = (sum(_cpu_s(p) for p in pids) - before) / (time.monotonic() - t0)
+        tps = eng.load(clients, seconds)
+        cores = (sum(_cpu_s(p) for p in paths) - before) / (time.monotonic() - t0)
     finally:
         watch.send_signal(signal.SIGINT)
-        watch.wait(60)
+        watch.wait(120)
     return tps, cores
 
 
 def main() -> int:
     ap = argparse.ArgumentParser()
+    ap.add_argument("--engine", choices=("postgres", "mariadb"), default="postgres")
     ap.add_argument("--rounds", type=int, default=5)
     ap.add_argument("--duration", type=float, default=6.0)
     ap.add_argument("--clients", type=int, default=4)
+    ap.add_argument("--window", type=float, default=10.0, help="the watch's --window (its default: 10 s)")
     ap.add_argument("--out", type=Path, default=None)
     a = ap.parse_args()
-    srv = servers.start_postgres()
+    srv = servers.start_postgres() if a.engine == "postgres" else servers.start_mysql()
+    eng: Engine = Postgres(srv) if a.engine == "postgres" else MariaDB(srv)
     try:
-        subprocess.run(["pgbench", "-h", "127.0.0.1", "-p", str(srv.port), "-U", "postgres", "-i", "-s", "1", "-q",
-                        "postgres"], check=True, capture_output=True, timeout=300)
+        eng.prepare()
         rounds = []
         with tempfile.TemporaryDirectory(prefix="dbdiag-watch-cost-") as tmp:
             for i in range(a.rounds):
                 got: dict[str, Any] = {}
                 for side in (("off", "on") if i % 2 == 0 else ("on", "off")):
                     if side == "off":
-                        got["off"] = _pgbench(srv.port, a.clients, a.duration)
+                        got["off"] = eng.load(a.clients, a.duration)
                     else:
-                        got["on"], got["own_server_cores"] = _on(srv, a.clients, a.duration, Path(tmp) / f"w{i}")
+                        got["on"], got["own_server_cores"] = _on(eng, a.clients, a.duration, a.window,
+                                                                 Path(tmp) / f"w{i}")
                 got["ratio"] = got["on"] / got["off"]
+                got["load1"] = os.getloadavg()[0]
                 rounds.append(got)
                 print(f"round {i + 1}: off {got['off']:.0f} tps, on {got['on']:.0f} tps, ratio {got['ratio']:.3f}, "
-                      f"dbdiag's backends {100 * got['own_server_cores']:.2f}% of a core", flush=True)
+                      f"dbdiag's sessions {100 * got['own_server_cores']:.2f}% of a core, load {got['load1']:.1f}",
+                      flush=True)
         ratios = [r["ratio"] for r in rounds]
         own = [r["own_server_cores"] for r in rounds]
-        summary = {"ratio_median": statistics.median(ratios), "ratio_range": [min(ratios), max(ratios)],
+        summary = {"engine": a.engine, "ratio_median": statistics.median(ratios),
+                   "ratio_range": [min(ratios), max(ratios)],
                    "off_tps_median": statistics.median(r["off"] for r in rounds),
                    "on_tps_median": statistics.median(r["on"] for r in rounds),
-                   "own_server_core_share_median": statistics.median(own), "rounds": rounds,
-                   "clients": a.clients, "duration_s": a.duration, "load1": os.getloadavg()[0]}
+                   "own_server_core_share_median": statistics.median(own),
+                   "own_server_core_share_range": [min(own), max(own)], "rounds": rounds,
+                   "clients": a.clients, "duration_s": a.duration, "window_s": a.window,
+                   "load1": os.getloadavg()[0]}
         print(json.dumps({k: v for k, v in summary.items() if k != "rounds"}, indent=1))
         if a.out:
             a.out.write_text(json.dumps(summary, indent=1))

@@ -179,6 +179,7 @@ class _StopState:
     """What stop signals came: the first one's name, whether it was raised, and how deep the holds are."""
 
     first: str | None = None
+    count = 0  # stop signals received so far
     raised = False
     holds = 0
 
@@ -190,6 +191,7 @@ def _raise_interrupted(signum: int, _frame: object) -> None:
     # cleanup is bounded, and shorter once a stop was asked for (stop_requested()). The handler stays
     # installed (not SIG_IGN): an ignored signal would survive exec into the tools we start.
     name = "Ctrl-C" if signum == signal.SIGINT else signal.Signals(signum).name
+    _StopState.count += 1
     if _StopState.first is None:
         _StopState.first = name
     if _StopState.raised or _StopState.holds > 0:
@@ -226,6 +228,12 @@ def stop_requested() -> str | None:
     """The first stop signal this process got ("Ctrl-C", "SIGTERM", "SIGHUP"), None if none: cleanup waits
     are cut short once it is set."""
     return _StopState.first
+
+
+def stop_count() -> int:
+    """How many stop signals this process got: a caller that handled one as a normal end (``dbdiag watch``)
+    notes the count, and only a later one interrupts its clean-up."""
+    return _StopState.count
 
 
 @contextlib.contextmanager

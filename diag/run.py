@@ -34,7 +34,7 @@ from diag import __version__, servers
 from diag.bundle import BundleWriteError, BundleWriter, safe_name
 from diag.db import Session, own_app_name
 from diag.errors import DiagError, ServerLost, StatementStuck, StepsAborted, ToolUnavailable, UsageError
-from diag.procs import Interrupted, Supervisor, hold_stop_signals, interrupt_reason, stop_requested
+from diag.procs import Interrupted, Supervisor, hold_stop_signals, interrupt_reason, stop_count, stop_requested
 from diag.redact import RedactingStream, redact_argv, redact_url, redact_userinfo, url_credentials
 from diag.serverloss import aborted_line, loss_facts, loss_line, stuck_line
 from diag.targets import Target, parse_target
@@ -242,6 +242,7 @@ class Run:
         self.lost: list[str] = []  # one line per target whose server went away (the run went on without it)
         self.aborted: list[str] = []  # one line per step that --on-error abort ended at its first error
         self.stuck: list[str] = []  # one line per step a statement that did not return ended
+        self.stops_handled = 0  # stop signals the run took as its normal end (diag.procs.stop_count)
 
     def say(self, text: str) -> None:
         print(text, file=self.out, flush=True)
@@ -308,7 +309,8 @@ class Run:
                             rt.server.stop()
                 if self.supervisor is not None:
                     self.supervisor.close()
-                late = stop_requested() if status != "interrupted" else None
+                # a stop the run handled as its normal end (a watch's Ctrl-C) is not one during the clean-up
+                late = stop_requested() if status != "interrupted" and stop_count() > self.stops_handled else None
                 if late:  # the work was done, the clean-up was asked to stop: said so, and exit as interrupted
                     status, error = "interrupted", f"interrupted by {late} during the clean-up"
                 self._close(status, error)

@@ -26,12 +26,14 @@ import time
 from dataclasses import dataclass, field
 from typing import Any, TextIO
 
+from collectors.host import process_tree
 from collectors.lifecycle import Batch
+from collectors.peers import Peers, connected_clients, own_tree, server_addresses
 from collectors.registry import SourcePlan, sources_for
 from diag.bundle import BundleWriteError
 from diag.db import Session, own_app_name
 from diag.errors import DbError, DiagError
-from diag.procs import interrupt_reason
+from diag.procs import interrupt_reason, stop_count
 from diag.run import Run, RunOptions, TargetRuntime
 from reports.watch_view import MIN_TPS
 from workloads.loadcmd import LoadCommand
@@ -71,6 +73,8 @@ class _Watched:
     baseline: int | None = None  # sessions connected before the load command started (MySQL/MariaDB)
     sessions: list[int] = field(default_factory=list)
     hidden: int = 0
+    peers: Peers | None = None  # the local processes connected to it this window (no load command)
+    own_pids: tuple[int, ...] = ()  # the server backends of dbdiag's own sessions (PostgreSQL)
 
 
 class Watch(Run):
@@ -138,28 +142,60 @@ class Watch(Run):
             index += 1
             t0 = time.time()
             roots = (self.command.pid,) if self.command else ()
-            infos = {w.rt.target.label: StepInfo(w.rt.target.label, f"watch#{index:02d}", 1, self.plan_w.window_s,
-                                                 t0, (), roots) for w in watched}
+            infos: dict[str, StepInfo] = {}
             try:
+                pids = self._peers(watched)
+                infos = {w.rt.target.label: StepInfo(w.rt.target.label, f"watch#{index:02d}", 1,
+                                                     self.plan_w.window_s, t0, pids, roots) for w in watched}
                 for info in infos.values():
                     self.sources.step_started(info)
             except KeyboardInterrupt as e:  # the window is opened for every source or for none worth closing
-                self.ended_by = f"stopped by {interrupt_reason(e)}"
+                self._stopped(e)
+                if not infos:  # stopped before the window opened: the last one closed is the watch's end
+                    break
             # A window ends a --window after the last one did: a slow close (a profile's report) shortens the
             # next window instead of stretching it.
             opened = min((w.last.t for w in watched), default=t0)
             try:
                 self._wait(watched, min(max(opened + self.plan_w.window_s, t0 + MIN_WINDOW_S), end))
             except KeyboardInterrupt as e:
-                self.ended_by = f"stopped by {interrupt_reason(e)}"
+                self._stopped(e)
             if not self.ended_by and time.time() >= end - 0.05:
                 self.ended_by = "watch duration reached"
             try:
                 self._close_window(watched, infos, index, t0)
             except KeyboardInterrupt as e:  # a stop request while closing: this window's row may be missing
                 self.ended_by = self.ended_by or f"stopped by {interrupt_reason(e)} while closing window {index}"
+                self.stops_handled = stop_count()
                 self.bundle.event("window_cut", f"window {index} not closed: {self.ended_by}")
         self.bundle.event("watch_ended", self.ended_by)
+
+    def _stopped(self, e: BaseException) -> None:
+        """A stop request (Ctrl-C, SIGTERM, SIGHUP) ends the watch: the run's normal end, not an interruption."""
+        self.ended_by = f"stopped by {interrupt_reason(e)}"
+        self.stops_handled = stop_count()
+
+    def _peers(self, watched: list[_Watched]) -> tuple[int, ...]:
+        """The server's sessions once a window (dbdiag's own backends: the watch's cost on the server) and,
+        without a load command, the clients: the local processes connected to a watched server (a client that
+        connects mid-window counts from the next); one list for the host's process sampler, so with several
+        targets each one's clients are every target's."""
+        mine = own_tree() if self.command is None else set()
+        found: set[int] = set()
+        for w in watched:
+            t = w.rt.target
+            ports = None
+            with contextlib.suppress(DiagError):  # a server too old for the statement, or gone: no filter
+                ports = w.reader.client_ports()
+                w.own_due += 1 if ports is not None else 0  # a read in the watched database, before the window
+            w.own_pids = ports.own_pids if ports is not None else ()
+            if self.command is not None:
+                continue
+            server = {p.pid for p in process_tree(w.rt.pid)} if w.rt.pid and t.is_local() else set()
+            w.peers = connected_clients(server_addresses(t.host), t.port or t.dbms.default_port, mine | server,
+                                        (ports.here, ports.elsewhere) if ports is not None else None)
+            found.update(w.peers.pids)
+        return tuple(sorted(found))
 
     def _wait(self, watched: list[_Watched], until: float) -> None:
         for w in watched:
@@ -210,6 +246,10 @@ class Watch(Run):
             cs = client_side(self.points, row["t_start"], row["t_end"])
             if cs is not None:
                 row["client"] = cs
+            if w.peers is not None:
+                row["local_clients"] = w.peers.to_dict()
+            if w.own_pids:
+                row["own_backends"] = list(w.own_pids)
             self.sources.step_finished(infos[label], row)
             add_statements(row)
             self.results.append(row)

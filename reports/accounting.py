@@ -101,9 +101,10 @@ def _client_cpu_us(step: Step, u: CpuUse | None, ev: dict[str, Any]) -> float | 
     if isinstance(cs, (int, float)) and cs >= 0:
         ev["client_cpu_source"] = "the driver's own count of its client processes' CPU (result row)"
         return float(cs) * 1e6 / step.transactions
-    if step.row.get("source") == "server":  # dbdiag watch without a load command: nobody named the clients
-        ev["client_cpu"] = ("not known: the clients are not processes dbdiag knows (another host, or no load "
-                            "command): their time is in the round trips and unaccounted, not guessed")
+    if step.row.get("source") == "server":  # dbdiag watch: no load command, no local process connected
+        ev["client_cpu"] = ("not known: no load command, and no process of this host was connected to the "
+                            "server's TCP port (the clients are on another host, or use a unix socket): their "
+                            "time is in the round trips and unaccounted, not guessed")
     return None
 
 

@@ -112,21 +112,32 @@ def step_workload(b: Bundle, row: dict[str, Any]) -> str:
     return f"{name} --tpcc-mode {mode}" if name == "tpcc" and mode != "client" else name
 
 
+def _whole_watch(row: dict[str, Any]) -> bool:
+    """A watch compared as one step (:func:`reports.watch_view.as_one_step`)."""
+    return row.get("source") == "server" and row.get("workload") == "watch"
+
+
 def pair_steps(a: Bundle, b: Bundle | None = None) -> list[tuple[dict[str, Any], dict[str, Any]]]:
-    """Pairs (A, B) of steps with the same workload (:func:`step_workload`) and clients; A is the faster side."""
-    left = _steps(a)
-    right = _steps(b) if b is not None else left
+    """Pairs (A, B) of steps with the same workload (:func:`step_workload`) and clients (two whole watches: any
+    clients); A is the faster side."""
+    left = [{**x, "given": 0} for x in _steps(a)]
+    right = [{**x, "given": 1} for x in _steps(b)] if b is not None else left
     pairs = []
     seen = set()
     for x in left:
         for y in right:
-            if x is y or x.get("workload") != y.get("workload") or x.get("clients") != y.get("clients"):
+            if x is y or x.get("workload") != y.get("workload"):
+                continue
+            # two watches pair whatever their session counts (the same traffic before and after a change may
+            # hold more connections); steps dbdiag drove pair only at the same client count
+            if x.get("clients") != y.get("clients") and not (_whole_watch(x) and _whole_watch(y)):
                 continue
             if step_workload(x["bundle"], x) != step_workload(y["bundle"], y):
                 continue
             if b is None and x.get("target") == y.get("target"):
                 continue
-            key = (x.get("workload"), x.get("clients"), *sorted([str(x.get("target")), str(y.get("target"))]))
+            key = (x.get("workload"), *sorted([(str(x.get("target")), str(x.get("clients"))),
+                                               (str(y.get("target")), str(y.get("clients")))]))
             if b is None and key in seen:
                 continue
             seen.add(key)
@@ -187,7 +198,8 @@ def explain_pair(fast: dict[str, Any], slow: dict[str, Any]) -> dict[str, Any]:
     p95f = (fast.get("latency_ms") or {}).get("p95")
     p95s = (slow.get("latency_ms") or {}).get("p95")
     names = side_names((str(fast.get("target")), str(slow.get("target"))),
-                       (str(fast.get("run") or ""), str(slow.get("run") or "")))
+                       (str(fast.get("run") or ""), str(slow.get("run") or "")),
+                       first=int(fast.get("given") or 0) <= int(slow.get("given") or 0))
     fa, sa = fast.get("accounting"), slow.get("accounting")
     fv, sv = fast.get("durability"), slow.get("durability")
     # The faster side against the slower (the reference): is the gap more than the noise of the two?

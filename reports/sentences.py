@@ -220,12 +220,15 @@ def pair_sentences(fast: Side, slow: Side) -> list[str]:
     return [headline(fast, slow), *([d] if d else []), *component_sentences(fast, slow)]
 
 
-def side_names(labels: Sequence[str], runs: Sequence[str]) -> tuple[str, str]:
+def side_names(labels: Sequence[str], runs: Sequence[str], first: bool = True) -> tuple[str, str]:
     """How the sentences call the two sides: by target label, by run name when the labels are equal (a run
-    compared with another of the same target), by both when those are equal too."""
+    compared with another of the same target), by their place on the command line when those are equal too
+    (``first``: the first side is the first run named; the sides come fastest first, not in that order)."""
     (la, lb), (ra, rb) = labels, runs
     if la != lb:
         return la, lb
     if ra != rb:
         return ra, rb
+    if not first:
+        return f"{la} (second run)", f"{lb} (first run)"
     return f"{la} (first run)", f"{lb} (second run)"

@@ -13,11 +13,12 @@ the phases, and whether any load was seen at all. Reads the bundle only.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
 from typing import Any
 
 from diag.bundle import Bundle, Memo
+from reports.series import group_deltas
 
 # A window shorter than this share of the longest (the one cut by the command's end, holding PostgreSQL's
 # deferred counter flushes of the sessions that just ended) counts in the totals, not as a throughput sample.
@@ -166,9 +167,33 @@ def _limit_titles(findings: list[Mapping[str, Any]]) -> dict[tuple[str, str], Ma
     return {(str(f.get("target")), str(f.get("workload"))): f for f in findings if f.get("category") == "limit"}
 
 
+def _local_clients(rows: list[dict[str, Any]]) -> str:
+    """What a watch without a load command knew of its clients: the local processes connected to the server
+    (their CPU measured), or that none was found; either way clients elsewhere are not known."""
+    names: dict[str, None] = {}
+    unreadable = unmatched = 0
+    for r in rows:
+        lc = r.get("local_clients") if isinstance(r.get("local_clients"), Mapping) else {}
+        names.update(dict.fromkeys(str(n) for n in lc.get("names") or []))
+        unreadable = max(unreadable, int(lc.get("unreadable") or 0))
+        unmatched = max(unmatched, int(lc.get("unmatched") or 0))
+    hid = (f"; {unreadable} connection(s) of processes this user cannot read (run as root to count them)"
+           if unreadable else "")
+    if unmatched:
+        hid += (f"; up to {unmatched} of the connections measured are sessions this role cannot see (another "
+                "role's: on the watched database or another), counted as the watched load's clients")
+    if names:
+        return (f"client CPU: measured for the processes of this host connected to the server ({', '.join(names)}"
+                f"); clients on other hosts or over a unix socket are not known: their time is in the round trips "
+                f"and unaccounted{hid}")
+    return ("client CPU: not known: the watch ran no load command and found no process of this host connected "
+            "to the server's TCP port (the clients are on another host, or use a unix socket); the accounting "
+            f"leaves that part out rather than guess{hid}")
+
+
 def unseen(b: Bundle) -> list[str]:
     """What the watch could not see, one sentence each: sources that were off (with what would turn them on),
-    parts missing, and the clients' CPU when no load command named the client processes."""
+    parts missing, and the clients' CPU when no load command named the client processes (:func:`_local_clients`)."""
     out = []
     for key, p in sorted((b.run.get("collectors") or {}).items()):
         if not isinstance(p, Mapping):
@@ -177,13 +202,68 @@ def unseen(b: Bundle) -> list[str]:
             out.append(f"{key}: {p['reason']}" + (f" ({p['hint']})" if p.get("hint") else ""))
         out.extend(f"{key}: {m}" for m in p.get("missing") or [])
     if not (b.run.get("watch") or {}).get("command"):
-        out.append("client CPU: not known: the watch ran no load command, so the client processes are not known "
-                   "(they may be on another host); the accounting leaves that part out rather than guess")
+        out.append(_local_clients(watch_rows(b)))
     hidden = max((int(r.get("sessions_hidden") or 0) for r in watch_rows(b)), default=0)
     if hidden:
         out.append(f"up to {hidden} session(s) of other roles (on any database of the server): their database "
                    "and state are hidden from this role, so the clients and their waits were not seen (needs "
                    "pg_monitor or pg_read_all_stats); their transactions are counted all the same")
+    return out
+
+
+def _cores(recs: list[dict[str, Any]], pick: Callable[[dict[str, Any]], dict[str, Any]],
+           window: tuple[float, float]) -> float | None:
+    """CPU (user + system) of the processes ``pick(record)`` selects (pid -> process row) over ``window``, in
+    cores; None when no interval inside the window has them."""
+    cpu = span = 0.0
+    seen = False
+    for prev, cur in zip(recs, recs[1:]):
+        overlap = min(cur["t"], window[1]) - max(prev["t"], window[0])
+        if cur["t"] <= prev["t"] or overlap <= 0:
+            continue
+        span += overlap
+        a, c = pick(prev), pick(cur)
+        if c and a:
+            seen = True
+            d = group_deltas(a, c, prev["t"], cur["t"], window)
+            cpu += d[0] + d[1]
+    return cpu / span if seen and span > 0 else None
+
+
+def own_cost(b: Bundle) -> list[str]:
+    """What the watch itself cost, one sentence each: dbdiag's reads the server counted (estimated and taken
+    out), the server CPU of dbdiag's own sessions (PostgreSQL on this host: their backends in the host series),
+    and dbdiag's own processes on this host."""
+    rows = watch_rows(b)
+    recs = [r for r in b.series.get("host", []) if isinstance(r.get("t"), (int, float))]
+    if not rows:
+        return []
+    out = []
+    for target in dict.fromkeys(str(r.get("target")) for r in rows):
+        rs = [r for r in rows if r.get("target") == target]
+        window = (float(rs[0]["t_start"]), float(rs[-1]["t_end"]))
+        secs = sum(float(r.get("duration_s") or 0) for r in rs)
+        reads = sum(float(r.get("own_estimate") or 0) for r in rs) / max(secs, 1e-9)
+        pids = {str(p) for r in rs for p in r.get("own_backends") or []}
+        cores = _cores(recs, lambda rec: {k: v for k, v in ((rec.get("procs.server") or {}).get(target) or {})
+                                          .items() if k in pids}, window) if pids else None
+        if cores is not None:
+            cpu = (f"its {len(pids)} session(s)' backends used {100 * cores:.2f}% of one core of server CPU "
+                   "(host series)")
+        elif pids:
+            cpu = "its sessions' server CPU is not known (the server's processes are not on this host)"
+        else:
+            cpu = ("its sessions' server CPU is not told apart here (MySQL/MariaDB: sessions are threads of one "
+                   "process; PostgreSQL: the server is not on this host)")
+        out.append(f"{target}: dbdiag's own reads, about {reads:.1f} a second as the server counts them "
+                   f"(estimated, taken out of the counts); {cpu}")
+    if recs:
+        window = (float(rows[0]["t_start"]), max(float(r["t_end"]) for r in rows))
+        here = _cores(recs, lambda rec: rec.get("procs.collector") or {}, window)
+        if here is not None:
+            out.append(f"dbdiag's sources on this host used {100 * here:.1f}% of one core (the watch's own process "
+                       "is not in this figure); the cost on a saturated server is measured in BENCHMARKS.md "
+                       "(bench/watch_cost.py)")
     return out
 
 
@@ -210,7 +290,7 @@ def watch_section(b: Bundle, findings: list[Mapping[str, Any]]) -> dict[str, Any
             "versus": [{"target": c.target, "text": c.detail, "disagrees": c.disagrees,
                         "gap_pct": round(100 * c.gap, 1), "allowed_pct": round(100 * c.allowed, 1)}
                        for c in client_vs_server(b)],
-            "no_load": no_load_seen(b), "unseen": unseen(b),
+            "no_load": no_load_seen(b), "unseen": unseen(b), "cost": own_cost(b),
             "counted": sorted({str(r.get("counted")) for r in rows if r.get("counted")})}
 
 
@@ -232,22 +312,48 @@ def _merge_statements(rows: list[Mapping[str, Any]]) -> dict[str, Any] | None:
     return out
 
 
-def one_step_row(rows: list[Mapping[str, Any]]) -> dict[str, Any]:
+def command_life(b: Bundle) -> tuple[float, float] | None:
+    """When the watch's load command ran (Unix s, started and ended), None without one (or not ended)."""
+    cmd = (b.run.get("watch") or {}).get("command") or {}
+    t0, t1 = cmd.get("started"), cmd.get("ended")
+    if isinstance(t0, (int, float)) and isinstance(t1, (int, float)) and t1 > t0:
+        return float(t0), float(t1)
+    return None
+
+
+def sample_windows(rows: list[Mapping[str, Any]], life: tuple[float, float] | None) -> list[Mapping[str, Any]]:
+    """The windows whose transactions/s are samples of the load's throughput: with a load command, those wholly
+    inside its life (the window it started in holds the time before its clients connected, the one it ended in
+    its exit and the servers' deferred counts: in the totals, not samples), a stalled one (0 tps) included;
+    without one, the loaded windows. Either way only windows at least :data:`SAMPLE_SHARE` of the longest."""
+    if life is not None:
+        inside = [r for r in rows if float(r["t_start"]) >= life[0] and float(r["t_end"]) <= life[1]]
+    else:
+        inside = [r for r in rows if float(r.get("tps") or 0) >= MIN_TPS]
+    longest = max((float(r.get("duration_s") or 0) for r in inside), default=0.0)
+    return [r for r in inside if float(r.get("duration_s") or 0) >= SAMPLE_SHARE * longest]
+
+
+def one_step_row(rows: list[Mapping[str, Any]], samples: list[Mapping[str, Any]] | None = None) -> dict[str, Any]:
     """One target's loaded windows as one step (workload ``watch``): counts summed over their span, clients the
-    time-weighted mean, each window's transactions/s a sample of the step's throughput (``interval_tps``)."""
+    time-weighted mean over the samples, the transactions/s of each window of ``samples`` (default: :func:`sample_windows` of
+    ``rows``) a sample of the step's throughput (``interval_tps``)."""
     secs = sum(float(r.get("duration_s") or 0) for r in rows)
     txn = sum(int(r.get("transactions") or 0) for r in rows)
     t0, t1 = float(rows[0]["t_start"]), float(rows[-1]["t_end"])
     span = max(t1 - t0, 1e-9)
-    longest = max(float(r.get("duration_s") or 0) for r in rows)
-    clients = max(1, round(sum(float(r.get("clients") or 1) * float(r.get("duration_s") or 0) for r in rows)
-                           / max(secs, 1e-9)))
+    if samples is None:
+        samples = sample_windows(rows, None)
+    # the clients while the load ran: over the sample windows (the window a command started in holds the time
+    # before its clients connected), else over every loaded window
+    basis = samples or rows
+    clients = max(1, round(sum(float(r.get("clients") or 1) * float(r.get("duration_s") or 0) for r in basis)
+                           / max(sum(float(r.get("duration_s") or 0) for r in basis), 1e-9)))
     row: dict[str, Any] = {**{k: v for k, v in rows[0].items() if k not in ("statements", "client", "profile")},
                            "workload": "watch", "clients": clients, "t_start": t0, "t_end": t1,
                            "duration_s": round(span, 3), "measured_s": round(span, 3), "transactions": txn,
                            "tps": round(txn / span, 2), "windows": [r.get("window") for r in rows],
-                           "interval_tps": [float(r.get("tps") or 0) for r in rows
-                                            if float(r.get("duration_s") or 0) >= SAMPLE_SHARE * longest]}
+                           "interval_tps": [float(r.get("tps") or 0) for r in samples]}
     if all(isinstance(r.get("qps"), (int, float)) for r in rows):
         row["qps"] = round(sum(float(r["qps"]) * float(r.get("duration_s") or 0) for r in rows) / span, 2)
     stmts = _merge_statements(rows)
@@ -257,13 +363,15 @@ def one_step_row(rows: list[Mapping[str, Any]]) -> dict[str, Any]:
 
 
 def as_one_step(b: Bundle) -> Bundle:
-    """A watch as one step per target (its windows that saw load), for ``dbdiag compare WATCH_A WATCH_B``;
-    any other bundle as it is."""
+    """A watch as one step per target (its windows that saw load; its samples: :func:`sample_windows`), for
+    ``dbdiag compare WATCH_A WATCH_B``; any other bundle as it is."""
     if not is_watch(b):
         return b
     out = []
+    life = command_life(b)
     for target in dict.fromkeys(str(r.get("target")) for r in watch_rows(b)):
-        loaded = [r for r in watch_rows(b) if r.get("target") == target and float(r.get("tps") or 0) >= MIN_TPS]
+        rows = [r for r in watch_rows(b) if r.get("target") == target]
+        loaded = [r for r in rows if float(r.get("tps") or 0) >= MIN_TPS]
         if loaded:
-            out.append(one_step_row(loaded))
+            out.append(one_step_row(loaded, sample_windows(rows, life)))
     return replace(b, results=out, derived=Memo())

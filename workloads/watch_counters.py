@@ -111,6 +111,33 @@ class CounterReader:
     def read(self) -> Reading:
         return _READERS[self.engine.name](self)
 
+    def client_ports(self) -> SessionPorts | None:
+        """The server's client sessions by port (:class:`SessionPorts`), or None where the server's
+        transactions are counted server-wide (MySQL/MariaDB: every client of the server is the watched
+        load's, and its sessions are threads of one process)."""
+        if self.engine.name != POSTGRES.name:
+            return None
+        if "client_ports" not in self.sql:
+            self.sql["client_ports"] = pick_in(SQL_DIRS[self.engine.name], "client_ports", self.engine,
+                                               self.s.version_num, self.s.product)
+        self.reads += 1
+        rows = self.s.query(self.sql["client_ports"], {"own": OWN_PREFIX + "%"})
+        ports = [(r, int(r["port"])) for r in rows if isinstance(r.get("port"), int) and r["port"] > 0]
+        return SessionPorts(frozenset(p for r, p in ports if r.get("here")),
+                            frozenset(p for r, p in ports if not r.get("here")),
+                            tuple(sorted(int(r["pid"]) for r in rows if r.get("own"))))
+
+
+@dataclass(frozen=True)
+class SessionPorts:
+    """What the server shows of its client sessions: the client ports of the watched database's workload
+    sessions (``here``), of every other TCP session (``elsewhere``: other databases', dbdiag's own), and the
+    backend PIDs of dbdiag's own sessions (``own_pids``)."""
+
+    here: frozenset[int]
+    elsewhere: frozenset[int]
+    own_pids: tuple[int, ...]
+
 
 def _pg_read(r: CounterReader) -> Reading:
     r.reads += 1

@@ -126,3 +126,31 @@ def test_tpcc_steps_pair_only_in_the_same_tpcc_mode() -> None:
     assert len(pair_steps(sp, _as_tpcc("sp"))) == len(pair_steps(client, old)) == 8  # 2 x 2 targets per count
     assert len(compare_sets([old], [client])) == 4
     assert {e["workload"] for e in compare_sets([sp], [_as_tpcc("sp")])} == {"tpcc --tpcc-mode sp"}
+
+
+def _as_watch(clients: dict[str, int]) -> Bundle:
+    """The saved two-target bundle's first step per target as a whole watch (``as_one_step``'s row) with the
+    given session counts."""
+    b = load_bundle(DATA / "point_select")
+    firsts = {}
+    for r in b.results:
+        firsts.setdefault(r["target"], r)
+    for t, r in firsts.items():
+        r.update(workload="watch", source="server", clients=clients[t])
+    b.results[:] = list(firsts.values())
+    return b
+
+
+def test_whole_watches_pair_whatever_their_session_counts() -> None:
+    """The same traffic before and after a change may hold more connections: two watches still compare; steps
+    dbdiag drove pair only at the same client count."""
+    labels = sorted({r["target"] for r in load_bundle(DATA / "point_select").results})
+    w = _as_watch({labels[0]: 4, labels[1]: 6})
+    assert len(pair_steps(w)) == 1  # the two targets of one watch, once
+    assert len(pair_steps(_as_watch({labels[0]: 4, labels[1]: 4}), w)) == 4
+    driven = load_bundle(DATA / "point_select")
+    firsts = {}
+    for r in driven.results:
+        firsts.setdefault(r["target"], r)
+    list(firsts.values())[0]["clients"] = 99
+    assert all(f["clients"] == s["clients"] for f, s in pair_steps(driven))

@@ -133,6 +133,8 @@ def test_sides_are_named_by_their_run_when_their_labels_are_equal() -> None:
     assert side_names(("pg", "my"), ("r1", "r2")) == ("pg", "my")
     assert side_names(("pg", "pg"), ("durable", "relaxed")) == ("durable", "relaxed")
     assert side_names(("pg", "pg"), ("r", "r")) == ("pg (first run)", "pg (second run)")
+    # the faster side (named first) came from the second run named on the command line
+    assert side_names(("pg", "pg"), ("r", "r"), first=False) == ("pg (second run)", "pg (first run)")
 
 
 def test_saved_bundles_durable_against_fsync_off_leads_with_durability() -> None:

@@ -7,15 +7,21 @@ documented format (HammerDB is not installed here): see the header of each file.
 
 from __future__ import annotations
 
+import os
+import socket
+import subprocess
+import sys
 from pathlib import Path
 
+import psutil
 import pytest
 from hypothesis import given, strategies as st
 
 from diag.errors import UsageError
 from workloads.loadcmd import LoadCommand
 
-from reports.watch_view import MIN_TPS, phases
+from collectors.peers import connected_clients, own_tree, server_addresses
+from reports.watch_view import MIN_TPS, _cores, one_step_row, phases, sample_windows, unseen
 from workloads.progress_lines import ProgressPoint, Summary, merge_summaries, parse_line
 from workloads.watch_counters import Reading, window_counts
 from workloads.watchresult import client_side, mean_clients, window_row
@@ -144,3 +150,86 @@ def test_load_command_lines_status_and_a_missing_tool(tmp_path):
         LoadCommand(["no-such-load-tool-here"], tmp_path / "x.log")
     with pytest.raises(UsageError, match="nothing after --"):
         LoadCommand([], tmp_path / "y.log")
+
+
+def test_compare_samples_are_the_windows_inside_the_command():
+    """The window the command started in (mostly before its clients connected) and the short one it ended in
+    are in the totals, not throughput samples; a stalled window inside its life is a sample (0 tps)."""
+    rows = [_row(1, 5), _row(2, 1000), _row(3, 0), _row(4, 1100), {**_row(5, 900), "duration_s": 0.3,
+                                                                    "t_end": 110.3}]
+    inside = sample_windows(rows, (103.5, 110.3))
+    assert [r["window"] for r in inside] == [2, 3, 4]
+    step = one_step_row([r for r in rows if r["tps"] >= MIN_TPS], inside)
+    assert step["interval_tps"] == [1000, 0, 1100] and step["transactions"] == sum(
+        r["transactions"] for r in rows if r["tps"] >= MIN_TPS)
+    # without a command: the loaded windows at least half as long as the longest
+    assert [r["window"] for r in sample_windows(rows, None)] == [1, 2, 4]
+
+
+def test_connected_clients_finds_a_local_process_on_the_port():
+    """A real listener here and a child process connected to it: the child is the client, this process (also
+    connected) is left out when excluded, and an address that is not the listener's finds nobody."""
+    with socket.socket() as srv:
+        srv.bind(("127.0.0.1", 0))
+        srv.listen(4)
+        port = srv.getsockname()[1]
+        child = subprocess.Popen([sys.executable, "-c", f"import socket, time; s = socket.create_connection("
+                                  f"('127.0.0.1', {port})); print('up', flush=True); time.sleep(30)"],
+                                 stdout=subprocess.PIPE, text=True)
+        mine = socket.create_connection(("127.0.0.1", port))
+        try:
+            assert child.stdout is not None and child.stdout.readline().strip() == "up"
+            addrs = server_addresses("localhost")
+            assert "127.0.0.1" in addrs
+            got = connected_clients(addrs, port, exclude={os.getpid()})
+            assert got.pids == (child.pid,) and got.names[0].startswith("python"), got
+            assert os.getpid() in connected_clients(addrs, port).pids
+            # dbdiag leaves out its own tree (its collectors are its children): here the child is ours too
+            assert connected_clients(addrs, port, exclude=own_tree()).pids == ()
+            # the server names each session's client port: the child's session on another database is left out,
+            # one on the watched database kept, one the server does not show kept and counted as unmatched
+            lport = next(c.laddr.port for c in psutil.Process(child.pid).net_connections(kind="tcp")
+                         if c.raddr and c.raddr.port == port)
+            other = connected_clients(addrs, port, {os.getpid()}, (frozenset(), frozenset({lport})))
+            assert other.pids == () and other.elsewhere == 1, other
+            here = connected_clients(addrs, port, {os.getpid()}, (frozenset({lport}), frozenset()))
+            assert here.pids == (child.pid,) and here.unmatched == 0, here
+            unknown = connected_clients(addrs, port, {os.getpid()}, (frozenset(), frozenset()))
+            assert unknown.pids == (child.pid,) and unknown.unmatched == 1, unknown
+            assert connected_clients(server_addresses("/var/run/postgresql"), port).pids == ()
+            assert connected_clients(frozenset({"10.255.255.1"}), port).pids == ()
+        finally:
+            mine.close()
+            child.kill()
+            child.wait(10)
+
+
+def test_unseen_says_which_local_clients_were_measured():
+    class B:
+        run = {"kind": "watch", "watch": {}}
+        results = [{**_row(1, 100), "source": "server", "local_clients": {"pids": [7], "names": ["pgbench"],
+                                                                          "unreadable": 0}}]
+    assert any("measured for the processes of this host connected to the server (pgbench)" in u
+               for u in unseen(B()))  # type: ignore[arg-type]
+    B.results = [{**_row(1, 100), "source": "server", "local_clients": {"pids": [], "names": [], "unreadable": 0}}]
+    assert any(u.startswith("client CPU: not known") for u in unseen(B()))  # type: ignore[arg-type]
+
+
+def _proc(user: float, system: float, created: float = 50.0) -> list[float]:
+    return [user, system, 0, 0, 0, 0, 0, created, 0, 0, 1]
+
+
+def test_cores_of_a_picked_group_over_a_window():
+    """Two backends of dbdiag's (pids 7, 8) and one of the load's (9): only the picked ones count, by the share of
+    each interval inside the window; 0.4 s of CPU over 2 s of window is 20% of a core."""
+    recs = [{"t": 100.0, "procs.server": {"pg": {"7": _proc(1.0, 0.5), "8": _proc(2.0, 0.0), "9": _proc(5, 5)}}},
+            {"t": 101.0, "procs.server": {"pg": {"7": _proc(1.1, 0.55), "8": _proc(2.05, 0.0), "9": _proc(6, 6)}}},
+            {"t": 102.0, "procs.server": {"pg": {"7": _proc(1.2, 0.6), "8": _proc(2.1, 0.0), "9": _proc(7, 7)}}}]
+    mine = {"7", "8"}
+
+    def pick(rec: dict) -> dict:
+        return {k: v for k, v in rec["procs.server"]["pg"].items() if k in mine}
+
+    assert _cores(recs, pick, (100.0, 102.0)) == pytest.approx(0.2)
+    assert _cores(recs, pick, (101.0, 102.0)) == pytest.approx(0.2)
+    assert _cores(recs, lambda rec: {}, (100.0, 102.0)) is None
