@@ -70,9 +70,10 @@ class Session:
             cur = self.conn.cursor()
             try:
                 cur.execute(sql, params) if params is not None else cur.execute(sql)
-                if cur.description is None:
+                desc = cur.description  # read once: psycopg builds its column objects at each access
+                if desc is None:
                     return []
-                cols = [d[0] for d in cur.description]
+                cols = [d[0] for d in desc]
                 return [dict(zip(cols, r)) for r in cur.fetchall()]
             finally:
                 cur.close()
