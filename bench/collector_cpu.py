@@ -16,8 +16,8 @@ even ones). Per collector process it reads:
   it is stopped, over the seconds it ran: what bench.observer_cost reports.
 
 Printed and written: per engine, collector and tree the median over rounds and the per-round values; "all" is the
-sum of a run's collectors. Each run is a child process (bench/collector_cpu_run.py) whose PYTHONPATH is the tree's, so neither tree's
-imports or caches reach the other.
+sum of a run's collectors. Each run is a child process (bench/collector_cpu_run.py) whose PYTHONPATH is the
+tree's, so neither tree's imports or caches reach the other.
 """
 
 from __future__ import annotations
@@ -99,7 +99,7 @@ def main(argv: list[str] | None = None) -> int:
             _scratch(fmt, False)
         summary: dict[str, Any] = {}
         for side in ("old", "new"):
-            names = sorted({k for x in rounds for k in x[side]["measured"]} | {k for x in rounds for k in x[side]["life"]})
+            names = sorted({k for x in rounds for part in ("measured", "life") for k in x[side][part]})
             summary[side] = {
                 "measured": {k: _median([x[side]["measured"][k] for x in rounds if k in x[side]["measured"]])
                              for k in names},
