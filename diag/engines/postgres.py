@@ -25,7 +25,7 @@ _KINDS = {
 _CONNECT_TEXTS = ("connection refused", "could not connect", "timeout expired", "could not translate host",
                   "no such file")
 _LOST_TEXTS = ("server closed the connection", "terminating connection", "consuming input failed",
-               "the connection is lost", "connection is closed")
+               "the connection is lost", "connection is closed", "no connection to the server")
 
 # Wait events (wait_event_type:wait_event, lower case) by class of the shared taxonomy. 13-16 spell
 # WALSync/WALWrite, 17+ WalSync/WalWrite: lower case covers both. Source: "Wait Events" in
