@@ -54,8 +54,8 @@ def _child(code: str, dsn: str, a: argparse.Namespace, duration: float | None = 
 def _scratch(dsn_fmt: str, create: bool) -> None:
     """Create (or drop) the scratch database on the service."""
     admin = parse_target(dsn_fmt.format(db="postgres" if dsn_fmt.startswith("postgres") else "mysql"))
-    with Session(admin) as s:
-        s.execute(f"DROP DATABASE IF EXISTS {SCRATCH}")
+    with Session(admin, statement_timeout_ms=0) as s:  # a drop waits for the run's last sessions to end
+        s.execute(f"DROP DATABASE IF EXISTS {SCRATCH}" + (" WITH (FORCE)" if s.engine == "postgres" else ""))
         if create:
             s.execute(f"CREATE DATABASE {SCRATCH}")
 
@@ -91,6 +91,9 @@ def main(argv: list[str] | None = None) -> int:
                 order = ("old", "new") if r % 2 == 0 else ("new", "old")
                 got = {side: _child(trees[side], fmt.format(db=SCRATCH), a) for side in order}
                 rounds.append({"round": r + 1, "order": list(order), **got})
+                report["engines"][engine] = {"rounds": rounds}
+                a.out.parent.mkdir(parents=True, exist_ok=True)
+                a.out.write_text(json.dumps(report, indent=1))
                 print(f"{engine} round {r + 1}: " + "; ".join(
                     f"{s} all {sum(got[s]['measured'].values()):.2f}% {got[s]['measured']} (life "
                     f"{sum(got[s]['life'].values()):.2f}) tps {got[s]['tps']:.0f} load {got[s]['load1']:.1f}"
