@@ -96,17 +96,18 @@ _WITH_DISCARDS = 15
 _WITH_FLUSHES = 17
 
 
-def parse_diskstats(text: str, source: str = "/proc/diskstats") -> dict[str, DiskStats]:
+def parse_diskstats(text: str, source: str = "/proc/diskstats", skip: tuple[str, ...] = ()) -> dict[str, DiskStats]:
     """Parse the text of /proc/diskstats into ``{device name: DiskStats}``.
 
     Accepts the 14-, 18- and 20-column layouts (and longer ones from future
     kernels, whose extra columns are ignored). Raises :class:`ParseError`
-    naming the line for anything else.
+    naming the line for anything else. Devices whose name starts with one of ``skip`` are left out unread
+    (the host collector's once a second: loop and ram devices, most lines on a machine with snaps).
     """
     out: dict[str, DiskStats] = {}
     for lineno, line in enumerate(text.splitlines(), start=1):
         parts = line.split()
-        if not parts:
+        if not parts or (skip and len(parts) > 2 and parts[2].startswith(skip)):
             continue
         where = f"{source} line {lineno}"
         n_stats = len(parts) - 3
@@ -126,14 +127,15 @@ def parse_diskstats(text: str, source: str = "/proc/diskstats") -> dict[str, Dis
     return out
 
 
-def read_diskstats(proc_root: Path = Path("/proc")) -> dict[str, DiskStats]:
-    """Read ``proc_root``/diskstats. Raises :class:`DiagError` when the file is missing (not Linux)."""
+def read_diskstats(proc_root: Path = Path("/proc"), skip: tuple[str, ...] = ()) -> dict[str, DiskStats]:
+    """Read ``proc_root``/diskstats (devices starting with one of ``skip`` left out). Raises :class:`DiagError`
+    when the file is missing (not Linux)."""
     path = Path(proc_root) / "diskstats"
     try:
         text = path.read_text()
     except OSError as e:
         raise DiagError(f"cannot read {path}: {e.strerror} (block-device counters need Linux /proc)") from e
-    return parse_diskstats(text, source=str(path))
+    return parse_diskstats(text, source=str(path), skip=skip)
 
 
 def flush_count(stats: dict[str, DiskStats], devices: tuple[str, ...]) -> int | None:

@@ -110,9 +110,7 @@ class HostCollector(Collector):
         with contextlib.suppress(OSError, ParseError):
             # /proc/diskstats once (psutil's disk_io_counters read it again, with /sys lookups, and has no
             # flush counters; the kernel has them from 5.5 on); psutil's values: sectors are 512 bytes here.
-            for dev, st in read_diskstats().items():
-                if dev.startswith(("loop", "ram")):
-                    continue
+            for dev, st in read_diskstats(skip=("loop", "ram")).items():
                 rec[f"disk.{dev}.reads"] = st.reads_completed
                 rec[f"disk.{dev}.writes"] = st.writes_completed
                 rec[f"disk.{dev}.read_bytes"] = st.sectors_read * SECTOR_BYTES

@@ -15,6 +15,7 @@ polling its servers.
 from __future__ import annotations
 
 import contextlib
+import gc
 import multiprocessing as mp
 import os
 import signal
@@ -125,13 +126,21 @@ class CollectorRunner:
         self._stop = StopFlag()
 
     def start(self) -> None:
-        for c in self.collectors:
-            key = collector_key(c)
-            p = _FORK.Process(target=_loop, args=(c, key, str(self.bundle.path), self.bundle.secrets, self._stop,
-                                                  os.getpid()),
-                              name=f"dbdiag-{key}", daemon=True)
-            p.start()
-            self.running.append(Running(key, c, p))
+        # Each child inherits the run's objects (tens of thousands); its first full collection would walk them all,
+        # writing to each one's header and so copying every page that holds one: ~30 ms of CPU and ~11 MiB a child
+        # (measured on this VM, 35,000 objects after importing diag.run), repeated in every collector process.
+        # Frozen, a child's collections skip them; the run unfreezes its own once the children are forked.
+        gc.freeze()
+        try:
+            for c in self.collectors:
+                key = collector_key(c)
+                p = _FORK.Process(target=_loop, args=(c, key, str(self.bundle.path), self.bundle.secrets,
+                                                      self._stop, os.getpid()),
+                                  name=f"dbdiag-{key}", daemon=True)
+                p.start()
+                self.running.append(Running(key, c, p))
+        finally:
+            gc.unfreeze()
         self.bundle.watch(self.failure)
 
     def failure(self) -> BundleWriteError | None:

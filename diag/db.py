@@ -9,6 +9,7 @@ driver's exception types.
 from __future__ import annotations
 
 import contextlib
+from collections.abc import Callable
 from typing import Any
 
 from diag.engines import DriverInfo
@@ -70,12 +71,41 @@ class Session:
             cur = self.conn.cursor()
             try:
                 cur.execute(sql, params) if params is not None else cur.execute(sql)
-                if cur.description is None:
+                desc = cur.description  # read once: psycopg builds its column objects at each access
+                if desc is None:
                     return []
-                cols = [d[0] for d in cur.description]
+                cols = [d[0] for d in desc]
                 return [dict(zip(cols, r)) for r in cur.fetchall()]
             finally:
                 cur.close()
+
+    def rows(self, sql: str, params: Any = None) -> list[tuple[Any, ...]]:
+        """Run one statement and return its rows as tuples in its column order: no dict a row, for a caller that
+        reads hundreds of rows a second (my_status: SHOW GLOBAL STATUS's ~560 rows a second)."""
+        with self.dbms.translate_errors(self.target.label):
+            cur = self.conn.cursor()
+            try:
+                cur.execute(sql, params) if params is not None else cur.execute(sql)
+                return [tuple(r) for r in cur.fetchall()] if cur.description is not None else []
+            finally:
+                cur.close()
+
+    def prepared(self, sql: str, params: Any = None) -> Callable[[], list[dict[str, Any]]]:
+        """``sql`` with ``params`` fixed, as a callable returning its rows as :meth:`query` does: prepared once on
+        the server where the driver allows (``Engine.prepare_rows``: psycopg 3), else a cursor each call. Each
+        call raises DbError as :meth:`query` does."""
+        try:
+            with self.dbms.translate_errors(self.target.label):
+                fast = self.dbms.prepare_rows(self.conn, self.driver, sql, params)
+        except DbError:
+            fast = None  # refused or timed out: each call runs it as a query and meets the error there
+
+        def run() -> list[dict[str, Any]]:
+            if fast is None:
+                return self.query(sql, params)
+            with self.dbms.translate_errors(self.target.label):
+                return fast()
+        return run
 
     def execute(self, sql: str, params: Any = None) -> None:
         """Run one statement, ignoring any result."""

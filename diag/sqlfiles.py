@@ -75,6 +75,13 @@ def statement_text(file_text: str) -> str:
     return _FIRST_WORD.sub(lambda m: f"{m.group(1)} {MARKER}", text, count=1)
 
 
+@functools.lru_cache(maxsize=512)
+def _statement(path: Path) -> str:
+    """The statement of one file, read once per process: the 10 Hz samplers pick theirs every tick, and a file
+    read there cost ~30-70 us a query (as :func:`_index`, the files are taken not to change under a run)."""
+    return statement_text(path.read_text(encoding="utf-8"))
+
+
 def names_in(folder: Path, engine: Engine) -> list[str]:
     """All statement names of ``engine`` in ``folder`` that have at least one file."""
     return sorted(_index(Path(folder), engine))
@@ -103,7 +110,7 @@ def pick_in(folder: Path, name: str, engine: Engine, version_num: int, product: 
     candidates = [*(by_product.get(product, []) if product else []), *by_product.get(_SHARED, [])]
     for oldest, path in candidates:
         if oldest <= version_num:
-            return statement_text(path.read_text(encoding="utf-8"))
+            return _statement(path)
     server = _server_name(engine, product)
     if not candidates:
         raise SqlUnavailable(f"{name}: not available on {server}")

@@ -35,6 +35,8 @@ _FLOAT_RE = re.compile(r"^-?\d+\.\d+(?:[eE][-+]?\d+)?$")
 
 def to_number(value: Any) -> int | float | None:
     """A status value as a number (``"123"`` -> 123, ``"0.5"`` -> 0.5); None for text like ON/OFF."""
+    if type(value) is str and value.isascii() and value.isdigit():
+        return int(value)  # most of SHOW GLOBAL STATUS's ~560 values a second: one test, no regex
     if isinstance(value, bool):
         return None
     if isinstance(value, (int, float)):

@@ -36,6 +36,7 @@ from collectors.base import CollectorContext, Metric, Probe
 from collectors.mysql.common import GRANT_PROCESS, MyCollector, Parts, query_named, redact_sql_secrets, to_number
 from collectors.mysql.innodb_privacy import without_literals
 from collectors.mysql.innodb_status import FIELD_SPECS, parse_innodb_status
+from collectors.sql import session_sql
 from diag.bundle import safe_name
 from diag.db import Session
 
@@ -126,7 +127,7 @@ def status_record(rows: Iterable[tuple[Any, Any]]) -> dict[str, int | float]:
 
 
 def _status(s: Session) -> dict[str, Any]:
-    return status_record(tuple(r.values())[:2] for r in query_named(s, "global_status"))  # type: ignore[misc]
+    return status_record(r[:2] for r in s.rows(session_sql(s, "global_status")))  # type: ignore[misc]
 
 
 def _innodb_text(s: Session) -> str:

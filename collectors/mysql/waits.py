@@ -165,6 +165,26 @@ def classify(rows: Iterable[dict[str, Any]], trx: dict[int, str], source: str,
     return counts, idle
 
 
+def processlist(s: Session, own_id: int | None) -> list[dict[str, Any]]:
+    """The processlist rows :func:`thread_state` reads (id, user, command, state, info), every thread but
+    ``own_id`` (this session's): SHOW PROCESSLIST, which makes no temporary table on the server (the SQL file says
+    why); its Info is at most 100 characters, of which only the first (the marker) matter here."""
+    out = []
+    for r in query_named(s, "processlist"):
+        pid = r.get("Id")
+        if pid is None or int(pid) == own_id:
+            continue
+        out.append({"id": pid, "user": r.get("User"), "command": r.get("Command"), "state": r.get("State"),
+                    "info": r.get("Info"), "wait_event": None, "wait_id": None})
+    return out
+
+
+def connection_id(s: Session) -> int | None:
+    """This session's thread id (CONNECTION_ID()); None if the server does not say."""
+    rows = s.query("SELECT CONNECTION_ID() AS id")
+    return int(rows[0]["id"]) if rows and rows[0].get("id") is not None else None
+
+
 def own_threads(s: Session) -> frozenset[int]:
     """Thread ids of dbdiag's own connections (performance_schema's session_connect_attrs)."""
     return frozenset(int(r["id"]) for r in query_named(s, "own_threads", {"prefix": OWN_PREFIX}))
@@ -228,6 +248,7 @@ class MyWaitsCollector(MyCollector):
         self.ticks_total = 0
         self.trx: dict[int, str] = {}
         self.own: frozenset[int] = frozenset()  # thread ids of dbdiag's own connections
+        self.own_id: int | None = None  # this session's thread id (the processlist read leaves it out)
 
     def _reset(self, now: float) -> None:
         self.window_start = now
@@ -244,6 +265,7 @@ class MyWaitsCollector(MyCollector):
         super().start()
         assert self.session is not None
         self.plan = _Plan(self.session, self.parts)
+        self.own_id = connection_id(self.session)
         self.source = self.plan.source
         self._reset(time.monotonic())
 
@@ -256,7 +278,7 @@ class MyWaitsCollector(MyCollector):
             source, rows = "processlist", None
         try:
             if rows is None:  # p_s off, or refused mid-run: the processlist still answers
-                source, rows = "processlist", query_named(s, "processlist")
+                source, rows = "processlist", processlist(s, self.own_id)
         except DbError as e:
             if e.kind == "timeout":
                 return  # a slow server: skip this tick, not the collector

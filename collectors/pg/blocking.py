@@ -22,6 +22,7 @@ pg_read_all_stats (pg_monitor): without it a blocker of another role is named by
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from typing import Any
 
 from collectors.base import Probe
@@ -123,6 +124,7 @@ class PgBlockingCollector(TickSampler[WindowBuilder]):
         self._tick_s = self.interval_s  # interval_s grows to QUIET_TICKS of it while the lock gate is quiet
         self.parts = new_parts()
         self._sql: dict[str, str] = {}
+        self._read: Callable[[], list[dict[str, Any]]] = list
         self._skipped = False  # the previous tick was skipped on the lock gate's word
         self._last_read: float | None = None  # monotonic s of the last tick that read the server
 
@@ -135,6 +137,8 @@ class PgBlockingCollector(TickSampler[WindowBuilder]):
     def start(self) -> None:
         self.session = open_session(self.ctx.target, self.name, SAMPLER_TIMEOUT_MS)
         self._sql = {n: session_sql(self.session, n) for n in ("blocking", "blocking_locks")}
+        # the tick's first read, its parameter fixed for the run: prepared once (Session.prepared)
+        self._read = self.session.prepared(self._sql["blocking"], {"all_databases": self.all_databases})
         self._window = self._new_window()
 
     def _new_window(self) -> WindowBuilder:
@@ -154,8 +158,7 @@ class PgBlockingCollector(TickSampler[WindowBuilder]):
         skipped, self._skipped = self._skipped, False
         gap_s = catch_up_gap(gate, now, self._last_read)
         self._last_read = now
-        rows = self.parts.query("blocking", self.session, self._sql["blocking"],
-                                {"all_databases": self.all_databases})
+        rows = self.parts.call("blocking", self._read)
         if rows is None:
             return  # a timed-out or refused read: no sample, rather than a sample that saw no one waiting
         if not rows:

@@ -30,7 +30,7 @@ idle, so the last second of a run may show up one sample late.
 from __future__ import annotations
 
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from collectors.base import Collector, Metric, Probe
@@ -170,6 +170,7 @@ class PgStatsCollector(Collector):
         self.session: Session | None = None
         self.parts = new_parts()
         self._sql: dict[str, str] = {}
+        self._reads: dict[str, Callable[[], list[dict[str, Any]]]] = {}  # part -> its read, prepared (start())
         self._stmt_schema: str | None = None
         self._stmt_start: dict[str, dict[str, Any]] = {}
         self._stmt_t0 = 0.0
@@ -275,12 +276,25 @@ class PgStatsCollector(Collector):
         finally:
             self.session.close()
             self.session = None
+            self._reads = {}
 
     # -- reading -------------------------------------------------------------------------------
 
+    def _query(self, part: str, s: Session, sql: str) -> list[dict[str, Any]] | None:
+        """Rows of ``part`` through the parts; on the collector's own session its statement is prepared once
+        (Session.prepared: five reads a second, each ~40% of a cursor's cost then)."""
+        if s is not self.session:
+            return self.parts.query(part, s, sql)
+
+        def read() -> list[dict[str, Any]]:
+            if part not in self._reads:
+                self._reads[part] = s.prepared(sql)
+            return self._reads[part]()
+        return self.parts.call(part, read)
+
     def _read_counters(self, s: Session, with_io: bool = True) -> dict[str, Any]:
         rec: dict[str, Any] = {}
-        q = self.parts.query
+        q = self._query
         for row in q("pg_stat_database", s, self._sql.get("pg_stat_database", "")) or []:
             scope = row.pop("scope")
             rec.update({f"{scope}.{k}": plain(v) for k, v in row.items() if v is not None})

@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import time
 from collections import Counter
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 from collectors.base import Metric, Probe
@@ -113,6 +113,7 @@ class PgWaitsCollector(TickSampler[WaitWindow]):
         self.exclude = list(ctx.options.get("pg_waits_exclude_apps", ()))  # more application_names to leave out
         self.parts = new_parts()
         self._sql = ""
+        self._read: Callable[[], list[dict[str, Any]]] = list
 
     def _params(self) -> dict[str, Any]:
         return {"own_prefix": OWN_PREFIX, "exclude": self.exclude, "all_databases": self.all_databases}
@@ -124,6 +125,8 @@ class PgWaitsCollector(TickSampler[WaitWindow]):
     def start(self) -> None:
         self.session = open_session(self.ctx.target, self.name, SAMPLER_TIMEOUT_MS)
         self._sql = session_sql(self.session, "activity")
+        # prepared once, its parameters fixed for the run: a tick costs ~40% of a cursor's (Session.prepared)
+        self._read = self.session.prepared(self._sql, self._params())
         self._window = self._new_window()
 
     def _new_window(self) -> WaitWindow:
@@ -131,7 +134,7 @@ class PgWaitsCollector(TickSampler[WaitWindow]):
 
     def _tick(self) -> None:
         assert self.session is not None, "start() first"
-        rows = self.parts.query("pg_stat_activity", self.session, self._sql, self._params())
+        rows = self.parts.call("pg_stat_activity", self._read)
         if rows is not None:
             self._window.add(rows)
             if self.ctx.lock_gate is not None:  # the blocking sampler reads its chains only after a Lock wait

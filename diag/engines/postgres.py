@@ -2,15 +2,19 @@
 
 from __future__ import annotations
 
+import itertools
 import os
 import signal
+from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from diag.engines.base import ConnectionRoom, DriverInfo, Engine, Identity, tightest
+from diag.engines.base import ConnectionRoom, DriverInfo, Engine, Identity, Rows, tightest
 
 if TYPE_CHECKING:
     from diag.targets import Target
+
+_PREPARED = itertools.count()  # names of the statements prepare_rows prepares, unique in the process
 
 # SQLSTATE -> kind.
 _KINDS = {
@@ -25,7 +29,7 @@ _CONNECT_TEXTS = ("connection refused", "could not connect", "timeout expired", 
 _LIMIT_TEXTS = ("too many clients already", "remaining connection slots are reserved",
                 "too many connections for role", "too many connections for database")
 _LOST_TEXTS = ("server closed the connection", "terminating connection", "consuming input failed",
-               "the connection is lost", "connection is closed")
+               "the connection is lost", "connection is closed", "no connection to the server")
 
 # Wait events (wait_event_type:wait_event, lower case) by class of the shared taxonomy. 13-16 spell
 # WALSync/WALWrite, 17+ WalSync/WalWrite: lower case covers both. Source: "Wait Events" in
@@ -179,6 +183,34 @@ class PostgresEngine(Engine):
         if driver.name == "psycopg":  # psycopg2's connect() has no autocommit argument
             kw["autocommit"] = autocommit
         return kw
+
+    def prepare_rows(self, conn: Any, driver: DriverInfo, sql: str, params: Any = None) -> Callable[[], Rows] | None:
+        """psycopg 3: the statement prepared on the server with its parameters bound in (ClientCursor.mogrify),
+        run through libpq's PQexecPrepared and loaded by psycopg's own Transformer, as a cursor loads it. At the
+        wait sampler's 10 Hz this costs 150-250 us a call against 400 (a cursor, no parameters) and 570 (a cursor
+        with three parameters) on this VM, measured with the sleeps between calls that make a 10 Hz read cold."""
+        if driver.name != "psycopg":
+            return None
+        import psycopg  # the driver picked for ``conn``: imported already
+        from psycopg.adapt import Transformer
+        from psycopg.errors import error_from_result
+
+        text = psycopg.ClientCursor(conn).mogrify(sql, params) if params is not None else sql
+        pgconn, encoding = conn.pgconn, conn.info.encoding
+        name = f"dbdiag_rows_{next(_PREPARED)}".encode()
+        ready = pgconn.prepare(name, text.encode(encoding))
+        if ready.status != psycopg.pq.ExecStatus.COMMAND_OK:
+            raise error_from_result(ready, encoding=encoding)
+        loader = Transformer(conn)
+
+        def run() -> Rows:
+            res = pgconn.exec_prepared(name, [])
+            if res.status != psycopg.pq.ExecStatus.TUPLES_OK:
+                raise error_from_result(res, encoding=encoding)
+            loader.set_pgresult(res)
+            cols = [res.fname(i).decode(encoding) for i in range(res.nfields)]  # type: ignore[union-attr]
+            return [dict(zip(cols, r)) for r in loader.load_rows(0, res.ntuples, tuple)]
+        return run
 
     def credentials_text(self, target: "Target") -> str:
         # libpq's own order: the password given, else PGPASSWORD, else the passfile (PGPASSFILE, ~/.pgpass),

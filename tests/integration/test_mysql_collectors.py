@@ -228,6 +228,27 @@ def test_row_lock_wait_shows_in_wait_profile(my_service: Target, tmp_path: Path)
     assert after["status.Innodb_row_lock_waits"] - before["status.Innodb_row_lock_waits"] >= 1
 
 
+def test_wait_sampler_makes_no_disk_temporary_tables(my_service: Target, tmp_path: Path) -> None:
+    """A second of wait sampling creates no temporary table on disk in the server. It read
+    information_schema.PROCESSLIST, which MariaDB 10.11 fills into an on-disk temporary table at every read: one a
+    tick (issue 25); it reads SHOW PROCESSLIST now. Counted in the sampler's own session (SHOW SESSION STATUS),
+    so other sessions' tables do not count."""
+    waits = MyWaitsCollector(_ctx(my_service, tmp_path))
+    waits.start()
+    s = waits.session
+    assert s is not None
+
+    def disk_tables() -> int:
+        return int(s.query("SHOW SESSION STATUS LIKE 'Created_tmp_disk_tables'")[0]["Value"])
+
+    before = disk_tables()
+    rec = one_record(waits)
+    after = disk_tables()
+    waits.stop()
+    assert rec["ticks"] >= 5, rec
+    assert after - before == 0, f"{after - before} on-disk temporary tables in {rec['ticks']} ticks ({rec['source']})"
+
+
 def test_settings_snapshot_on_the_service(my_service: Target, tmp_path: Path) -> None:
     c = MySettingsCollector(_ctx(my_service, tmp_path))
     probe = c.probe()

@@ -30,6 +30,7 @@ from collectors.runner import CollectorRunner, probe_all
 from diag import servers
 from diag.bundle import BundleWriter, read_jsonl
 from diag.db import Session, connect
+from diag.errors import DbError
 from diag.targets import Target
 
 SCHEMA = f"dbdiag_test_pgc_{os.getpid()}"
@@ -168,6 +169,23 @@ def is_number(v: Any) -> bool:
 
 
 # -- pg_stats ------------------------------------------------------------------------------------
+
+def test_a_prepared_read_answers_as_a_query_does(target: Target) -> None:
+    """Session.prepared (the 10 Hz samplers' reads: prepared once, parameters bound in) gives the rows a query
+    gives, quotes its parameters, and its errors are DbErrors of the same kinds (a statement timeout)."""
+    sql = "SELECT %(a)s::int AS a, %(b)s AS b, NULL::text AS c, %(d)s::text[] AS d, %(e)s AS e"
+    params = {"a": 7, "b": "it's -- not a comment", "d": ["x'y", ""], "e": True}
+    with Session(target, statement_timeout_ms=300) as s:
+        read = s.prepared(sql, params)
+        want = [{"a": 7, "b": "it's -- not a comment", "c": None, "d": ["x'y", ""], "e": True}]
+        assert s.query(sql, params) == want
+        assert read() == want and read() == want
+        slow = s.prepared("SELECT pg_sleep(2)")
+        with pytest.raises(DbError) as err:
+            slow()
+        assert err.value.kind == "timeout", err.value
+        assert read() == want  # the session goes on after the error
+
 
 def test_pg_stats_counts_a_write_load(target: Target, tmp_path: Path, request: pytest.FixtureRequest) -> None:
     with Session(target, statement_timeout_ms=0) as s:

@@ -46,6 +46,15 @@ def test_saved_diskstats_from_this_machine() -> None:
     assert set(stats) >= {"loop0", "vda", "zram0"}
 
 
+def test_skipped_devices_are_left_out_unread() -> None:
+    """The host collector skips loop and ram devices before parsing them (a malformed one costs nothing either)."""
+    whole = read_diskstats(DATA)
+    kept = read_diskstats(DATA, skip=("loop", "ram"))
+    assert set(kept) == {d for d in whole if not d.startswith(("loop", "ram"))} and "vda" in kept
+    assert kept["vda"] == whole["vda"]
+    assert set(parse_diskstats("   7 0 loop0 not numbers\n" + OLD_KERNEL_LINE, skip=("loop",))) == {"sda"}
+
+
 def test_old_kernel_line_has_no_flush_or_discard_fields() -> None:
     s = parse_diskstats(OLD_KERNEL_LINE)["sda"]
     assert s.writes_completed == 500 and s.weighted_io_time_ms == 1200

@@ -1,4 +1,5 @@
-/* dbdiag */ SELECT ID AS id, USER AS user, COMMAND AS command, STATE AS state, LEFT(INFO, 16) AS info,
-       NULL AS wait_event, NULL AS wait_id
-FROM information_schema.PROCESSLIST
-WHERE ID <> CONNECTION_ID()
+/* dbdiag */
+-- Every thread (Id, User, Host, db, Command, Time, State, Info: 100 characters[, Progress]) for the wait
+-- sampler: SHOW PROCESSLIST, as information_schema.PROCESSLIST makes MariaDB fill an on-disk temporary table at
+-- each read (10 a second here). The sampler leaves its own thread out by id.
+SHOW PROCESSLIST
