@@ -24,6 +24,7 @@ from collectors.base import CollectorContext
 from collectors.mysql import MYSQL_COLLECTORS, MyBlockingCollector, MySettingsCollector, MyStatementSource, \
     MyStatusCollector, MyWaitsCollector
 from collectors.mysql.waits import TICK_S
+from collectors.oldest import OldestTransaction
 from collectors.rates import total_delta
 from collectors.runner import CollectorRunner, collector_key, probe_all
 from diag import servers
@@ -138,8 +139,8 @@ def test_insert_load_gives_plausible_deltas(my_service: Target, tmp_path: Path) 
     # The other collectors on this server: the statement source needs performance_schema (OFF as MariaDB ships,
     # and the service is never reconfigured), so it says why it cannot run; the blocking sampler runs without it.
     others = {cls.name: cls(ctx).probe() for cls in MYSQL_COLLECTORS if cls not in {type(c) for c in cols}}
-    assert set(others) == {MyStatementSource.name, MyBlockingCollector.name}, others
-    assert others[MyBlockingCollector.name].ok, others
+    assert set(others) == {MyStatementSource.name, MyBlockingCollector.name, OldestTransaction.name}, others
+    assert others[MyBlockingCollector.name].ok and others[OldestTransaction.name].ok, others  # root has PROCESS
     if Session(my_service).query("SELECT @@performance_schema AS p")[0]["p"] not in (1, "1", "ON"):
         stmt = others[MyStatementSource.name]
         assert not stmt.ok and "performance_schema" in stmt.reason and "performance_schema=ON" in stmt.hint, stmt

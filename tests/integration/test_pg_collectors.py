@@ -479,7 +479,9 @@ def test_the_runner_writes_each_collectors_series(pg_server: servers.ThrowawaySe
     events = read_jsonl(tmp_path / "run" / "events.jsonl")
     assert not [e for e in events if e["kind"] == "collector_off"], events
     series = {p.name.split("--")[0]: read_jsonl(p) for p in (tmp_path / "run" / "series").glob("*.jsonl")}
-    assert set(series) == {"pg_stats", "pg_waits", "pg_settings", "statements", "pg_blocking"}
+    # the step sources (statements, pg_tables, oldest_xact) have files too: they run in the run's process
+    assert set(series) == {"pg_stats", "pg_waits", "pg_settings", "statements", "pg_blocking", "pg_tables",
+                           "oldest_xact"}
     assert len(series["pg_stats"]) >= 2 and all("t" in r for r in series["pg_stats"])
     assert total_delta(r.get("db.xact_commit") for r in series["pg_stats"]) > 0
     assert series["pg_waits"] and all(r["ticks"] >= 1 for r in series["pg_waits"])
