@@ -4,7 +4,9 @@ An in-process source (see :mod:`collectors.base`) per PostgreSQL target: ``step_
 ``step_finished`` read the target database's pg_stat_user_tables (the ``table_stats`` SQL file, any role may
 read it) and the step's results.json row gets ``table_scans``: ``t0`` and ``t1`` (Unix s) of the two snapshots
 and ``tables``, those whose counters grew, as :class:`diag.schema.TableStat` dicts (sequential scans, the rows
-they read, index scans, changes). The snapshots span the warm-up and the clients' end too: a reader divides by
+they read, index scans, changes); and ``table_io``: per table (the ten that read most), the blocks read from
+outside shared_buffers and found in it, heap and indexes (pg_statio_user_tables), and its size in bytes. The
+snapshots span the warm-up and the clients' end too: a reader divides by
 the transactions of that span (the step's rate x t1 - t0), as the statement source's readers do. The
 statement source reads the same view, but only where pg_stat_statements is loaded; most servers do not
 load it, and a full scan of a table without an index is then still visible here (issue 22). Two snapshots
@@ -38,10 +40,13 @@ class PgTableScans(Collector):
         super().__init__(ctx)
         self.session: Session | None = None
         self._lock = threading.Lock()
-        self._start: tuple[float, Snapshot] | None = None
+        self._start: tuple[float, Snapshot, Snapshot] | None = None
 
     def _snapshot(self, s: Session) -> Snapshot:
         return {str(r.pop("table")): {k: plain(v) for k, v in r.items()} for r in s.query(session_sql(s, "table_stats"))}
+
+    def _io(self, s: Session) -> Snapshot:
+        return {str(r.pop("table")): {k: plain(v) for k, v in r.items()} for r in s.query(session_sql(s, "table_io"))}
 
     def probe(self) -> Probe:
         try:
@@ -79,7 +84,7 @@ class PgTableScans(Collector):
         assert self.session is not None
         try:
             with self._lock:
-                self._start = (time.time(), self._snapshot(self.session))
+                self._start = (time.time(), self._snapshot(self.session), self._io(self.session))
         except DbError:  # the step goes on without its table counters
             self._start = None
 
@@ -89,9 +94,30 @@ class PgTableScans(Collector):
         assert self.session is not None
         try:
             with self._lock:
-                end = self._snapshot(self.session)
+                end, io_end = self._snapshot(self.session), self._io(self.session)
         except DbError:
             return None
-        (t0, start), self._start = self._start, None
+        (t0, start, io_start), self._start = self._start, None
         return {"table_scans": {"t0": t0, "t1": time.time(),
-                                "tables": [t.to_dict() for t in table_delta(start, end)]}}
+                                "tables": [t.to_dict() for t in table_delta(start, end)]},
+                "table_io": io_delta(io_start, io_end)}
+
+
+IO_COUNTERS = ("heap_blks_read", "heap_blks_hit", "idx_blks_read", "idx_blks_hit")
+IO_TABLES = 10  # the tables that read most from outside the pool
+
+
+def io_delta(start: Snapshot, end: Snapshot) -> list[dict[str, Any]]:
+    """Per table, the blocks read from outside shared_buffers and found in it over the step (a counter that went
+    down counts from zero), with its size in bytes at the end; the :data:`IO_TABLES` that read most, most first."""
+    out = []
+    for table, cur in end.items():
+        prev = start.get(table, {})
+        d: dict[str, Any] = {"table": table, "bytes": int(cur.get("bytes") or 0)}
+        for c in IO_COUNTERS:
+            a, b = prev.get(c) or 0, cur.get(c) or 0
+            d[c] = int(b - a if b >= a else b)
+        if any(d[c] for c in IO_COUNTERS):
+            out.append(d)
+    out.sort(key=lambda d: -(d["heap_blks_read"] + d["idx_blks_read"]))
+    return out[:IO_TABLES]

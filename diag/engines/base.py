@@ -192,7 +192,8 @@ class Engine:
     # What an old transaction holds back from cleanup (reports.rules.oldxact), and what to do about it.
     cleanup_backlog: ClassVar[str] = ""
     old_transaction_advice: ClassVar[str] = ""
-    last_statement_hint: ClassVar[str] = ""  # why another session's last statement may not be visible
+    last_statement_hint: ClassVar[str] = ""
+    per_table_io_hint: ClassVar[str] = ""  # why the buffer pool's hit ratio per table is not read ("" = it is)  # why another session's last statement may not be visible
     # Connection churn (reports.rules.churn): the stats_series counter of connections the server accepted
     # ("" = none), where it comes from, what each new connection costs the server, and (MySQL) the counter of
     # threads created for them (a new connection served from the thread cache creates none).

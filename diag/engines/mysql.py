@@ -106,6 +106,9 @@ class MysqlEngine(Engine):
     # Source: "Server Status Variables", MySQL manual.
     scan_counters = ("status.Handler_read_rnd_next", "status.Select_scan")
     cleanup_backlog = "the InnoDB history list"
+    per_table_io_hint = ("not read: InnoDB counts pool reads per table only in performance_schema's "
+                         "table_io_waits_summary_by_table (no hits) or INNODB_BUFFER_PAGE (a scan of the whole "
+                         "pool, too costly to read during a step)")
     # Connection attempts (server-wide) and threads created for them. Source: "Server Status Variables".
     unnamed_waits = ("without performance_schema wait events a thread state such as 'Sending data' or 'Update' "
                      "covers InnoDB's mutex, page-read and redo waits alike (performance_schema=ON with its wait "

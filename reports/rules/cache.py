@@ -39,6 +39,27 @@ def buffer_pool_misses(b: Bundle) -> list[Finding]:
     return out
 
 
+def _per_table(step: Step) -> dict[str, Any]:
+    """The hit ratio of each table that read from outside the pool (PostgreSQL's ``table_io``, from
+    pg_statio_user_tables) and the size they would need; where the engine has no per-table counters, why not."""
+    rows = step.row.get("table_io")
+    if not isinstance(rows, list):
+        return {"hit_ratio_per_table": step.engine.per_table_io_hint} if step.engine.per_table_io_hint else {}
+    parts, need = [], 0
+    for r in rows:
+        if not isinstance(r, dict):
+            continue
+        read = int(r.get("heap_blks_read") or 0) + int(r.get("idx_blks_read") or 0)
+        hit = int(r.get("heap_blks_hit") or 0) + int(r.get("idx_blks_hit") or 0)
+        if read <= 0:
+            continue
+        need += int(r.get("bytes") or 0)
+        parts.append(f"{r.get('table')}: {100 * hit / (read + hit):.1f}% of {read + hit:,} blocks")
+    if not parts:
+        return {}
+    return {"hit_ratio_per_table": "; ".join(parts[:5]), "would_need_bytes": need}
+
+
 def _misses(b: Bundle, step: Step) -> Finding | None:
     ev = cache_counters(b, step)
     reads = ev.get("blocks_read_per_txn", ev.get("pages_read_from_disk_per_txn"))
@@ -52,6 +73,7 @@ def _misses(b: Bundle, step: Step) -> Finding | None:
     ev = {"source": f"{step.engine.stats_series}: the buffer pool's own counters over the step", **ev}
     if value is not None:
         ev[setting] = value
+    ev.update(_per_table(step))
     wall_us = step.clients * step.duration * 1e6 / step.transactions
     read_ms = ev.get("read_time_ms_per_txn")
     if isinstance(read_ms, (int, float)) and read_ms > 0:
@@ -67,7 +89,9 @@ def _misses(b: Bundle, step: Step) -> Finding | None:
         ev["impact_from"] = "not timed: ranked as a condition (half the share of block requests that missed)"
     title = (f"Working set larger than {setting}: {num(reads, 2)} reads from outside it per transaction, "
              f"{num(hit, 2)}% of block requests served from it")
-    advice = (f"Make {setting} large enough to hold the tables and indexes the workload reads (currently "
-              f"{value if value is not None else 'unknown'}), or make queries read fewer blocks (a narrower index, "
-              "fewer rows per statement).")
+    need = ev.get("would_need_bytes")
+    size = f"about {need / 2**20:,.0f} MB, the size of the tables and indexes it read from outside it" \
+        if isinstance(need, (int, float)) and need > 0 else "large enough to hold the tables and indexes the workload reads"
+    advice = (f"Make {setting} {size} (currently {value if value is not None else 'unknown'}), or make queries "
+              "read fewer blocks (a narrower index, fewer rows per statement).")
     return step.finding("buffer_pool_misses", "warning", title, ev, advice, impact)

@@ -24,6 +24,10 @@ def test_small_shared_buffers_are_named_from_the_pool_counters(tmp_path: Path) -
     assert ev["shared_buffers"].startswith("16 "), ev  # the planted setting, as the server reported it (blocks)
     assert ev["served_from"].startswith("the OS page cache"), ev
     assert 0 < found[0]["impact"] <= 1 and "shared_buffers" in found[0]["advice"]
+    # Per table: sbtest1 read through a 16-block pool, so well under its hit ratio with a pool that holds it;
+    # the size it would need is at least sbtest1's own (100,000 rows of 120+60 characters: over 18 MB).
+    assert ev["hit_ratio_per_table"].startswith("dbdiag.sbtest1: "), ev
+    assert ev["would_need_bytes"] > 18 * 2**20 and "MB" in found[0]["advice"], ev
 
 
 def test_default_pools_are_not_named(point_select_bundles: dict[str, Path]) -> None:
@@ -42,3 +46,4 @@ def test_small_innodb_pool_is_named_without_performance_schema(tmp_path: Path) -
     assert ev["pages_read_from_disk_per_txn"] >= 0.2 and ev["buffer_pool_hit_pct"] < 99, ev
     assert int(ev["innodb_buffer_pool_size"]) == 6 * 1024 * 1024, ev  # the planted setting, in bytes
     assert ev["served_from"].startswith("not known"), ev  # InnoDB does not time its reads in its counters
+    assert ev["hit_ratio_per_table"].startswith("not read: "), ev  # and says why it has no per-table ratio
