@@ -89,6 +89,15 @@ def render_comparison(bundles: list[Bundle], items: list[dict[str, Any]]) -> str
         statement_compare=statements_versus(bundles, items))
 
 
+def render_sets(baseline: list[Bundle], contender: list[Bundle], items: list[dict[str, Any]]) -> str:
+    """The page of ``dbdiag compare BASE... --vs NEW...``: per step the contender's change, its interval and
+    verdict (the same figures as the text), a verdict line per step first."""
+    title = "dbdiag compare: " + ", ".join(run_name(b) for b in baseline) + " vs " + \
+        ", ".join(run_name(b) for b in contender)
+    return report_env().get_template("sets.html.j2").render(
+        title=title, items=items, baseline=[str(b.path) for b in baseline], contender=[str(b.path) for b in contender])
+
+
 def write_page(path: Path, html: str) -> Path:
     """Write the page atomically (a temporary name renamed over it); an unwritable place is a DiagError."""
     path = Path(path)

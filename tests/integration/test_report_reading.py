@@ -22,7 +22,8 @@ import pytest
 
 from diag.bundle import load_bundle
 from reports.compare import compare
-from reports.compare_report import render_comparison
+from reports.compare_report import render_comparison, render_sets
+from reports.compare_sets import compare_sets
 from reports.render import render_bundle
 
 from .test_report_browser import CHROMIUM_FLAGS, chromium
@@ -83,10 +84,14 @@ def pages(tmp_path_factory) -> dict[str, Path]:
     for name, bundle in (("two_targets", "point_select"), ("critical", "insert_pg_fsync_off")):
         shutil.copytree(BUNDLES / bundle, d / bundle)
         out[name] = render_bundle(d / bundle)
-    pair = load_bundle(d / "point_select")
+    shutil.copytree(BUNDLES / "repeat_insert_pg_noisy", d / "noisy")  # two targets with statements
+    pair = load_bundle(d / "noisy")
     page = d / "compare.html"
     page.write_text(render_comparison([pair], compare(pair)), encoding="utf-8")
     out["compare"] = page
+    sets = d / "compare-vs.html"
+    sets.write_text(render_sets([pair], [pair], compare_sets([pair], [pair])), encoding="utf-8")
+    out["sets"] = sets
     return out
 
 
@@ -112,19 +117,20 @@ def _screenshot(page: Path, width: int, tmp: Path) -> Path:
     return shot
 
 
-@pytest.mark.parametrize("width", WIDTHS)
-@pytest.mark.parametrize("name", ["two_targets", "critical", "compare"])
+@pytest.mark.parametrize("name,width", [(n, w) for n in ("two_targets", "critical", "compare") for w in WIDTHS]
+                         + [("sets", 900)])
 def test_page_as_seen(pages, name, width, tmp_path):
     page = pages[name]
     r = _probe(page, width, tmp_path, axe_js())
-    _screenshot(page, width, tmp_path)
+    if name != "sets":
+        _screenshot(page, width, tmp_path)
     assert r["overflow_closed"] <= 0 and r["overflow_open"] <= 0, r  # no horizontal scrolling of the page
     assert r["wide"] == [], r
-    assert r["details"] > 0 and r["opened"] == r["details"], r  # every folded part opens and shows something
+    assert r["opened"] == r["details"] and (r["details"] > 0 or name == "sets"), r  # every folded part opens
     assert "axe_error" not in r, r
     bad = [v for v in r["axe"] if v["impact"] in ("serious", "critical")]
     assert bad == [], bad
-    if name != "compare":
+    if name in ("two_targets", "critical"):
         assert r["verdict_top"] is not None and r["verdict_top"] < r["viewport_h"] / 2, r  # verdict on screen one
 
 
@@ -134,6 +140,7 @@ def test_verdict_reads_without_script(pages):
     head = html.split('id="summary"', 1)[1].split("</section>", 1)[0]
     assert "<script" not in html
     assert head.count("What limits it: <b>") == 2 and "faster than" in head and "What would move it:" in head
+    assert "statements-versus" in pages["compare"].read_text(encoding="utf-8")  # A vs B per statement
     crit = pages["critical"].read_text(encoding="utf-8").split('id="summary"', 1)[1].split("</section>", 1)[0]
     assert "Critical: Not durable: fsync=off" in crit
 
