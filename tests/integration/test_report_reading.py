@@ -109,11 +109,15 @@ def _probe(page: Path, width: int, tmp: Path, axe: str) -> dict:
 
 
 def _screenshot(page: Path, width: int, tmp: Path) -> Path:
-    shot = tmp / f"{page.parent.name}-{page.stem}-{width}.png"
+    shot = tmp / f"{page.parent.name}-{page.stem}-{width}.png".replace("reading0-", "")
     p = subprocess.run([chromium(), *CHROMIUM_FLAGS, f"--user-data-dir={tmp / 'profile'}", "--hide-scrollbars",
                         f"--window-size={width},1000", f"--screenshot={shot}", page.as_uri()],
                        capture_output=True, text=True, timeout=120)
     assert p.returncode == 0 and shot.exists() and shot.stat().st_size > 10_000, p.stderr[-2000:]
+    keep = os.environ.get("DBDIAG_TEST_ARTIFACTS")
+    if keep:  # pytest keeps only its last few tmp dirs: a place to look at them later
+        Path(keep).mkdir(parents=True, exist_ok=True)
+        shutil.copy(shot, Path(keep) / shot.name)
     return shot
 
 
