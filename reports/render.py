@@ -217,7 +217,7 @@ def build_view(b: Bundle, findings: list[dict[str, Any]]) -> dict[str, Any]:
         "waits": wait_profiles(b), "blocking": blocking_sections(b), "profiles": profs,
         "settings_diff": settings_diff(b),
         "durability": durability,
-        "verdicts": verdicts, "verdict_targets": target_lines(verdicts), "verdict_pairs": pair_lines(comparisons),
+        "verdicts": verdicts, "verdict_targets": target_lines(verdicts, b.results, findings), "verdict_pairs": pair_lines(comparisons),
         "accounting": accounting_view(b), "observer": observer_rows(b),
         "evidence": evidence_rows(b),
         "comparisons": comparisons,

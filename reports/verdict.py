@@ -10,18 +10,39 @@ from __future__ import annotations
 
 from typing import Any
 
+from reports.accounting_view import step_limit_finding
 from reports.evidence_words import because_and_advice, key_figures
+from reports.navigation import step_id
 
 # Sentences of a pair's explanation the verdict repeats: the gap, then its largest cause (the rest are in
 # "Why is one slower").
 PAIR_SENTENCES = 2
 
 
-def target_lines(verdicts: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """Per target: its best step, the limit there (title, because, what would move it) and that limit's figures."""
+def step_limits(label: str, results: list[dict[str, Any]], findings: list[dict[str, Any]]
+                ) -> list[dict[str, Any]]:
+    """Each step of a target in run order with its throughput and the short name of its limit (the limit
+    finding's title up to its colon: "Round trips", "Log device"), linked to the step's time accounting."""
+    out = []
+    for r in results:
+        if r.get("target") != label:
+            continue
+        f = step_limit_finding(findings, label, str(r.get("workload")), int(r.get("clients") or 1))
+        out.append({"workload": r.get("workload"), "clients": r.get("clients"), "tps": r.get("tps"),
+                    "limit": str(f.get("title")).split(":", 1)[0] if f else None,
+                    "href": step_id("acc", None, r.get("workload"), r.get("clients"))})
+    return out
+
+
+def target_lines(verdicts: list[dict[str, Any]], results: list[dict[str, Any]] | None = None,
+                 findings: list[dict[str, Any]] | None = None) -> list[dict[str, Any]]:
+    """Per target: its best step, the limit there (title, because, what would move it) and that limit's figures;
+    with ``results`` and ``findings``, every step's limit in a line (:func:`step_limits`)."""
     out = []
     for v in verdicts:
         entry = dict(v)
+        steps = step_limits(str(v.get("label")), results or [], findings or [])
+        entry["steps"] = steps if len(steps) > 1 else []
         lim = v.get("limit")
         if lim:
             because, advice = because_and_advice(str(lim.get("advice") or ""))
