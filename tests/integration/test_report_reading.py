@@ -42,6 +42,7 @@ window.addEventListener('load', async () => {
   const d = document.documentElement, r = {};
   const summary = document.getElementById('summary');
   r.verdict_top = summary ? summary.getBoundingClientRect().top : null;
+  r.verdict_bottom = summary ? summary.closest('section').getBoundingClientRect().bottom : null;
   r.viewport_h = window.innerHeight;
   r.overflow_closed = d.scrollWidth - d.clientWidth;
   const ds = [...document.querySelectorAll('details')];
@@ -136,6 +137,8 @@ def test_page_as_seen(pages, name, width, tmp_path):
     assert bad == [], bad
     if name in ("two_targets", "critical"):
         assert r["verdict_top"] is not None and r["verdict_top"] < r["viewport_h"] / 2, r  # verdict on screen one
+    if name == "two_targets" and width == 1400:  # the whole verdict, both targets and the pair, on the first screen
+        assert r["verdict_bottom"] <= r["viewport_h"], r
 
 
 def test_verdict_reads_without_script(pages):
