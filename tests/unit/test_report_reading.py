@@ -94,3 +94,22 @@ def test_one_minute_report_weight_and_links(tmp_path):
     assert html.index('id="summary"') < html.index('id="findings"') < html.index('id="results"')
     assert "<script" not in html and "position: sticky" in html
     assert "mariadb-server-core-dbgsym" in html  # the stripped mariadbd's [unknown] share is explained
+
+
+def test_compare_pages_lead_with_the_verdict(tmp_path):
+    """The pair page: the verdict first, then the explanation and the statements A vs B; the sets page (--vs):
+    a verdict line per step with the change and its interval."""
+    from diag.bundle import load_bundle
+    from reports.compare import compare
+    from reports.compare_report import render_comparison, render_sets
+    from reports.compare_sets import compare_sets
+
+    shutil.copytree(BUNDLES / "repeat_insert_pg_noisy", tmp_path / "b")
+    b = load_bundle(tmp_path / "b")
+    items = compare(b)
+    page = render_comparison([b], items)
+    assert page.index('id="summary"') < page.index('id="comparison"') < page.index('id="statements-versus"')
+    assert items[0]["sentences"][0] in page.replace("&#39;", "'") and "position: sticky" in page
+    sets = render_sets([b], [b], compare_sets([b], [b]))
+    verdict = sets.split('id="summary"', 1)[1].split("</section>", 1)[0]
+    assert verdict.count('class="verdict"') == 2 and "+0.0%" in verdict and "within noise" in verdict
