@@ -179,11 +179,11 @@ def tick_chains(waits: list[Wait]) -> list[tuple[str, float]]:
 
 def catch_up(waits: list[Wait], gap_s: float) -> list[Wait]:
     """The waits of the first read after ticks skipped on the lock gate's word (:mod:`collectors.lockgate`),
-    each counting the time it has waited by the server's clock (``wait_s``), at most ``gap_s`` and at least its
-    period: the gate opens a tick or more after a wait began, and the ticks in between said nobody waited.
+    each counting the time it has waited by the server's clock (``wait_s``; its period when the server says 0 or
+    nothing), at most ``gap_s``: the gate opens a tick or more after a wait began, the ticks in between said
+    nobody waited, and a slowed quiet tick (collectors.lockgate.QUIET_TICKS) would overstate a young wait.
     ``gap_s``: :func:`catch_up_gap`; the cap matters, InnoDB dates a lock wait in whole seconds."""
-    return [replace(w, period_s=max(w.period_s, min(w.wait_s, gap_s))) if w.wait_s is not None else w
-            for w in waits]
+    return [replace(w, period_s=min(w.wait_s if w.wait_s else w.period_s, gap_s)) for w in waits]
 
 
 def catch_up_gap(gate: LockGate | None, now: float, last_read: float | None) -> float:

@@ -6,7 +6,8 @@ still costs a query round trip a tick: about as much CPU as the wait sampler its
 0.9-1.1% of a core each). The wait sampler reads the same sessions every tick anyway, so it marks here when
 it last ticked and when it last saw a lock wait; the blocking sampler queries only while a lock wait was seen
 recently (:data:`HOLD_S`), and, as before, every tick whenever the wait sampler is not ticking (switched off,
-failing, slow, or not in the run: tests drive a blocking sampler alone).
+failing, slow, or not in the run: tests drive a blocking sampler alone). While quiet, the blocking sampler
+ticks :data:`QUIET_TICKS` times slower: even a tick that reads nothing wakes a process.
 
 Two monotonic timestamps in shared memory made before the collectors are forked (``RawArray``: no lock, so
 no process that dies mid-write can leave the other waiting; one 8-byte store each, read whole on x86-64 and
@@ -19,6 +20,7 @@ import ctypes
 import multiprocessing as mp
 import time
 
+QUIET_TICKS = 3  # a blocking sampler ticks this many times slower while the gate is quiet (its idle ticks cost)
 HOLD_S = 2.0  # after a lock wait was seen the chains are read this long (a wait that comes and goes is one story)
 STALE_TICKS = 3.0  # a wait sampler silent for this many of its ticks (plus STALE_SLACK_S) is not ticking
 STALE_SLACK_S = 1.0  # slow reads on a busy machine (load 30+ here) must not turn the gate open and shut

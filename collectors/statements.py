@@ -236,15 +236,16 @@ class StatementSource(Collector, abc.ABC):
         except DiagError as e:  # the step goes on without its digests (the run's hooks do not guard us)
             self.notes.append(f"start snapshot of {info.workload} c={info.clients}: {e}")
             return
-        if self.mid_step_texts or self.end_early_s is not None:
+        if self.mid_step_texts or self.end_early_s is not None or getattr(info, "tail_s", 0.0) > 0:
             ev = threading.Event()
             th = threading.Thread(target=self._sample_mid_step, args=(key, info, ev), daemon=True)
             self._threads[key] = (th, ev)
             th.start()
 
     def _sample_mid_step(self, key: StepKey, info: Any, ev: threading.Event) -> None:
-        """Texts in the middle of the step, then the end snapshot :attr:`end_early_s` before its end; nothing
-        more once ``ev`` is set (the step ended: a step cut short gets its end snapshot when it finished)."""
+        """Texts in the middle of the step, then the end snapshot :attr:`end_early_s` before the end of its measured
+        part (at that end when the step has a tail); nothing more once ``ev`` is set (the step ended: a step cut
+        short gets its end snapshot when it finished)."""
         if self.mid_step_texts:
             if ev.wait(max(0.0, info.t_start + info.duration_s / 2 - time.time())) or self.session is None:
                 return
@@ -252,9 +253,12 @@ class StatementSource(Collector, abc.ABC):
                 self._texts[key] = self.sample_texts(self.session)
             with contextlib.suppress(DiagError), self._lock:
                 self._users[key] = self.sample_users(self.session)
-        if self.end_early_s is None:
+        # A step with a tail (profiles record there: workloads.steptail) ends its figures at the measured part's
+        # end, so its statements end there too, not when step_finished comes after the tail.
+        if self.end_early_s is None and not getattr(info, "tail_s", 0.0) > 0:
             return
-        if ev.wait(max(0.0, info.t_start + info.duration_s - self.end_early_s - time.time())) or self.session is None:
+        end_at = info.t_start + info.duration_s - (self.end_early_s or 0.0)
+        if ev.wait(max(0.0, end_at - time.time())) or self.session is None:
             return
         with contextlib.suppress(DiagError), self._lock:
             self._ends[key] = self._moment(self.session, True)

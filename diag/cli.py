@@ -104,6 +104,9 @@ def _run_parser(sub: Any) -> None:
                    help="continue: count a failed transaction and go on (a lost connection is re-established, "
                         "counted as reconnects); abort: end the step at the first error that is not a retried "
                         "serialization failure or deadlock")
+    r.add_argument("--connect-per-transaction", action="store_true",
+                   help="open a new connection for each transaction, as pgbench -C (the connect is timed as "
+                        "a part of the transaction)")
     r.add_argument("--statement-timeout", type=_positive, default=None, metavar="SECONDS",
                    help="a statement (or commit) running longer is stuck: the server's view of what it waits for "
                         "is reported, its session ended and the step cut (incomplete); --on-error decides whether "

@@ -74,7 +74,8 @@ class DbError(DiagError):
 
     ``code`` is the SQLSTATE (PostgreSQL) or the numeric error code as a string
     (MySQL); ``kind`` is one of: "connect", "auth", "privilege", "serialization",
-    "deadlock", "lost", "timeout", "other".
+    "deadlock", "lost", "timeout", "connection_limit" (the server refused it: max_connections,
+    max_user_connections, a role's connection limit), "other".
     """
 
     def __init__(self, message: str, code: str = "", kind: str = "other") -> None:

@@ -7,6 +7,7 @@ For each step, per mean transaction (µs; ../shared/ARCHITECTURE.md "Time accoun
 * wall: clients x measured window / transactions (each client runs one transaction at a time, so this is the
   mean transaction's time as a client sees it, and the time of its backend).
 * client CPU: the client processes' CPU (host series, psutil) per transaction.
+* connect (``--connect-per-transaction`` only): the clients' wall time opening each transaction's connection.
 * round trips: the backend's time waiting for the client (Client:ClientRead / ClientRead inside a transaction,
   and idle between transactions, from the wait sampler) minus the client CPU spent inside it: the network,
   the client's scheduling and the driver's wake-ups between statements.
@@ -66,10 +67,20 @@ def account_step(b: Bundle, step: Step) -> StepAccounting | None:
     client_us = _client_cpu_us(step, u, ev)
     if client_us is not None:
         parts.append(("client_cpu", "client CPU (the load generator)", client_us, {}))
+    connect_ms = step.row.get("connect_ms_per_txn")
+    connect_us = 0.0
+    if isinstance(connect_ms, (int, float)) and connect_ms > 0:  # --connect-per-transaction
+        connect_us = float(connect_ms) * 1000.0
+        # The clients' wall time opening each transaction's connection (connect, authenticate, prepare). The
+        # CPU both sides spend on it is in client / server CPU too: the parts may exceed the wall (said so).
+        parts.append(("connect", "connect (a new connection per transaction, as the client waited for it)",
+                      connect_us, {}))
+        ev["connect_note"] = ("connect is wall time on the client; the CPU spent in it is also in client and "
+                              "server CPU (the backend's start-up)")
     server_us = _server_cpu(step, u, ev, parts)
     p = wait_profile(b, step)
     if p is not None and p.samples + p.idle > 0:
-        parts.extend(_wait_parts(step, p, wall, client_us or 0.0, server_us, u, ev))
+        parts.extend(_wait_parts(step, p, wall, client_us or 0.0, server_us, u, ev, connect_us))
     else:
         ev["waits"] = "not sampled: no wait sampler ran for this target, or it saw no workload backend"
     return _assemble(step, wall, parts, ev)
@@ -110,8 +121,11 @@ def _server_cpu(step: Step, u: CpuUse | None, ev: dict[str, Any],
 
 
 def _wait_parts(step: Step, p: WaitProfile, wall: float, client_us: float, server_us: float | None,
-                u: CpuUse | None, ev: dict[str, Any]) -> list[tuple[str, str, float, dict[str, float]]]:
-    """Round trips, CPU run queue and the wait classes from the sampled backend time."""
+                u: CpuUse | None, ev: dict[str, Any],
+                connect_us: float = 0.0) -> list[tuple[str, str, float, dict[str, float]]]:
+    """Round trips, CPU run queue and the wait classes from the sampled backend time. A backend waiting for
+    its client while the client is still connecting (the start-up handshake, the client not yet scheduled to
+    send its first statement) is inside ``connect_us``: taken out of the round trips, not counted twice."""
     total = p.samples + p.idle
     ev["wait_source"] = sampler(p)
     ev["backend_samples"] = total
@@ -124,7 +138,9 @@ def _wait_parts(step: Step, p: WaitProfile, wall: float, client_us: float, serve
     out: list[tuple[str, str, float, dict[str, float]]] = []
     client_wait = sum(by_class["client"].values())
     ev["client_wait_us_per_txn"] = num(client_wait)
-    rt = client_wait - client_us
+    rt = client_wait - client_us - connect_us
+    if connect_us:
+        ev["round_trips_less_connect_us"] = num(connect_us)
     if rt < 0:
         ev["round_trips_clamped_us"] = num(-rt)  # client CPU beyond the time the backend waited for it
     stmts = step.statements / step.transactions if step.statements else 1.0

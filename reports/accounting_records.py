@@ -20,8 +20,8 @@ __all__ = ["WAIT_CLASSES", "Component", "Limit", "StepAccounting"]
 class Component:
     """One part of the mean transaction's wall time.
 
-    ``key``: ``client_cpu`` | ``round_trips`` | ``server_cpu_user`` | ``server_cpu_system`` | ``wait:<class>``
-    (a class of :data:`WAIT_CLASSES`) | ``unaccounted``. ``us_per_txn``: µs per mean transaction. ``share``: of
+    ``key``: ``client_cpu`` | ``connect`` (--connect-per-transaction) | ``round_trips`` | ``server_cpu_user`` |
+    ``server_cpu_system`` | ``wait:<class>`` (a class of :data:`WAIT_CLASSES`) | ``unaccounted``. ``us_per_txn``: µs per mean transaction. ``share``: of
     the transaction's wall time (the shares of one step add to 1.0, unaccounted included). ``detail``: raw
     event / state names (or sub-parts) -> µs per transaction.
     """
@@ -63,13 +63,17 @@ class StepAccounting:
 class Limit:
     """The saturated resource of a step (the USE method), with the queueing seen elsewhere as symptoms.
 
-    ``kind``: ``host_cpu`` | ``neighbours`` | ``server_cpu`` | ``client_cpu`` | ``round_trips`` | ``commit_flush`` | ``lock`` |
-    ``latch`` | ``io``. ``utilisation``: of the saturated resource (0..1) when it has one. ``symptoms``:
+    ``kind``: ``host_cpu`` | ``neighbours`` | ``server_cpu`` | ``client_cpu`` | ``round_trips`` | ``commit_flush`` |
+    ``lock`` | ``latch`` | ``io`` | ``connect`` (opening a connection per transaction) | ``unobserved`` (the
+    sources that could name one were off: nothing is claimed). ``utilisation``: of the saturated resource
+    (0..1) when it has one. ``symptoms``:
     queueing seen that is not the limit ("commit waits 76% of backend time: queueing behind group commit").
     ``impact``: the share of the transaction's time the limit explains (0..1): its own parts, plus, for a
     saturated resource, the waits queueing behind it. ``saturated``: the limit is a resource at capacity
     (host or server CPU, the clients, the log device), so other waits queue behind it; False for the largest
     part of a serial chain where nothing is saturated (round trips, a lone committer's flush).
+    ``unobserved``: the evidence that was missing to rule a saturated resource out ("host CPU", "server
+    waits"...); when it is not empty, saturation was not observed rather than observed absent.
     """
 
     kind: str
@@ -80,3 +84,4 @@ class Limit:
     symptoms: tuple[str, ...] = ()
     impact: float = 0.0
     saturated: bool = False
+    unobserved: tuple[str, ...] = ()

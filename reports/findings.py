@@ -36,7 +36,7 @@ RULES: tuple[Rule, ...] = (
     client.client_bound,
     checkpoints.checkpoint_pressure,
     cpu.context_switch_storm,
-    cpu.host_contention,
+    symptoms.host_contention,
     statements.full_scan,
     scans.table_scan,
     oldxact.old_transaction,

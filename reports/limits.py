@@ -13,6 +13,11 @@ Decided in this order, each from measured utilisation:
 5. nothing saturated: the serial chain's largest part, the server's CPU per transaction (``server_cpu``), the
    commit flush of a lone committer (``commit_flush``), or the round trips themselves (``round_trips``).
 
+"Nothing saturated" is a claim about evidence: without a host series (``--no-collect``, no host source)
+the CPUs' saturation was not observed, and without server wait samples neither were the round trips, locks
+or flushes. Then the limit says what was not observed (``Limit.unobserved``), and where nothing measured
+can name one it is ``unobserved``: the measured parts and the missing sources, no limit claimed.
+
 A wait for a resource that is not the limit is queueing: a symptom, listed under the limit.
 """
 
@@ -82,11 +87,27 @@ def limit_of(b: Bundle, step: Step, acc: StepAccounting) -> Limit:
             ev["queueing_share_of_txn_pct"] = num(100 * queue)
         impact = lim.impact + queue
     else:
-        lim = _wait_limit(step, acc, ev) or _serial_limit(b, step, acc, u, dev, ev)
+        lim = _churn_limit(acc, ev) or _wait_limit(step, acc, ev) or _serial_limit(b, step, acc, u, dev, ev)
         impact = lim.impact
+    missing = () if saturated else unobserved(u, acc)
+    if missing:
+        ev["not_observed"] = "; ".join(missing)
     return Limit(lim.kind, lim.title, lim.utilisation, lim.evidence, lim.advice,
                  _symptoms(acc, lim.kind, dev, saturated),
-                 round(max(0.0, min(1.0, impact)), 4), saturated)
+                 round(max(0.0, min(1.0, impact)), 4), saturated, missing)
+
+
+def unobserved(u: CpuUse | None, acc: StepAccounting) -> tuple[str, ...]:
+    """The evidence a step lacks to rule out a saturated resource: the host's CPUs (no host series over the
+    window), the server's CPU (no per-process CPU of its processes), the server's waits (no wait sampler)."""
+    out = []
+    if u is None:
+        out.append("host CPU (no host sample over the step)")
+    elif u.server_cores is None:
+        out.append("server CPU (no per-process CPU of the server's processes)")
+    if acc.get("round_trips") is None:
+        out.append("server waits (no wait samples: round trips, locks, flushes unseen)")
+    return tuple(out)
 
 
 def _queueing(acc: StepAccounting, kind: str) -> float:
@@ -259,6 +280,21 @@ _FLUSH_ADVICE = ("Each commit waits for its log flush, so the device's flush lat
                  "commits (group commit), or a log device with a power-protected write cache.")
 
 
+def _churn_limit(acc: StepAccounting, ev: dict[str, Any]) -> Limit | None:
+    """Connection churn (``--connect-per-transaction``): opening connections is the largest part of each
+    transaction's time and nothing is saturated."""
+    share = acc.share("connect")
+    if share <= 0 or share < max((c.share for c in acc.components if c.key not in ("connect", "unaccounted")),
+                                 default=0.0):
+        return None
+    ev["connect_share_of_txn_pct"] = num(100 * share)
+    ev["connect_us_per_txn"] = num(acc.us("connect"))
+    return Limit("connect", f"Connection churn: {pct(share)} of transaction time opening a new connection",
+                 None, ev, "Each transaction waits for a connection to be opened, authenticated and its statements "
+                 "prepared: a connection pool (in the application, or PgBouncer / ProxySQL) keeps connections open "
+                 "and removes this part; more clients raise throughput only while CPUs are free.", impact=share)
+
+
 def _wait_limit(step: Step, acc: StepAccounting, ev: dict[str, Any]) -> Limit | None:
     """A lock holder, a latch or data reads: the largest of them over its threshold."""
     best = max(((acc.share(key), kind, key) for kind, key, floor in _CAUSE_SHARES if acc.share(key) >= floor),
@@ -315,17 +351,41 @@ def _serial_limit(b: Bundle, step: Step, acc: StepAccounting, u: CpuUse | None, 
                      "Each transaction waits for the server's CPU work: fewer instructions per transaction "
                      "(prepared statements, covering indexes) cut its time; more clients raise throughput "
                      "while CPUs are free.", impact=srv)
+    missing = unobserved(u, acc)
+    if acc.get("round_trips") is None:  # no wait samples: the round trips were not measured
+        return _unobserved_limit(acc, u, missing)
     ev["round_trips_share_of_txn_pct"] = num(100 * acc.share("round_trips"))
     ev["client_cpu_share_of_txn_pct"] = num(100 * acc.share("client_cpu"))
     if "round_trip_gap_us" in acc.evidence:
         ev["round_trip_gap_us"] = acc.evidence["round_trip_gap_us"]
     if "statements_per_txn" in acc.evidence:
         ev["statements_per_txn"] = acc.evidence["statements_per_txn"]
+    if missing:  # the waits were sampled, the CPUs not: their saturation is not ruled out
+        return Limit("round_trips", f"Round trips: {pct(rt)} of transaction time waiting for the next statement; "
+                     f"CPU saturation not observed ({', '.join(m.split(' (')[0] for m in missing)} missing)", None,
+                     ev, "Each transaction waits for its statements to travel, but whether a CPU was saturated "
+                     "was not observed: run with the host source on before reading this as the limit. Fewer "
+                     "round trips per transaction (multi-row statements, stored procedures) cut its latency.",
+                     impact=rt)
     return Limit("round_trips", f"Round trips: {pct(rt)} of transaction time waiting for the next statement, "
                  "nothing saturated", None, ev,
                  "No resource is saturated: each transaction waits for its statements to travel. More clients "
                  "raise throughput; fewer round trips per transaction (multi-row statements, one statement "
                  "instead of several, stored procedures) cut its latency.", impact=rt)
+
+
+def _unobserved_limit(acc: StepAccounting, u: CpuUse | None, missing: tuple[str, ...]) -> Limit:
+    """No limit can be named from what was measured: say what was (the parts with a share, the host's CPU
+    when seen) and what was not, and claim nothing about saturation."""
+    seen = [f"{c.label.split(' (')[0]} {pct(c.share)}" for c in acc.components if c.share > 0]
+    host = f"host CPUs {pct(u.host_busy)} busy, " if u is not None else ""
+    ev: dict[str, Any] = {"not_observed": "; ".join(missing),
+                          "measured_shares_of_txn": ", ".join(seen)}
+    return Limit("unobserved", f"Limit not observed: no {' and no '.join(m.split(' (')[0] for m in missing)} "
+                 f"evidence for this step ({host}measured: {', '.join(seen) or 'nothing'} of transaction time)",
+                 None, ev, "The sources that name a limit were off or saw nothing (--no-collect, or no host or "
+                 "wait source for this target): whether the CPUs, a lock, the log device or the round trips "
+                 "limited this step was not observed. Run with the sources on to name it.", impact=0.0)
 
 
 def _symptoms(acc: StepAccounting, kind: str, dev: StepDurability | None, saturated: bool) -> tuple[str, ...]:

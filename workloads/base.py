@@ -70,6 +70,8 @@ class Runner:
     # Statements the batched transactions sent since the last call, when they differ between transactions
     # (a program with jumps); None: ``statements`` each.
     sent: Callable[[], int] | None = None
+    # Nanoseconds spent opening connections since the last call (--connect-per-transaction, workloads.churn).
+    connect_ns: Callable[[], int] | None = None
 
 
 class Workload:

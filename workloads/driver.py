@@ -33,6 +33,7 @@ from workloads.load import ensure_schema, is_loaded, load
 from workloads.options import ON_ERROR, DriverOptions, StepHooks, StepInfo
 from workloads.pgbench import ReadWrite
 from workloads.progress import STEP_OVERHEAD_S, SweepBar
+from workloads.room import check_room
 from workloads.step import Step
 from workloads.stuck import LoadWatch, own_session_id
 from workloads.sysbench import PointSelect, ReadOnly
@@ -75,6 +76,8 @@ def validate(workloads: list[str], opts: DriverOptions) -> None:
         raise UsageError("--repeat needs a whole number of at least 1")
     if opts.report_interval_s <= 0:
         raise UsageError("--report-interval must be more than 0 seconds")
+    if opts.connect_per_txn and opts.workers:
+        raise UsageError("--connect-per-transaction runs local clients only: leave out --workers")
     if not opts.scale or opts.scale <= 0:
         raise UsageError("--scale must be more than 0")
     if "custom" in workloads:
@@ -175,6 +178,7 @@ def _load(s: Session, target: Target, wls: list[Workload], opts: DriverOptions, 
           progress: TextIO | None, bar: SweepBar) -> str:
     """The data part of :func:`prepare` on the load's session ``s``; returns the server's product name."""
     product = s.product
+    check_room(s, target, max(opts.clients))  # before loading: the step that does not fit would end the run
     ensure_schema(s)
     done: set[str] = set()
     for wl in wls:

@@ -34,6 +34,7 @@ from diag.db import DriverInfo
 from diag.errors import DbError
 from diag.targets import Target
 from workloads.base import ClientCtx, Runner, Workload
+from workloads.churn import per_transaction
 from workloads.client import Client, open_client
 from workloads.hist import fold
 from workloads.messages import Aborted, Done, Fatal, Go, IntervalCounts, Lost, Ready, Reconnected
@@ -76,6 +77,7 @@ class ClientSpec:
     # first_index + clients - 1 of step_clients (0: this pool is the whole step).
     first_index: int = 0
     step_clients: int = 0
+    connect_per_txn: bool = False  # a new connection for each transaction (workloads.churn)
 
     def ctx(self, index: int) -> ClientCtx:
         """Who this pool's client ``index`` is within the whole step: on a Dask worker its index counts the
@@ -257,6 +259,8 @@ class ClientLoop:
             self.runner.extra.clear()
             if self.runner.statement_latency is not None:
                 self.runner.statement_latency()
+            if self.runner.connect_ns is not None:
+                self.runner.connect_ns()
             self.cpu0 = self.cpu_mark = self._cpu()
             lat.clear()
             return
@@ -265,7 +269,8 @@ class ClientLoop:
                                       retries=self.retries, latency_us=fold(lat), cpu_s=cpu - self.cpu_mark,
                                       extra=dict(self.runner.extra), reconnects=self.reconnects,
                                       statement_latency_us=(self.runner.statement_latency() if
-                                                            self.runner.statement_latency is not None else {})))
+                                                            self.runner.statement_latency is not None else {}),
+                                      connect_ns=self.runner.connect_ns() if self.runner.connect_ns is not None else 0))
         self.cpu_mark = cpu
         self.errors.clear()
         self.retries = self.reconnects = 0
@@ -407,7 +412,10 @@ def client_main(index: int, spec: ClientSpec, pipe: Any, stop: Any) -> None:
         except BaseException:
             c.close()
             raise
+    if spec.connect_per_txn:
+        connect = per_transaction(connect)
     try:
+        t_connect = time.perf_counter()
         try:
             client, runner = connect()
         except DbError as e:
@@ -415,7 +423,7 @@ def client_main(index: int, spec: ClientSpec, pipe: Any, stop: Any) -> None:
             return
         c_loop = runner.batch is not None and isinstance(client, NativeClient) and not spec.rate and not spec.think
         pipe.send(Ready(pid=os.getpid(), c_loop=c_loop, loop=NATIVE_LABEL if c_loop else "",
-                        session=session_id(client, spec.target)))
+                        session=session_id(client, spec.target), connect_s=time.perf_counter() - t_connect))
         msg = pipe.recv()
         if not isinstance(msg, Go):
             return

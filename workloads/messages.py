@@ -51,12 +51,13 @@ class Ready(NamedTuple):
     """Connected and prepared; ``c_loop``: this client will run its transactions in C, ``loop`` the name of
     what runs them (the native executor of :mod:`workloads.native`; "" for the Python loop, or from an
     older sender); ``session``: the server's id of its connection (0: unknown), to name what a stuck
-    statement waits for."""
+    statement waits for; ``connect_s``: seconds its connection and preparing took (0.0 from an older sender)."""
 
     pid: int
     c_loop: bool
     loop: str = ""
     session: int = 0
+    connect_s: float = 0.0
 
     TAG = "ready"
 
@@ -90,6 +91,7 @@ class IntervalCounts(NamedTuple):
     reconnects: int = 0         # connections re-established in the interval
     # {statement text: {µs: count}}: per-statement latencies (the native executor's; {} from the Python loop)
     statement_latency_us: dict[str, dict[int, int]] = {}
+    connect_ns: int = 0         # spent opening connections (--connect-per-transaction), part of the latencies
 
     TAG = "iv"
 

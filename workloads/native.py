@@ -45,9 +45,14 @@ from workloads.sql import Stmt
 CONNECT_TIMEOUT_S = 5
 
 
-def _conninfo(target: Target) -> bytes:
-    """A libpq conninfo string from the engine's connection settings (values quoted)."""
+def _conninfo(target: Target, isolation: str = "") -> bytes:
+    """A libpq conninfo string from the engine's connection settings (values quoted); with ``isolation``
+    (a key of ISOLATION_SQL) the session's isolation level rides in the start-up packet, which saves the
+    round trip of a SET on each connection (it counts under --connect-per-transaction)."""
     kw = POSTGRES.connect_kwargs(target, DriverInfo("libpq", "", None), True, CONNECT_TIMEOUT_S, APP_NAME)
+    if isolation:
+        level = ISOLATION_SQL[isolation].lower().replace(" ", "\\ ")  # a space in options is escaped
+        kw["options"] = f"-c default_transaction_isolation={level}"
     parts = []
     for k, v in kw.items():
         if v is None or v == "":
@@ -57,18 +62,18 @@ def _conninfo(target: Target) -> bytes:
     return " ".join(parts).encode()
 
 
-def _open_pg(target: Target) -> Any:
+def _open_pg(target: Target, isolation: str) -> Any:
     path = pg_library()
     if path is None:
         return None
-    cap, why, detail = _native.pg_open(path.encode(), _conninfo(target))
+    cap, why, detail = _native.pg_open(path.encode(), _conninfo(target, isolation))
     if cap is None and why == "connect":
         msg = detail.decode(errors="replace").strip() or "connection failed"
         raise POSTGRES.map_error(_PgFailure(msg, ""), target.label)
     return cap
 
 
-def _open_my(target: Target) -> Any:
+def _open_my(target: Target, isolation: str) -> Any:
     path = my_library()
     if path is None:
         return None
@@ -93,7 +98,9 @@ def _my_error(label: str, code: bytes, msg: bytes, lost: bool) -> DbError:
 
 # Per engine: open a connection, the prepared form of a statement, the isolation statement, the error
 # mapping. Keyed by Engine.name (tests/unit/test_architecture.py: every engine is covered).
-OPENERS: dict[str, Callable[[Target], Any]] = {POSTGRES.name: _open_pg, MYSQL.name: _open_my}
+OPENERS: dict[str, Callable[[Target, str], Any]] = {POSTGRES.name: _open_pg, MYSQL.name: _open_my}
+# Engines whose opener sets the isolation level itself (no SET statement after connecting).
+ISOLATION_AT_CONNECT = frozenset({POSTGRES.name})
 PREPARED_FORM: dict[str, Callable[[Stmt], str]] = {POSTGRES.name: Stmt.numbered, MYSQL.name: Stmt.qmarks}
 ISOLATION_PREFIX: dict[str, str] = {POSTGRES.name: "SET SESSION CHARACTERISTICS AS TRANSACTION ISOLATION LEVEL ",
                                     MYSQL.name: "SET SESSION TRANSACTION ISOLATION LEVEL "}
@@ -115,7 +122,8 @@ class NativeClient(Client):
         name = target.dbms.name
         self._err = ERRORS[name]
         self.state = seed_state(seed)
-        self.execute(ISOLATION_PREFIX[name] + ISOLATION_SQL[isolation])
+        if name not in ISOLATION_AT_CONNECT:
+            self.execute(ISOLATION_PREFIX[name] + ISOLATION_SQL[isolation])
         form = PREPARED_FORM[name]
         for stmt in prog.stmts:
             idx, err = _native.prepare(cap, form(stmt).encode(), stmt.nparams)
@@ -218,7 +226,7 @@ def open_native(target: Target, product: str, driver: DriverInfo, isolation: str
         prog.check()
     except Unsupported:
         return None
-    cap = OPENERS[target.dbms.name](target)
+    cap = OPENERS[target.dbms.name](target, isolation)
     if cap is None:
         return None
     try:

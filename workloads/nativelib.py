@@ -7,6 +7,7 @@ loop on the start-up line without importing the workload base (which imports the
 from __future__ import annotations
 
 import ctypes.util
+import functools
 import hashlib
 import importlib.metadata
 import os
@@ -50,6 +51,7 @@ def enabled() -> bool:
     return _native is not None and os.environ.get("DBDIAG_PY_LOOP", "") in ("", "0")
 
 
+@functools.lru_cache(maxsize=1)  # asked at every native connect (each transaction under -C): found once
 def pg_library() -> str | None:
     """The libpq of psycopg's binary wheel (psycopg_binary.libs/), else the system's libpq.so.5."""
     try:

@@ -44,6 +44,8 @@ class DriverOptions:
     # session ended, the step cut); None: only a statement still running AFTER_END_S past the step's end
     # (workloads.stuck), and a load statement in one endless wait for LOAD_STUCK_S.
     statement_timeout_s: float | None = None
+    # pgbench -C: each transaction on a new connection, its connect timed as a part of it (workloads.churn).
+    connect_per_txn: bool = False
 
 
 ON_ERROR = ("continue", "abort")

@@ -43,14 +43,16 @@ from workloads.messages import Aborted, Done, Fatal, FromClient, Go, IntervalCou
 from workloads.options import DriverOptions, StepHooks, StepInfo
 from workloads.pool import ClientPool
 from workloads.progress import SweepBar
+from workloads.room import LIMIT_KIND, TooManyClients, ensure_fds, refused_line
 from workloads.stepend import StepCut, server_gone
 from workloads.stuck import AFTER_END_S, look
-from workloads.stepresult import (StepKey, WallClock, busiest_client_pct, interval_line, result_row,
+from workloads.stepresult import (Startup, StepKey, WallClock, busiest_client_pct, interval_line, result_row,
                                   saturation_message, series_record, summary_line)
 from workloads.steptail import TailSum, tail_line
 from workloads.steptail import measured_cpu as _measured_cpu
 
 READY_TIMEOUT_S = 60.0
+READY_S_PER_CLIENT = 0.2  # and this long per client: forks and connects came at 20-37/s at 200 clients here
 STUCK_STOP_S = 2.0      # after a stuck statement ends the step: the other clients' time to report
 STOP_GRACE_S = 2.0      # on Ctrl-C
 WAKE_NS = 250_000_000   # the parent looks at the clock at least this often (intervals, the bar)
@@ -73,7 +75,8 @@ class Step:
         self._rep = {"repeat": repeat} if repeat else {}  # the repeat in every event of the step
         self.interval_tps: list[float] = []  # transactions/s of each full measured interval
         self.spec = ClientSpec(target, product, drv, wl, n, float(opts.scale), opts.protocol, opts.isolation,
-                               opts.max_tries, opts.rate, opts.think, seed, opts.on_error, first_index, step_clients)
+                               opts.max_tries, opts.rate, opts.think, seed, opts.on_error, first_index, step_clients,
+                               opts.connect_per_txn)
         self.row: dict | None = None
         self.totals = Totals()
         self.tail = Totals()  # the run-on after the measured part (opts.tail_s), where profiles record
@@ -84,6 +87,8 @@ class Step:
         self.pids: list[int] = []
         self.c_loops: list[bool] = []       # per ready client: it runs a C loop
         self.loops: list[str] = []          # per ready client: the name of its C loop ("": the Python loop)
+        self.connect_s: list[float] = []    # per ready client: seconds to connect and prepare
+        self.startup: Startup | None = None  # the clients' start-up, before the step's window
         self.info: StepInfo | None = None   # set when the measured part begins
         self.ncpu = os.cpu_count() or 1
         self._merger: IntervalMerger | None = None
@@ -112,17 +117,28 @@ class Step:
                     look(self.target, self._to_end, end=True)
 
     def _run(self) -> dict:
+        ensure_fds(self.n)
+        t_fork = time.perf_counter_ns()
         with ClientPool(self.spec, self.n) as pool:
             self._pool = pool
             try:
-                for idx, msg in pool.wait_ready(READY_TIMEOUT_S):
-                    if isinstance(msg, Fatal):
+                refused: list[str] = []  # the server's refusals at its connection limit: one line, not one per client
+                for idx, msg in pool.wait_ready(READY_TIMEOUT_S + READY_S_PER_CLIENT * self.n):
+                    if isinstance(msg, Fatal) and msg.kind == LIMIT_KIND:
+                        refused.append(msg.message)
+                    elif isinstance(msg, Fatal):
                         self._handle(idx, msg)  # a client that cannot connect may be the first news of a lost server
                     else:
                         self.sessions[idx] = msg.session
                         self.pids.append(msg.pid)
                         self.c_loops.append(bool(msg.c_loop))
                         self.loops.append(msg.loop if msg.c_loop else "")
+                        self.connect_s.append(msg.connect_s)
+                self.startup = Startup.of(self.n, self.connect_s, t_fork, time.perf_counter_ns())
+                if refused:
+                    pool.close()  # the clients that got in leave first: the room is read without them
+                    self._refused(refused)
+                self.bar.say(f"  {self.startup.line()}")
                 self._measure(pool)
             except KeyboardInterrupt as ki:
                 with hold_stop_signals():  # a second signal must not cut the row's writing
@@ -156,27 +172,26 @@ class Step:
         pool.start(plan)
         bound = int((o.statement_timeout_s or 0) * 1e9)  # 0: no bound during the step
         hard = plan.end_ns + int((o.statement_timeout_s or AFTER_END_S) * 1e9)
+        drained = True
         while pool.live:
             now = time.perf_counter_ns()
             if self.info is None and now >= plan.measure_ns:
                 self._started(plan)
-            if now > hard:
+            if now > hard and drained:  # a parent behind on reading is not a client stuck in a query
                 if self.stuck is None:
                     self._stuck(pool, list(pool.live.values()), plan, now)
                 for idx in pool.abandon():  # close() terminates them; the stuck line above said why
                     self.totals.client_error("stuck", "client still in a statement: terminated")
                 break
-            if bound and self.stuck is None and now > plan.measure_ns + bound:
+            if bound and self.stuck is None and drained and now > plan.measure_ns + bound:
                 silent = [i for i in pool.live.values()
                           if now - max(self._heard.get(i, 0), plan.measure_ns) > bound + plan.interval_ns]
                 if silent:
                     self._stuck(pool, silent, plan, now)
                     hard = min(hard, time.perf_counter_ns() + int(STUCK_STOP_S * 1e9))
             wake = plan.measure_ns if self.info is None else now + WAKE_NS
-            for idx, msg in pool.receive(max(min(wake - now, WAKE_NS), 0) / 1e9):
-                self._heard[idx] = time.perf_counter_ns()
-                self._handle(idx, msg)
-            self._write(merger.ready(time.perf_counter_ns(), pool.live.values()))
+            drained = self._receive(pool, max(min(wake - now, WAKE_NS), 0) / 1e9, now + WAKE_NS)
+            self._write(merger.ready(time.perf_counter_ns(), pool.live.values(), drained))
             self.bar.tick()  # keeps the bar moving through the warmup, when no interval line is printed
         if self.info is None:
             self._started(plan)
@@ -185,6 +200,19 @@ class Step:
             self._stopped_ns = min(self._stopped_ns, max(self.lost.t_ns, plan.measure_ns))
         self._write(merger.rest(self._stopped_ns))
         self.row = self._finish(interrupted=False)
+
+    def _receive(self, pool: ClientPool, timeout_s: float, until_ns: int) -> bool:
+        """Handle what the clients sent (waiting up to ``timeout_s`` for the first), then read on while more is
+        waiting, until ``until_ns``; True when nothing was left unread (the pipes drained)."""
+        got = pool.receive(timeout_s)
+        while got:
+            for idx, msg in got:
+                self._heard[idx] = time.perf_counter_ns()
+                self._handle(idx, msg)
+            if time.perf_counter_ns() >= until_ns or not pool.live:
+                return not pool.live
+            got = pool.receive(0)
+        return True
 
     def _handle(self, idx: int, msg: FromClient) -> None:
         """One client message during the run (the merger's first: it is nearly every message)."""
@@ -211,6 +239,14 @@ class Step:
             self._client_error(idx, msg.code, msg.message)
             if msg.kind in LOST_KINDS:
                 self._suspect(idx, msg.code, msg.message, time.perf_counter_ns())
+
+    def _refused(self, messages: list[str]) -> None:
+        """Some clients were refused at the server's connection limit: the step does not run with the others
+        (its row would claim clients that never ran); one event and one line, the run stops."""
+        line = refused_line(self.target, self.n, len(messages), messages[0])
+        self.bundle.event("step_refused", line, target=self.target.label, workload=self.wl.name, clients=self.n,
+                          refused=len(messages), **self._rep)
+        raise TooManyClients(line)
 
     def _reconnected(self, idx: int, msg: Reconnected) -> None:
         self._reconnect_events += 1
@@ -284,9 +320,12 @@ class Step:
         A client silent for two report intervals is inside a long statement (a stuck commit): it would answer
         only once that returns, so it is not waited for."""
         quiet_ns = int(2 * self.opts.report_interval_s * 1e9) + 500_000_000
+        # A client not heard from yet (Ctrl-C inside the first interval) counts from now: it is asked to stop
+        # and sends its counts at once unless it is inside a statement.
+        since = time.perf_counter_ns()
         while pool.live and time.monotonic() < deadline:
             now = time.perf_counter_ns()
-            if all(now - self._heard.get(i, 0) > quiet_ns for i in pool.live.values()):
+            if all(now - self._heard.get(i, since) > quiet_ns for i in pool.live.values()):
                 break
             for idx, msg in pool.receive(min(max(deadline - time.monotonic(), 0), WAKE_NS / 1e9)):
                 self._heard[idx] = time.perf_counter_ns()
@@ -364,9 +403,19 @@ class Step:
         for key, cut in (("server_lost", self.lost), ("aborted", self.aborted), ("stuck", self.stuck)):
             if cut is not None:
                 row[key] = cut.to_row(self._clock.unix(cut.t_ns), measure_ns)
+        short = self.startup is not None and self.startup.ready < self.n
+        if self.startup is not None:
+            row.update(self.startup.to_row())
+            if short:  # clients that could not start: the row says how many ran, and is not the planned step
+                row["clients_ran"] = self.startup.ready
         if self.stuck is not None:
             row["stuck"].update(self.stuck_view)
-        row["complete"] = not (interrupted or self.lost or self.aborted or self.stuck)
+        row["complete"] = not (interrupted or self.lost or self.aborted or self.stuck or short)
+        if self._merger.moved:  # reports that came after their interval was written (a client silent > grace)
+            self.bundle.event("intervals_late", f"{self.target.label}: {self.wl.name} with {self.n} clients: "
+                              f"{self._merger.moved} transactions reported after their interval was written were "
+                              "counted in the next one", target=self.target.label, workload=self.wl.name,
+                              clients=self.n, transactions=self._merger.moved, **self._rep)
         name = (f"workload--{safe_name(self.target.label)}--{self.wl.name}--c{self.n}"
                 + (f"--r{self.repeat}" if self.repeat else "") + ".hdr")
         with contextlib.suppress(OSError):

@@ -38,6 +38,40 @@ class WallClock:
         return round((t_ns + self.offset_ns) / 1e9, 6)
 
 
+@dataclass(frozen=True)
+class Startup:
+    """The clients' start-up, before the measured window (the plan is sent once every client is ready):
+    ``seconds`` from the first fork to the last client ready, ``ready`` clients of ``clients``, and each
+    ready client's own connect-and-prepare time (s), summed up as p50 and max (ms)."""
+
+    clients: int
+    ready: int
+    seconds: float
+    connect_p50_ms: float
+    connect_max_ms: float
+
+    @classmethod
+    def of(cls, clients: int, connect_s: list[float], t0_ns: int, t1_ns: int) -> Startup:
+        xs = sorted(connect_s)
+        p50 = xs[(len(xs) - 1) // 2] if xs else 0.0
+        return cls(clients, len(xs), max((t1_ns - t0_ns) / 1e9, 1e-9), round(1000 * p50, 2),
+                   round(1000 * (xs[-1] if xs else 0.0), 2))
+
+    @property
+    def per_s(self) -> float:
+        """Clients started and connected per second (forks and connections, as the driver got them)."""
+        return self.ready / self.seconds
+
+    def to_row(self) -> dict[str, Any]:
+        return {"startup_s": round(self.seconds, 3), "connects_per_s": round(self.per_s, 1),
+                "connect_ms": {"p50": self.connect_p50_ms, "max": self.connect_max_ms}}
+
+    def line(self) -> str:
+        return (f"{self.ready} client{'s' if self.ready != 1 else ''} started and connected in {self.seconds:.2f} s "
+                f"({self.per_s:.0f}/s; each connect p50 {self.connect_p50_ms:g} ms, max {self.connect_max_ms:g} ms), "
+                "before the measured window")
+
+
 def cpu_pct(cpu_s: float, seconds: float, ncpu: int) -> float:
     """CPU seconds over ``seconds`` as a percentage of ``ncpu`` cores, one decimal."""
     return round(cpu_s / (seconds * ncpu) * 100, 1)
@@ -50,6 +84,8 @@ def series_record(key: StepKey, m: Merged, clock: WallClock, ncpu: int) -> dict[
         "interval_s": round(m.seconds, 3), "transactions": m.transactions, "queries": m.queries,
         "errors": m.errors, "retries": m.retries, "reconnects": m.reconnects, "latency_ms": m.latency_ms,
         "client_cpu_pct": cpu_pct(m.cpu_s, m.seconds, ncpu), **({"repeat": key.repeat} if key.repeat else {}),
+        **({"connect_ms_per_txn": round(m.connect_ns / 1e6 / m.transactions, 3)} if m.connect_ns and m.transactions
+           else {}),
     }
 
 
@@ -84,7 +120,18 @@ def result_row(key: StepKey, t: Totals, opts: DriverOptions, driver: str, t_star
         "client_cpu_s": round(t.cpu_s, 3), "error_samples": t.samples, "scale": opts.scale,
         **({"statement_latency_ms": {stmt: {**hist.summary_ms(h), "count": h.get_total_count()}
                                      for stmt, h in sorted(t.statements.items())}} if t.statements else {}),
+        **(connect_fields(t, duration_s) if opts.connect_per_txn else {}),
     }
+
+
+def connect_fields(t: Totals, duration_s: float) -> dict[str, Any]:
+    """``--connect-per-transaction``: the mean connect time per transaction (ms, inside its latency), its
+    share of the mean transaction's latency (from the step's histogram) and connections opened per second."""
+    per_txn_ms = t.connect_ns / 1e6 / t.transactions if t.transactions else 0.0
+    mean_ms = t.latency.get_mean_value() / 1000.0 if t.transactions else 0.0
+    return {"connect_per_transaction": True, "connect_ms_per_txn": round(per_txn_ms, 3),
+            **({"connect_share_of_latency": round(per_txn_ms / mean_ms, 4)} if mean_ms > 0 else {}),
+            "connects_per_s_measured": round(t.transactions / duration_s, 1)}
 
 
 def summary_line(key: StepKey, row: dict[str, Any], ncpu: int) -> str:
@@ -94,6 +141,7 @@ def summary_line(key: StepKey, row: dict[str, Any], ncpu: int) -> str:
             f"p95 {lat['p95']:.3f} ms, p99 {lat['p99']:.3f} ms, errors {sum(row['errors'].values())}, "
             f"retries {row['retries']}, reconnects {row.get('reconnects', 0)}, "
             f"client cpu {row['client_cpu_pct']}% of {ncpu} cpus"
+            + (f", connect {row['connect_ms_per_txn']:.3f} ms/txn" if "connect_ms_per_txn" in row else "")
             + ("" if row.get("complete", True) else f" (cut short: {row['measured_s']:g} s measured)"))
 
 

@@ -35,6 +35,7 @@ from typing import Any
 from collectors.base import CollectorContext, Probe
 from collectors.blocking import (Seen, Wait, WindowBuilder, blocking_metrics, catch_up, catch_up_gap, seconds,
                                 text)
+from collectors.lockgate import QUIET_TICKS
 from collectors.mysql.common import GRANT_PROCESS, GRANT_PS, MyCollector, Parts, query_named
 from collectors.mysql.waits import TICK_S, TRX_EVERY_TICKS
 from collectors.sampling import TickSampler
@@ -249,25 +250,27 @@ class MyBlockingCollector(TickSampler[WindowBuilder], MyCollector):
         trx_tick = self._ticks_total % TRX_EVERY_TICKS == 0
         self._ticks_total += 1
         gate = self.ctx.lock_gate
-        if gate is not None and gate.quiet(self.interval_s, now):  # the wait sampler saw no lock wait
-            self._since("mdl", now, self.interval_s)
+        if gate is not None and gate.quiet(TICK_S, now):  # the wait sampler saw no lock wait
+            self._since("mdl", now, TICK_S)
             self._skipped.add("mdl")
             if trx_tick:
-                self._since("row", now, self.interval_s * TRX_EVERY_TICKS)
+                self._since("row", now, TICK_S * TRX_EVERY_TICKS)
                 self._skipped.add("row")
             self._window.add(time.time(), [], {})
+            self.interval_s = TICK_S * QUIET_TICKS  # its idle ticks cost too (collectors.lockgate)
             return
+        self.interval_s = TICK_S
         rows = self.parts.call("processlist", lambda: query_named(s, "blocking_threads"))
         if rows is None:
             return
         threads = {int(r["id"]): r for r in rows if r.get("id") is not None
                    and not text(r.get("info")).startswith(MARKER) and text(r.get("user")) not in _BACKGROUND_USERS}
         waiters = [r for r in threads.values() if lock_wait_state(r)]
-        period = self._since("mdl", now, self.interval_s)  # every tick, so a first waiter counts one tick
+        period = self._since("mdl", now, TICK_S)  # every tick, so a first waiter counts one tick
         waits = self._caught_up("mdl", now, self._mdl_waits(s, waiters, period) if waiters else [])
         trx: dict[int, dict[str, Any]] = {}
         if trx_tick and self.parts.is_on("lock_waits"):
-            row_waits, trx = self._row_waits(s, self._since("row", now, self.interval_s * TRX_EVERY_TICKS))
+            row_waits, trx = self._row_waits(s, self._since("row", now, TICK_S * TRX_EVERY_TICKS))
             # InnoDB's lock tables are a cache up to 100 ms old (the module docstring): a wait whose waiter or
             # blocker has left the processlist read just before has ended; with PROCESS (which those tables
             # need) every live thread is in it.

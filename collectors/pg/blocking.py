@@ -27,6 +27,7 @@ from typing import Any
 from collectors.base import Probe
 from collectors.blocking import (Seen, Wait, WindowBuilder, blocking_metrics, catch_up, catch_up_gap, seconds,
                                 text)
+from collectors.lockgate import QUIET_TICKS
 from collectors.pg.common import (DEFAULT_HZ, SAMPLER_TIMEOUT_MS, new_parts, open_session, plain, probe_sampler,
                                   sampling_options)
 from collectors.sampling import TickSampler
@@ -119,6 +120,7 @@ class PgBlockingCollector(TickSampler[WindowBuilder]):
     def __init__(self, ctx: Any) -> None:
         super().__init__(ctx)
         self.interval_s, self.all_databases = sampling_options(ctx)
+        self._tick_s = self.interval_s  # interval_s grows to QUIET_TICKS of it while the lock gate is quiet
         self.parts = new_parts()
         self._sql: dict[str, str] = {}
         self._skipped = False  # the previous tick was skipped on the lock gate's word
@@ -141,12 +143,14 @@ class PgBlockingCollector(TickSampler[WindowBuilder]):
     def _tick(self) -> None:
         assert self.session is not None, "start() first"
         now = time.monotonic()
-        period = self._since("tick", now, self.interval_s)
+        period = self._since("tick", now, self._tick_s)
         gate = self.ctx.lock_gate
-        if gate is not None and gate.quiet(self.interval_s, now):
+        if gate is not None and gate.quiet(self._tick_s, now):
             self._window.add(time.time(), [], {})  # the wait sampler saw no Lock wait: nobody to look behind
             self._skipped = True
+            self.interval_s = self._tick_s * QUIET_TICKS
             return
+        self.interval_s = self._tick_s
         skipped, self._skipped = self._skipped, False
         gap_s = catch_up_gap(gate, now, self._last_read)
         self._last_read = now

@@ -21,7 +21,7 @@ def main(a: argparse.Namespace, argv: list[str]) -> int:
                         protocol=a.protocol, isolation=a.isolation, rate=a.rate, max_tries=a.max_tries,
                         report_interval_s=a.report_interval, scale=a.scale, fresh=a.fresh, script=a.script,
                         think=a.think, tpcc_mode=a.tpcc_mode, on_error=a.on_error, repeat=a.repeat, workers=a.workers,
-                        statement_timeout_s=a.statement_timeout)
+                        statement_timeout_s=a.statement_timeout, connect_per_txn=a.connect_per_transaction)
     opts = RunOptions(targets=a.targets or default_targets(), workloads=[w.strip() for w in a.workload.split(",")
                                                                           if w.strip()],
                       driver=drv, out=a.out, name=a.name, argv=["dbdiag", *argv], collect=not a.no_collect,

@@ -39,7 +39,39 @@ _HINTS = {
     "connect": "is the server running, and are host, port and database right?",
     "privilege": "the user lacks a privilege",
     "lost": "the server closed the connection",
+    "connection_limit": "the server is at its connection limit",
 }
+
+
+@dataclass(frozen=True)
+class ConnectionRoom:
+    """How many more connections a server takes from this user, by the tightest of its limits.
+
+    ``setting``: the limit that binds ("max_connections", "max_user_connections", ...); ``limit``: its
+    value; ``reserved``: slots of it this user cannot take (superuser_reserved_connections); ``in_use``:
+    connections counted against it now, the asking session left out (it closes before the clients open).
+    """
+
+    setting: str
+    limit: int
+    reserved: int
+    in_use: int
+
+    @property
+    def free(self) -> int:
+        """Connections this user can still open (0 when the server is full or over)."""
+        return max(self.limit - self.reserved - self.in_use, 0)
+
+    def text(self) -> str:
+        """``max_connections is 50 (3 reserved for superusers, 1 in use by other sessions)``."""
+        parts = ([f"{self.reserved} reserved for superusers"] if self.reserved else []) + \
+            ([f"{self.in_use} in use by other sessions"] if self.in_use else [])
+        return f"{self.setting} is {self.limit}" + (f" ({', '.join(parts)})" if parts else "")
+
+
+def tightest(rooms: list[ConnectionRoom]) -> ConnectionRoom:
+    """The room that binds first among a server's limits (the fewest free connections)."""
+    return min(rooms, key=lambda r: r.free)
 
 
 @dataclass(frozen=True)
@@ -281,4 +313,9 @@ class Engine:
 
     def read_key_settings(self, query: Any) -> dict[str, str]:
         """:attr:`key_settings` as name -> value text (with unit where the server has one)."""
+        raise NotImplementedError
+
+    def connection_room(self, query: Any) -> ConnectionRoom:
+        """How many more connections this session's user may open (``query`` as for :meth:`identify`);
+        the asking session itself is not counted as in use."""
         raise NotImplementedError

@@ -7,7 +7,7 @@ import signal
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from diag.engines.base import DriverInfo, Engine, Identity
+from diag.engines.base import ConnectionRoom, DriverInfo, Engine, Identity, tightest
 
 if TYPE_CHECKING:
     from diag.targets import Target
@@ -17,9 +17,13 @@ _KINDS = {
     "28P01": "auth", "28000": "auth", "42501": "privilege", "40001": "serialization",
     "40P01": "deadlock", "57014": "timeout", "57P01": "lost", "57P02": "lost", "57P03": "connect",
     "3D000": "connect", "0A000": "unsupported", "42P01": "undefined", "42883": "undefined", "55000": "unsupported",
+    "53300": "connection_limit",
 }
 _CONNECT_TEXTS = ("connection refused", "could not connect", "timeout expired", "could not translate host",
                   "no such file")
+# A refused connection has no SQLSTATE on the client side (libpq, psycopg at connect): its FATAL text says it.
+_LIMIT_TEXTS = ("too many clients already", "remaining connection slots are reserved",
+                "too many connections for role", "too many connections for database")
 _LOST_TEXTS = ("server closed the connection", "terminating connection", "consuming input failed",
                "the connection is lost", "connection is closed")
 
@@ -128,7 +132,9 @@ class PostgresEngine(Engine):
         low = msg.lower()
         if kind:
             return code, msg, kind
-        if "password authentication failed" in low or "no password supplied" in low:
+        if any(t in low for t in _LIMIT_TEXTS):
+            kind = "connection_limit"
+        elif "password authentication failed" in low or "no password supplied" in low:
             kind = "auth"
         elif code.startswith("08") or any(t in low for t in _CONNECT_TEXTS) or \
                 ("does not exist" in low and "database" in low):
@@ -186,6 +192,24 @@ class PostgresEngine(Engine):
     def read_key_settings(self, query: Any) -> dict[str, str]:
         rows = query("SELECT name, setting, unit FROM pg_settings WHERE name = ANY(%s)", (list(self.key_settings),))
         return {r["name"]: f"{r['setting']}{' ' + r['unit'] if r['unit'] else ''}" for r in rows}
+
+    def connection_room(self, query: Any) -> ConnectionRoom:
+        # superuser_reserved_connections (and reserved_connections, 16+) are slots a superuser may take
+        # and others may not; the role's CONNECTION LIMIT binds non-superusers too. Background workers
+        # and WAL senders have their own slots: only client backends count.
+        r = query("SELECT current_setting('max_connections')::int AS max, "
+                  "current_setting('superuser_reserved_connections')::int AS su, "
+                  "coalesce(current_setting('reserved_connections', true), '0')::int AS res, "
+                  "r.rolsuper AS super, r.rolconnlimit AS rolelimit, "
+                  "(SELECT count(*) FROM pg_stat_activity WHERE backend_type = 'client backend')::int AS used, "
+                  "(SELECT count(*) FROM pg_stat_activity WHERE backend_type = 'client backend' "
+                  " AND usename = current_user)::int AS mine "
+                  "FROM pg_roles r WHERE r.rolname = current_user")[0]
+        rooms = [ConnectionRoom("max_connections", int(r["max"]), 0 if r["super"] else int(r["su"]) + int(r["res"]),
+                                int(r["used"]) - 1)]
+        if int(r["rolelimit"]) >= 0 and not r["super"]:
+            rooms.append(ConnectionRoom("the role's CONNECTION LIMIT", int(r["rolelimit"]), 0, int(r["mine"]) - 1))
+        return tightest(rooms)
 
 
 POSTGRES = PostgresEngine()

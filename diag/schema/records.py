@@ -157,6 +157,10 @@ _ROW_INT = ("transactions", "retries", "reconnects")
 _ROW_CUT = ("server_lost", "aborted", "stuck")
 _ROW_STR = ("engine", "driver", "protocol", "isolation")
 _ROW_DICT = ("latency_ms", "errors", "error_samples")
+# The clients' start-up before the window and, under --connect-per-transaction, the connect inside each
+# transaction (workloads.stepresult: Startup, connect_fields); absent (None) in rows written before them.
+_ROW_SCALE_NUM = ("startup_s", "connects_per_s", "connect_ms_per_txn", "connect_share_of_latency",
+                  "connects_per_s_measured")
 _ROW_REPEAT = ("interval_tps", "tps_ci", "repeats", "repeat", "repeat_count", "representative_repeat")
 
 
@@ -212,10 +216,22 @@ class ResultRow:
     representative_repeat: int | None = None
     # The step's statement digests and plans (collectors.statements), shape: diag.schema.statements.StepStatements
     statements: Mapping[str, Any] | None = None
+    # Start-up (s from the first fork to the last client ready; clients ready per s; each client's connect
+    # p50 / max in ms), the clients that ran when fewer than ``clients`` started, and the connect of
+    # --connect-per-transaction (ms per transaction, its share of the mean latency, connections per s).
+    startup_s: float | None = None
+    connects_per_s: float | None = None
+    connect_ms: Mapping[str, float] | None = None
+    clients_ran: int | None = None
+    connect_per_transaction: bool | None = None
+    connect_ms_per_txn: float | None = None
+    connect_share_of_latency: float | None = None
+    connects_per_s_measured: float | None = None
     extra: Mapping[str, Any] = field(default_factory=dict)
 
     _FIELDS = ("target", "workload", "clients", *_ROW_STR, *_ROW_NUM, *_ROW_INT, *_ROW_DICT, "interrupted",
-               "complete", *_ROW_CUT, "profile", "statements", *_ROW_REPEAT, "statement_latency_ms")
+               "complete", *_ROW_CUT, "profile", "statements", *_ROW_REPEAT, "statement_latency_ms",
+               *_ROW_SCALE_NUM, "connect_ms", "clients_ran", "connect_per_transaction")
 
     @property
     def interval(self) -> TpsInterval | None:
@@ -279,6 +295,10 @@ class ResultRow:
         if kw["profile"] is not None:  # shape: diag.schema.profile.StepProfile
             StepProfile.from_dict(kw["profile"], f"{where}: profile")
         kw["statement_latency_ms"] = get_field(d, "statement_latency_ms", (dict,), where)
+        kw.update({k: get_field(d, k, NUM, where) for k in _ROW_SCALE_NUM})
+        kw["connect_ms"] = get_field(d, "connect_ms", (dict,), where)
+        kw["clients_ran"] = get_field(d, "clients_ran", (int,), where)
+        kw["connect_per_transaction"] = get_field(d, "connect_per_transaction", (bool,), where)
         kw["statements"] = get_field(d, "statements", (dict,), where)
         if kw["statements"] is not None:  # validated here, so a bad record names its row when the bundle loads
             StepStatements.from_dict(kw["statements"], f"{where}: statements")

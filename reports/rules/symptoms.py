@@ -31,7 +31,8 @@ from reports.rules.limit import key_of, step_limits
 # The words for a limit in another finding's title.
 _LIMIT_WORDS = {"host_cpu": "the host's CPUs", "neighbours": "other processes on the host", "server_cpu": "the server's CPU", "client_cpu": "the clients' CPU",
                 "round_trips": "the round trips", "commit_flush": "the log flush", "lock": "a lock holder",
-                "latch": "a latch", "io": "data reads"}
+                "latch": "a latch", "io": "data reads", "unobserved": "not observed",
+                "connect": "opening connections"}
 _CPU_KINDS = frozenset({"host_cpu", "server_cpu", "neighbours"})
 
 Phrase = Callable[[Step, StepAccounting], str]
@@ -61,6 +62,9 @@ def _restate(b: Bundle, raw: list[Finding], key: str, kind: str, phrase: Phrase)
             role, severity = "the step's limit", f.severity
         elif lim.saturated:
             role, severity = f"queueing behind the limit ({_LIMIT_WORDS[lim.kind]})", "info"
+        elif lim.unobserved:  # no host evidence: that nothing is saturated was not observed
+            role, severity = (f"not the limit named (that is {_LIMIT_WORDS[lim.kind]}; saturation not observed: "
+                              f"no {' and no '.join(m.split(' (')[0] for m in lim.unobserved)} evidence)"), "info"
         else:
             role, severity = f"not the limit (that is {_LIMIT_WORDS[lim.kind]}; nothing is saturated)", "info"
         ev["role"] = role
@@ -106,4 +110,16 @@ def cpu_bound(b: Bundle) -> list[Finding]:
             f = replace(f, title=f"{f.title} (not the step's limit: that is {_LIMIT_WORDS[lim.kind]})",
                         evidence={**f.evidence, "limit": lim.title})
         out.append(f)
+    return out
+
+
+def host_contention(b: Bundle) -> list[Finding]:
+    """:func:`reports.rules.cpu.host_contention`, except on a step whose limit already names the neighbours (the
+    same processes, said once: the limit carries their CPU and the advice)."""
+    limits = step_limits(b)
+    out = []
+    for f in cpu.host_contention(b):
+        got = limits.get(key_of(f)) if key_of(f) is not None else None
+        if got is None or got[2].kind != "neighbours":
+            out.append(f)
     return out

@@ -60,3 +60,29 @@ def test_every_default_step_names_one_limit_and_its_parts_explain_its_time(defau
         assert lims[0]["extra"]["kind"] and lims[0]["title"], lims[0]
     html = (default_run["path"] / "report.html").read_text()
     assert html.count("What limits it: <b>") == 2 and "No finding names a limit" not in html  # one per target
+
+
+def test_profiles_record_after_the_measured_part_and_the_report_says_what_they_cost(
+        default_run: dict[str, Any]) -> None:
+    """Issue 25: each profiled step runs on after -T; its figures, series and statements stop at the measured
+    part's end, the tail is summed apart, and the report's Cost of looking table shows both rates."""
+    b = default_run["bundle"]
+    profiled = [r for r in b.results if (r.get("profile") or {}).get("window")]
+    assert profiled, [r.get("profile") for r in b.results]
+    html = (default_run["path"] / "report.html").read_text()
+    assert 'id="observer-table"' in html
+    for r in profiled:
+        tail, (w0, w1) = r["profile_tail"], r["profile"]["window"]
+        assert r["measured_s"] == pytest.approx(2.0, abs=0.01), r
+        assert tail["t_start"] == pytest.approx(r["t_end"], abs=0.01) and tail["seconds"] > 1.0, tail
+        assert tail["t_start"] <= w0 < w1 <= tail["t_end"] + 0.5, (tail, r["profile"]["window"])
+        assert tail["transactions"] > 0 and tail["tps_ratio"] == pytest.approx(tail["tps"] / r["tps"], rel=0.01)
+        st = r.get("statements") or {}
+        if st.get("t1"):  # the digests' end snapshot: at the measured part's end, not after the tail
+            assert st["t1"] <= r["t_end"] + 0.5, (st["t1"], r["t_end"])
+        assert f"{tail['tps']:,.1f}" in html, tail["tps"]
+    recs = [x for name, s in b.series_for("workload--").items() for x in s]
+    assert any(x.get("tail") for x in recs) and all(x["t"] <= r["t_end"] + 1e-3 or x.get("tail")
+                                                   for r in profiled for x in recs
+                                                   if (x["workload"], x["clients"]) == (r["workload"], r["clients"])
+                                                   and r["t_start"] < x["t"] < r["profile_tail"]["t_end"])

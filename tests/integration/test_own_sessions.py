@@ -25,7 +25,7 @@ from diag.db import Session, own_app_name
 from workloads.clientbase import APP_NAME
 
 # The sessions dbdiag opens that are not a collector's (diag/run.py, workloads/, diag/servers.py, fsync-test)
-OTHER_KINDS = ("run", "load", "probe", "worker", "server", "fsync-test", "watch")
+OTHER_KINDS = ("run", "load", "probe", "worker", "server", "fsync-test", "watch", "room")
 
 
 def one_window(c: Collector) -> dict[str, Any]:

@@ -17,9 +17,10 @@ from reports.rules.base import Step, steps
 
 DATA = Path(__file__).resolve().parents[1] / "data" / "bundles"
 BUNDLES = sorted(p.name for p in DATA.iterdir() if (p / "run.json").exists())
-KEYS = {"client_cpu", "round_trips", "server_cpu_user", "server_cpu_system", "unaccounted"} | \
+KEYS = {"client_cpu", "connect", "round_trips", "server_cpu_user", "server_cpu_system", "unaccounted"} | \
     {f"wait:{c}" for c in WAIT_CLASSES}
-KINDS = {"host_cpu", "neighbours", "server_cpu", "client_cpu", "round_trips", "commit_flush", "lock", "latch", "io"}
+KINDS = {"host_cpu", "neighbours", "server_cpu", "client_cpu", "round_trips", "commit_flush", "lock", "latch", "io",
+         "unobserved", "connect"}
 
 
 def load(name: str) -> Bundle:

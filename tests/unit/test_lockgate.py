@@ -60,7 +60,8 @@ def test_catch_up_counts_the_wait_by_the_server_clock_within_the_gap() -> None:
     waits = [Wait(1, (2,), "x", 0.1, wait_s=0.35), Wait(3, (2,), "x", 0.1, wait_s=5.0),
              Wait(4, (2,), "x", 0.1, wait_s=0.02), Wait(5, (2,), "x", 0.1)]
     got = [w.period_s for w in catch_up(waits, gap_s=0.6)]
-    assert got == [0.35, 0.6, 0.1, 0.1]  # its own age; at most the gap; at least its period; no age: as it was
+    assert got == [0.35, 0.6, 0.02, 0.1]  # its own age, at most the gap; no age said: its period
+    assert catch_up([Wait(6, (2,), "x", 0.3, wait_s=0.0)], gap_s=0.2)[0].period_s == 0.2  # period, within the gap
 
 
 def test_catch_up_goes_back_no_further_than_the_last_tick_without_a_lock_wait() -> None:
