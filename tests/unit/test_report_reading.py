@@ -93,6 +93,7 @@ def test_one_minute_report_weight_and_links(tmp_path):
     assert any(h.startswith("prof-") for h in hrefs) and any(h.startswith("acc-") for h in hrefs)
     assert html.index('id="summary"') < html.index('id="findings"') < html.index('id="results"')
     assert "<script" not in html and "position: sticky" in html
+    assert not re.search(r'(src|href)="(https?:)?//', html) and "<link" not in html  # one file, readable offline
     assert "mariadb-server-core-dbgsym" in html  # the stripped mariadbd's [unknown] share is explained
 
 
