@@ -193,7 +193,7 @@ def _compare_parser(sub: Any) -> None:
     c.add_argument("--json", action="store_true", help="print the comparison as JSON (no page is written)")
     c.add_argument("--html", type=Path, default=None, metavar="FILE",
                    help="where to write the comparison page (default: compare.html, or compare-<RUN_B>.html "
-                        "for two runs, in RUN_A)")
+                        "for two runs, in RUN_A; with --vs, compare-vs-<first contender>.html in the first baseline)")
 
 
 def _watch_parser(sub: Any) -> None:

@@ -46,6 +46,36 @@ def fmt(v: float) -> str:
     return f"{v:.3g}"
 
 
+# A series longer than this many points per plot pixel column is reduced for drawing (a line cannot show more).
+MAX_POINTS_PER_PX = 2
+
+
+def reduce_series(points: Sequence[tuple[float, float | None]], buckets: int
+                  ) -> list[tuple[float, float | None]]:
+    """At most ~2 points per bucket of equal x width: each bucket's lowest and highest point in x order, so a
+    stall (one interval at 0) or a spike still shows; a gap (None) in a bucket stays a gap. Short series and
+    unordered x (a scaling curve) are returned unchanged."""
+    if len(points) <= MAX_POINTS_PER_PX * buckets or buckets < 1:
+        return list(points)
+    xs = [x for x, _ in points]
+    if any(b < a for a, b in zip(xs, xs[1:])):
+        return list(points)
+    lo, hi = xs[0], xs[-1]
+    span = (hi - lo) or 1.0
+    groups: dict[int, list[tuple[float, float | None]]] = {}
+    for x, y in points:
+        groups.setdefault(min(buckets - 1, int((x - lo) / span * buckets)), []).append((x, y))
+    out: list[tuple[float, float | None]] = []
+    for _, g in sorted(groups.items()):
+        vals = [p for p in g if p[1] is not None and math.isfinite(p[1])]
+        if len(vals) < len(g):
+            out.append((g[0][0], None))
+        if vals:
+            keep = {min(vals, key=lambda p: p[1]), max(vals, key=lambda p: p[1])}
+            out.extend(sorted(keep))
+    return out
+
+
 def line_chart(series: Sequence[tuple[str, Sequence[tuple[float, float | None]]]], *, x_label: str,
                y_label: str, width: int = 720, height: int = 260, log_x: bool = False,
                markers: bool = False, bands: Sequence[tuple[float, float, str]] = (),
@@ -56,6 +86,7 @@ def line_chart(series: Sequence[tuple[str, Sequence[tuple[float, float | None]]]
     series name, error bars (x, low, high, what) drawn in the series' colour, e.g. a median's interval.
     """
     intervals = intervals or {}
+    series = [(name, reduce_series(s, width - 80)) for name, s in series]  # 80: the plot's side margins
     pts = [(x, y) for _, s in series for x, y in s if y is not None and math.isfinite(y)]
     pts += [(x, hi) for v in intervals.values() for x, _, hi, _ in v if math.isfinite(hi)]
     if not pts:
@@ -158,7 +189,8 @@ def stacked_bars(bars: Sequence[tuple[str, Sequence[tuple[str, str, float, float
     colour = {k: ("#bbbbbb" if k == "unaccounted" else PALETTE[i % len(PALETTE)]) for i, (k, _l) in enumerate(keys)}
     height = len(bars) * (bar_h + gap) + 18 * ((len(keys) + 1) // 2) + 10
     out = [f'<svg xmlns="http://www.w3.org/2000/svg" class="stacked" width="{width}" height="{height}" '
-           f'viewBox="0 0 {width} {height}" role="img">']
+           f'viewBox="0 0 {width} {height}" role="img" '
+           f'aria-label="share of the mean transaction\'s time per part, one bar per target">']
     span = width - left - 10
     for i, (label, parts) in enumerate(bars):
         y = i * (bar_h + gap)

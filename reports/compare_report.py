@@ -19,6 +19,9 @@ from reports.compare import run_name
 from reports.diff_view import with_diff_flames
 from reports.render import _env as report_env  # one jinja environment (filters, autoescape) for both pages
 from reports.sections import step_profile
+from reports.rules.base import engine_of
+from reports.statements_view import compare_pair, step_statements
+from reports.verdict import pair_lines
 
 TOP_SYMBOLS = 8
 
@@ -48,13 +51,51 @@ def with_symbols(bundles: list[Bundle], items: list[dict[str, Any]]) -> list[dic
     return out
 
 
+def _bundle_of(bundles: list[Bundle], run: str | None) -> Bundle | None:
+    return next((b for b in bundles if run is None or run_name(b) == run), None)
+
+
+def statements_versus(bundles: list[Bundle], items: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Per compared pair whose two steps recorded statements: the statements lined up, faster side as A."""
+    out = []
+    for e in items:
+        sides = []
+        for side in ("fast", "slow"):
+            b = _bundle_of(bundles, e.get(f"{side}_run"))
+            found = step_statements(b, str(e[side]), str(e["workload"]), int(e["clients"])) if b else None
+            if found is None:
+                break
+            sides.append((b, *found))
+        if len(sides) < 2:
+            continue
+        (ba, ra, sa), (bb, rb, sb) = sides
+        fw, sw = e.get("fast_wall_us"), e.get("slow_wall_us")
+        c = compare_pair(str(e["workload"]), int(e["clients"]), ra, sa, rb, sb,
+                         scopes=(engine_of(ba, str(e["fast"]), ra), engine_of(bb, str(e["slow"]), rb)),
+                         txn_gap_us=sw - fw if fw is not None and sw is not None else None)
+        out.append({**c, "a": e.get("fast_name", c.get("a")), "b": e.get("slow_name", c.get("b"))})
+    return out
+
+
 def render_comparison(bundles: list[Bundle], items: list[dict[str, Any]]) -> str:
-    """The page's HTML (same bundles, same bytes)."""
+    """The page's HTML (same bundles, same bytes): the verdict per pair first, then each step's explanation and
+    the statements side by side."""
     runs = [run_name(b) for b in bundles]
     title = "dbdiag compare: " + " vs ".join(runs)
+    comparisons = with_diff_flames(bundles, with_symbols(bundles, items))
     return report_env().get_template("compare.html.j2").render(
         title=title, runs=[{"name": n, "path": str(b.path)} for n, b in zip(runs, bundles)],
-        comparisons=with_diff_flames(bundles, with_symbols(bundles, items)))
+        comparisons=comparisons, verdict_pairs=pair_lines(comparisons),
+        statement_compare=statements_versus(bundles, items))
+
+
+def render_sets(baseline: list[Bundle], contender: list[Bundle], items: list[dict[str, Any]]) -> str:
+    """The page of ``dbdiag compare BASE... --vs NEW...``: per step the contender's change, its interval and
+    verdict (the same figures as the text), a verdict line per step first."""
+    title = "dbdiag compare: " + ", ".join(run_name(b) for b in baseline) + " vs " + \
+        ", ".join(run_name(b) for b in contender)
+    return report_env().get_template("sets.html.j2").render(
+        title=title, items=items, baseline=[str(b.path) for b in baseline], contender=[str(b.path) for b in contender])
 
 
 def write_page(path: Path, html: str) -> Path:

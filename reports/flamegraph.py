@@ -27,6 +27,9 @@ PAD_X = 10
 TOP = 36  # title and subtitle
 BOTTOM = 8
 MIN_FRACTION = 0.001  # frames narrower than 0.1% of all samples are omitted (not drawn, not labelled)
+# The report's inline graphs (760 px) keep frames of at least 0.5% (3.8 px, about the narrowest a reader can hover);
+# that halves their bytes (a 4-step report's profiles: 223 KB to ~110 KB). Every frame stays in the interactive page.
+INLINE_MIN_FRACTION = 0.005
 
 _BAD_XML = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\ufffe\uffff]")
 

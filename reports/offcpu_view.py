@@ -13,7 +13,7 @@ from typing import Any
 from collectors.profile.offcpu import per_transaction, top_paths
 from collectors.profile.parse import load_folded
 from diag.bundle import Bundle
-from reports.flamegraph import flamegraph_svg
+from reports.flamegraph import INLINE_MIN_FRACTION, flamegraph_svg
 from reports.flamegraph_page import write_page
 from reports.observer import profiled_tps
 
@@ -78,7 +78,8 @@ def step_offcpu(b: Bundle, row: dict[str, Any], waits: dict[str, Any] | None,
     flame = interactive = ""
     if with_flame and folded:
         title = f"off-CPU {row.get('target')} {row.get('workload')} {row.get('clients')} clients"
-        flame = flamegraph_svg(folded, title=title, width=FLAME_W, unit="µs off CPU")
+        flame = flamegraph_svg(folded, title=title, width=FLAME_W, unit="µs off CPU",
+                               min_fraction=INLINE_MIN_FRACTION)
         interactive = write_page(Path(b.path), off["folded"], folded, title, unit="µs off CPU")
     return {"file": off["folded"], "seconds": seconds, "total_us": total, "threads": off.get("threads"),
             "threads_seen": off.get("threads_seen") or off.get("threads"),

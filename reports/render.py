@@ -24,7 +24,9 @@ from reports.compare import compare
 from reports.diff_view import with_diff_flames
 from reports.durability_view import durability_rows
 from reports.evidence import evidence_rows
+from reports.evidence_words import because_and_advice, evidence_items, key_figures
 from reports.findings import derive_findings
+from reports.navigation import step_id, step_links
 from reports.significance import interval_text
 from reports.resources import step_resources
 from reports.observer import observer_rows
@@ -33,8 +35,12 @@ from reports.statements_view import compare_statements, statement_sections
 from reports.watch_view import watch_section
 from reports.series import counter_series, group_series, host_cpu_pct
 from reports.summary import scaling_knees, target_verdicts
+from reports.unnamed import unnamed_note
+from reports.verdict import pair_lines, target_lines
 
 TEMPLATES = Path(__file__).parent / "templates"
+# Findings shown open (besides every critical one): the few a reader acts on; the rest are folded, one click away.
+FINDINGS_OPEN = 5
 
 
 @functools.lru_cache(maxsize=1)
@@ -46,6 +52,10 @@ def _env() -> jinja2.Environment:
     env.filters["num"] = _num
     env.filters["ts"] = _ts
     env.filters["human"] = fmt
+    env.filters["figures"] = key_figures
+    env.filters["evidence_words"] = evidence_items
+    env.filters["because"] = because_and_advice
+    env.globals["step_id"] = step_id
     return env
 
 
@@ -198,22 +208,31 @@ def build_view(b: Bundle, findings: list[dict[str, Any]]) -> dict[str, Any]:
     targets = run.get("targets", [])
     collectors = [{"name": k, **v} for k, v in sorted(run.get("collectors", {}).items())]
     durability = list(durability_rows(b))
-    return {
+    verdicts = _with_limits(target_verdicts(b, findings, durability, scaling_knees(b.results)), findings)
+    comparisons = _comparisons(b)
+    by_label = {str(t.get("label")): t for t in targets}
+    profs = [{**p, "unnamed": unnamed_note(p, by_label.get(str(p.get("target"))))} for p in profiles(b)]
+    view = {
         "run": run, "partial": b.partial, "targets": targets, "results": b.results, "findings": findings,
         "charts": build_charts(b), "collectors": collectors, "events": b.events[-200:], "resources": step_resources(b),
-        "waits": wait_profiles(b), "blocking": blocking_sections(b), "profiles": profiles(b),
+        "waits": wait_profiles(b), "blocking": blocking_sections(b), "profiles": profs,
         "settings_diff": settings_diff(b),
         "durability": durability,
-        "verdicts": _with_limits(target_verdicts(b, findings, durability, scaling_knees(b.results)), findings),
+        "verdicts": verdicts, "verdict_targets": target_lines(verdicts, b.results, findings), "verdict_pairs": pair_lines(comparisons),
         "accounting": accounting_view(b), "observer": observer_rows(b),
         "evidence": evidence_rows(b),
-        "comparisons": _comparisons(b),
+        "comparisons": comparisons,
         "statements": statement_sections(b), "statement_compare": compare_statements(b),
         "watch": watch_section(b, findings),
         "causes": causes_checked(b),
         "title": f"dbdiag report: {', '.join(run.get('workloads', []))} on "
                  f"{', '.join(t.get('label', '?') for t in targets)}",
     }
+    view["step_links"] = step_links(view)
+    numbered = list(enumerate(findings, 1))
+    view["findings_open"] = [(i, f) for i, f in numbered if i <= FINDINGS_OPEN or f.get("severity") == "critical"]
+    view["findings_more"] = [(i, f) for i, f in numbered if not (i <= FINDINGS_OPEN or f.get("severity") == "critical")]
+    return view
 
 
 def _with_limits(verdicts: list[dict[str, Any]], findings: list[dict[str, Any]]) -> list[dict[str, Any]]:

@@ -10,7 +10,7 @@ from collectors.profile.analyse import MIN_USABLE_FRAMES, top_symbols, unresolve
 from collectors.profile.parse import load_folded
 from diag.bundle import Bundle, safe_name
 from diag.engines import ENGINES
-from reports.flamegraph import flamegraph_svg
+from reports.flamegraph import INLINE_MIN_FRACTION, flamegraph_svg
 from reports.flamegraph_page import write_page
 from reports.offcpu_view import step_offcpu
 
@@ -65,7 +65,7 @@ def step_profile(b: Bundle, row: dict[str, Any], with_flame: bool = True) -> dic
     flame = interactive = ""
     if with_flame and folded:
         title = f"{row.get('target')} {row.get('workload')} {row.get('clients')} clients"
-        flame = flamegraph_svg(folded, title=title, width=FLAME_W)
+        flame = flamegraph_svg(folded, title=title, width=FLAME_W, min_fraction=INLINE_MIN_FRACTION)
         interactive = write_page(Path(b.path), rel, folded, title)
     return {"target": row.get("target"), "workload": row.get("workload"), "clients": row.get("clients"),
             "samples": sum(folded.values()), "freq_hz": prof.get("freq_hz"), "window": prof.get("window"),

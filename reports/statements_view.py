@@ -168,6 +168,15 @@ def compare_statements(b: Bundle) -> list[dict[str, Any]]:
     return out
 
 
+def step_statements(b: Bundle, target: str, workload: str, clients: int
+                    ) -> tuple[dict[str, Any], StepStatements] | None:
+    """One step's result row and statements, if the bundle recorded statements for it."""
+    for row, st in _steps(b, target):
+        if str(row.get("workload")) == workload and int(row.get("clients") or 0) == clients:
+            return row, st
+    return None
+
+
 def _per_call(v: float | None, calls: int) -> float | None:
     return v / calls if v is not None and calls > 0 else None
 

@@ -20,7 +20,7 @@ from pathlib import Path
 from diag.bundle import load_bundle
 from diag.errors import UsageError
 from reports.compare import compare, format_comparison
-from reports.compare_report import render_comparison, write_page
+from reports.compare_report import render_comparison, render_sets, write_page
 from reports.compare_sets import compare_sets, format_sets
 from reports.watch_view import as_one_step
 
@@ -35,9 +35,6 @@ def default_page(run_a: Path, run_b: Path | None) -> Path:
 def main(a: argparse.Namespace, argv: list[str]) -> int:
     """``dbdiag compare``: the exit code is 1 when no pair of steps could be compared."""
     if a.vs:
-        if a.html:
-            raise UsageError("--html writes the page of a pair comparison; with --vs the sets' comparison is "
-                             "printed (text, or --json)")
         return _sets(a)
     if len(a.runs) > 2:
         raise UsageError("dbdiag compare takes one or two runs; for more, name the contender set after --vs: "
@@ -61,9 +58,13 @@ def _sets(a: argparse.Namespace) -> int:
         unique = list(dict.fromkeys(p.resolve() for p in paths))  # a run named twice counts once
         return [load_bundle(p) for p in unique]
 
-    items = compare_sets(load_set(a.runs), load_set(a.vs))
+    baseline, contender = load_set(a.runs), load_set(a.vs)
+    items = compare_sets(baseline, contender)
     if a.json:
         print(json.dumps({"steps": items}, indent=1, default=str))
-    else:
-        print(format_sets(items))
+        return 0 if items else 1
+    print(format_sets(items))
+    page = write_page(a.html or a.runs[0] / f"compare-vs-{Path(a.vs[0]).resolve().name}.html",
+                      render_sets(baseline, contender, items))
+    print(f"comparison page: {page}")
     return 0 if items else 1

@@ -145,6 +145,9 @@ class MysqlEngine(Engine):
                           # MariaDB 10.8+ has no redo-only counter.
                           ("status.Innodb_data_fsyncs", "Innodb_data_fsyncs (redo log and data files)"))
     process_names = ("mariadbd", "mysqld")
+    # Debian's mariadbd keeps only its exported symbols; its debug symbols come as a separate package or by build id.
+    symbols_hint = ("install mariadb-server-core-dbgsym from Debian's debug archive, or set "
+                    "DEBUGINFOD_URLS=https://debuginfod.debian.net so perf finds them by build id")
     data_directory_sql = "SELECT @@datadir AS d"
     # Source: https://mariadb.com/kb/en/information-schema-processlist-table/ (STATE is the thread's stage,
     # "Waiting for ..." when it waits on another session or a replica)

@@ -140,9 +140,11 @@ def test_sets_and_run_names(knob: Path, tmp_path: Path) -> None:
     shutil.copytree(knob, twin)
     p = _compare(str(knob), "--vs", str(twin))
     assert p.returncode == 0, p.stderr
-    lines = p.stdout.splitlines()
+    *lines, page_line = p.stdout.splitlines()
     assert len(lines) == 2 and all("baseline (knob) " in ln and "contender (knob-again) " in ln for ln in lines)
     assert all("within noise: +0.0%" in ln for ln in lines)  # the same measurements: no change at all
+    page = knob / "compare-vs-knob-again.html"  # the sets' page, beside the first baseline run
+    assert page_line == f"comparison page: {page}" and "within noise" in page.read_text(encoding="utf-8")
     p = _compare(str(knob), str(twin), str(knob))
     assert p.returncode == 2 and "--vs" in p.stderr
 
