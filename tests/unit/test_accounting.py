@@ -72,12 +72,18 @@ def test_raw_names_are_kept_as_detail_in_the_engines_words() -> None:
     assert flush is not None and flush.label == "waits: commit flush (WAL)" and "IO:WalSync" in flush.detail
 
 
-def test_round_trips_are_client_wait_minus_client_cpu() -> None:
+def test_round_trips_are_client_wait_minus_client_cpu_and_unseen_server_cpu() -> None:
+    """Round trips: the sampled wait for the client, less the client's CPU and less the server CPU that ran while
+    the sampler showed the backend waiting (measured server CPU over the CPU it sampled as active)."""
     b = load("point_select")
     step, acc = next(iter(accounts(b)))
     rt = acc.get("round_trips")
     assert rt is not None
-    assert rt.us_per_txn == pytest.approx(acc.evidence["client_wait_us_per_txn"] - acc.us("client_cpu"), abs=1.0)
+    server = acc.us("server_cpu_user") + acc.us("server_cpu_system")
+    unseen = max(0.0, server - acc.evidence["cpu_sampled_us_per_txn"])
+    assert unseen > 0 and acc.evidence["server_cpu_while_sampled_waiting_us"] == pytest.approx(unseen, abs=1.0)
+    assert rt.us_per_txn == pytest.approx(acc.evidence["client_wait_us_per_txn"] - acc.us("client_cpu") - unseen,
+                                          abs=1.0)
 
 
 def test_host_saturated_by_the_run_is_host_cpu_with_both_shares() -> None:
