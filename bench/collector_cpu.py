@@ -11,7 +11,7 @@ even ones). Per collector process it reads:
 
 * ``measured``: its CPU over the step's measured part, from the host series (``procs.collector.<pid>``: user + system
   seconds of the process and its children, read by the host collector once a second), in % of one core: what the
-  run's report states (reports.observer);
+  run's report states (reports.model.observer);
 * ``life``: its CPU over its whole life, start-up (fork, connect, probe reads) included, read from /proc just before
   it is stopped, over the seconds it ran: what bench.observer_cost reports.
 
@@ -34,8 +34,8 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from diag.db import Session  # noqa: E402
-from diag.targets import parse_target  # noqa: E402
+from diag.core.db import Session  # noqa: E402
+from diag.core.targets import parse_target  # noqa: E402
 
 PG_DSN = "postgresql://postgres@127.0.0.1:5432/{db}"
 MARIADB_DSN = "mysql://root@127.0.0.1:3306/{db}"

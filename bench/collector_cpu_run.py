@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 import diag.run as drun
-from diag.bundle import load_bundle
+from diag.core.bundle import load_bundle
 from workloads.driver import DriverOptions
 
 

@@ -4,7 +4,7 @@
                                          [--workload point-select|insert|...] [--exclude NAME[,NAME]]
                                          [--out bench/results/NAME.json]
 
-One throwaway PostgreSQL (diag.servers.start_postgres) and one throwaway MariaDB (start_mysql), default
+One throwaway PostgreSQL (diag.core.servers.start_postgres) and one throwaway MariaDB (start_mysql), default
 settings. On each, point-select (scale 1) with N = 2 x cores clients is run through the real orchestrator,
 ``diag.run.Run(RunOptions(targets=[DSN], collect=..., profile=False, render=False))``, alternating
 OFF and ON round by round (the order flips every round so drift hits both alike). ON = every collector the
@@ -38,8 +38,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 import diag.run as drun  # noqa: E402
 from bench.tools import server_cpu  # noqa: E402
 from collectors.runner import CollectorRunner  # noqa: E402
-from diag import servers  # noqa: E402
-from diag.db import Session  # noqa: E402
+from diag.core import servers  # noqa: E402
+from diag.core.db import Session  # noqa: E402
 from workloads import load as wload  # noqa: E402
 from workloads.driver import DriverOptions  # noqa: E402
 from workloads.sysbench import sbtest_dataset  # noqa: E402

@@ -5,7 +5,7 @@
 
 What it runs (every command is printed and saved with its numbers):
 
-1. PostgreSQL (throwaway server from diag.servers, default settings):
+1. PostgreSQL (throwaway server from diag.core.servers, default settings):
    - load time: ``pgbench -i -s 10 -q`` vs our point-select scale 10 and read-write scale 10 (fresh loads);
    - ``pgbench -S -M prepared -c N -j N -T D`` vs our point-select (sbtest, scale 1) and vs our custom
      script with pgbench's exact SELECT on pgbench's tables (scale 1), N = 2 x cores and N = 1 (or
@@ -42,8 +42,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from bench.drivers import VARIANTS, measure  # noqa: E402
 from bench.pairs import run_pairs, summarize_pairs  # noqa: E402
 from bench.tools import ours, pgbench_figures, run_tool, server_cpu, us_per_txn  # noqa: E402
-from diag import servers  # noqa: E402
-from diag.db import Session  # noqa: E402
+from diag.core import servers  # noqa: E402
+from diag.core.db import Session  # noqa: E402
 from workloads import load as wload  # noqa: E402
 from workloads.pgbench import pgbench_dataset  # noqa: E402
 from workloads.sysbench import sbtest_dataset  # noqa: E402
@@ -185,7 +185,7 @@ def pg_section(args: argparse.Namespace, report: dict) -> None:
                             "command_same_query": "pgbench -h 127.0.0.1 -p PORT -U postgres -f point-select.sql "
                                                   f"-M prepared -c N -j N -T {int(args.duration)} postgres",
                             "point_select_script": POINT_SELECT_SCRIPT,
-                            "server": f"throwaway {version} (diag.servers.start_postgres, default settings)"}
+                            "server": f"throwaway {version} (diag.core.servers.start_postgres, default settings)"}
         if args.drivers:
             report["pg_drivers"] = driver_loops(t, args)
     finally:
@@ -258,7 +258,7 @@ def my_section(args: argparse.Namespace, report: dict) -> None:
                 print("my", row, flush=True)
         report["my_tps"] = {"command": " ".join(sb).replace(str(srv.port), "PORT") +
                             f" --table-size=100000 --rand-type=uniform --threads=N --time={int(args.duration)} run",
-                            "rounds": rows, "server": f"throwaway {product} (diag.servers.start_mysql, defaults)"}
+                            "rounds": rows, "server": f"throwaway {product} (diag.core.servers.start_mysql, defaults)"}
         if args.drivers:
             report["my_drivers"] = driver_loops(t, args)
     finally:

@@ -24,8 +24,8 @@ import tempfile
 from pathlib import Path
 
 from bench.tools import run_tool
-from diag import servers
-from diag.bundle import BundleWriter
+from diag.core import servers
+from diag.core.bundle import BundleWriter
 from workloads.driver import DriverOptions, run_sweep
 
 SCRIPT = "\\set id random(1, 100000)\nSELECT c FROM dbdiag.sbtest1 WHERE id = :id;\n"

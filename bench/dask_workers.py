@@ -25,9 +25,9 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from diag import servers  # noqa: E402
-from diag.bundle import BundleWriter  # noqa: E402
-from workloads.dask_steps import connect  # noqa: E402
+from diag.core import servers  # noqa: E402
+from diag.core.bundle import BundleWriter  # noqa: E402
+from workloads.remote.dask_steps import connect  # noqa: E402
 from workloads.driver import DriverOptions, run_sweep  # noqa: E402
 
 

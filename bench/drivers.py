@@ -14,8 +14,8 @@ import random
 import time
 from typing import Any
 
-from diag.db import DriverInfo, connect
-from workloads.mylib import LibConnection  # libmariadb is loaded on the first connection, not here
+from diag.core.db import DriverInfo, connect
+from workloads.clients.mylib import LibConnection  # libmariadb is loaded on the first connection, not here
 
 N_ROWS = 100_000
 SQL_PG = "SELECT c FROM dbdiag.sbtest1 WHERE id = %s"

@@ -4,7 +4,7 @@
                                    [--only pg|mariadb] [--workloads point-select,read-write]
                                    [--instrument on,off] [--out bench/results/NAME.json]
 
-For each engine (a throwaway PostgreSQL, diag.servers.start_postgres, and a throwaway MariaDB, start_mysql) and
+For each engine (a throwaway PostgreSQL, diag.core.servers.start_postgres, and a throwaway MariaDB, start_mysql) and
 each instrumentation (``on``: the throwaway servers' default, PostgreSQL with pg_stat_statements loaded and
 MariaDB with performance_schema ON; ``off``: ``instrument=False``, neither), one server is started and, per
 workload, ``diag.run.Run`` runs the step with ``--clients`` clients (saturation on 2 vCPUs: 4) in two ways,
@@ -16,8 +16,8 @@ alternating round by round (the order flips every round, so drift hits both alik
 
 Reported per (engine, instrumentation, workload): the median of the per-round ratios of the tps each run
 reports (default / off) with its range; the default run's own statement of the profiles' cost (its row's
-``profile_tail``: the tail's tps over the measured part's, see workloads.steptail); the collectors' CPU over
-the measured part as the run's report states it (reports.observer, from the host series), and each collector
+``profile_tail``: the tail's tps over the measured part's, see workloads.steps.steptail); the collectors' CPU over
+the measured part as the run's report states it (reports.model.observer, from the host series), and each collector
 process's own CPU over its lifetime (/proc, read just before it is stopped; % of one core). Aims: ratio
 >= 0.97, collectors <= 1% of one core. A first run per server (3 s, not counted) loads the data and warms
 the caches.
@@ -40,9 +40,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 import diag.run as drun  # noqa: E402
 from collectors.runner import CollectorRunner  # noqa: E402
-from diag import servers  # noqa: E402
-from diag.bundle import load_bundle  # noqa: E402
-from reports.observer import observer_rows  # noqa: E402
+from diag.core import servers  # noqa: E402
+from diag.core.bundle import load_bundle  # noqa: E402
+from reports.model.observer import observer_rows  # noqa: E402
 from workloads.driver import DriverOptions  # noqa: E402
 
 AIM_RATIO = 0.97

@@ -36,8 +36,8 @@ from pathlib import Path
 from typing import Any
 
 from bench.tools import ours, pgbench_figures, run_tool, server_cpu, us_per_txn
-from diag import servers
-from diag.db import Session
+from diag.core import servers
+from diag.core.db import Session
 from workloads import load as wload
 from workloads.insert import insert_dataset
 from workloads.pgbench import pgbench_dataset

@@ -36,7 +36,7 @@ from collectors.host import process_tree  # noqa: E402
 from collectors.profile.offcpu import SCRIPT_FIELDS, offcpu_argv  # noqa: E402
 from collectors.profile.parse import PERF_SCRIPT_FIELDS  # noqa: E402
 from collectors.profile.record import call_graph_args  # noqa: E402
-from diag import servers  # noqa: E402
+from diag.core import servers  # noqa: E402
 
 MODES = ("none", "fp", "dwarf", "offcpu")
 SETTLE_S = 1.5

@@ -37,14 +37,14 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from bench.compare import server_cpu  # noqa: E402
 from bench.pairs import read_only_script  # noqa: E402
-from diag import servers  # noqa: E402
-from diag.db import Session  # noqa: E402
+from diag.core import servers  # noqa: E402
+from diag.core.db import Session  # noqa: E402
 from workloads import load as wload  # noqa: E402
 from workloads.base import ClientCtx  # noqa: E402
-from workloads.client import fastest_driver  # noqa: E402
+from workloads.clients.client import fastest_driver  # noqa: E402
 from workloads.custom import Custom  # noqa: E402
-from workloads.native import open_native  # noqa: E402
-from workloads.program import Program  # noqa: E402
+from workloads.native.native import open_native  # noqa: E402
+from workloads.native.program import Program  # noqa: E402
 from workloads.sysbench import ReadOnly, sbtest_dataset  # noqa: E402
 
 # plans and total_plan_time need pg_stat_statements.track_planning (set at the throwaway's start): execution

@@ -9,20 +9,28 @@ counters (every numeric top-level field of a non-workload series) by their growt
 what they were; the workload series' per-interval records repeat as they are. Steps keep their windows, so
 only the run's length changes. ``--bundle`` measures real bundles as they are (e.g. the one-hour soak).
 Render time: wall and CPU (load-independent, mostly), the median of ``--rounds`` in-process renders (the jinja templates compiled once, as in
-``dbdiag report``), alternating the bundles round by round.
+``dbdiag report``), alternating the bundles round by round. ``--cli`` times ``python -m diag report`` in a new
+process instead (interpreter start and imports included: what a user waits for), CPU from the child's rusage,
+on this script's tree or ``--tree PATH`` (another worktree: the baseline). In-process, the code measured is the
+tree this script is imported from: run it from outside a tree with ``PYTHONPATH=TREE`` (``python -m`` puts the
+current directory first, ahead of PYTHONPATH).
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
+import resource
 import shutil
 import statistics
+import subprocess
+import sys
 import tempfile
 import time
 from pathlib import Path
 
-from reports.render import render_bundle
+from reports.views.render import render_bundle
 
 SOURCE = Path(__file__).resolve().parents[1] / "tests" / "data" / "bundles" / "point_select"
 PER_INTERVAL = ("workload--", "pg_waits--", "my_waits--")  # series whose records are per interval, not counters
@@ -57,25 +65,47 @@ def synthetic(minutes: float, into: Path) -> Path:
     return dest
 
 
+def _render(path: Path) -> tuple[float, float]:
+    """(wall s, CPU s) of one render in this process."""
+    t, c = time.perf_counter(), time.process_time()
+    render_bundle(path)
+    return time.perf_counter() - t, time.process_time() - c
+
+
+def _cli_render(path: Path, tree: Path) -> tuple[float, float]:
+    """(wall s, CPU s) of ``python -m diag report PATH`` run from source tree ``tree``, in a new process."""
+    env = {**os.environ, "PYTHONPATH": str(tree)}
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    t = time.perf_counter()
+    subprocess.run([sys.executable, "-m", "diag", "report", str(path)], cwd=tempfile.gettempdir(), env=env,
+                   check=True, capture_output=True, timeout=300)
+    wall = time.perf_counter() - t
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return wall, after.ru_utime + after.ru_stime - before.ru_utime - before.ru_stime
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--minutes", default="1,10,60")
     ap.add_argument("--rounds", type=int, default=5)
     ap.add_argument("--bundle", type=Path, action="append", default=[])
+    ap.add_argument("--cli", action="store_true", help="time `python -m diag report` in a new process")
+    ap.add_argument("--tree", type=Path, default=Path(__file__).resolve().parents[1],
+                    help="with --cli: the source tree whose `diag report` runs (default: this script's)")
     a = ap.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
         bundles = [(f"synthetic {m} min", synthetic(float(m), Path(tmp))) for m in a.minutes.split(",") if m]
         for b in a.bundle:  # a real bundle is copied: report.html and findings.json are rewritten by a render
             bundles.append((f"bundle {b.name}", Path(shutil.copytree(b, Path(tmp) / b.name, symlinks=True))))
-        render_bundle(bundles[0][1])  # compile the templates once, as a second report in a process would
+        if not a.cli:
+            render_bundle(bundles[0][1])  # compile the templates once, as a second report in a process would
         times: dict[str, list[float]] = {n: [] for n, _ in bundles}
         cpu: dict[str, list[float]] = {n: [] for n, _ in bundles}
         for _ in range(a.rounds):
             for name, path in bundles:
-                t, c = time.perf_counter(), time.process_time()
-                render_bundle(path)
-                times[name].append(time.perf_counter() - t)
-                cpu[name].append(time.process_time() - c)
+                wall, used = _cli_render(path, a.tree) if a.cli else _render(path)
+                times[name].append(wall)
+                cpu[name].append(used)
         for name, path in bundles:
             size = (path / "report.html").stat().st_size
             series = sum(f.stat().st_size for f in (path / "series").glob("*.jsonl"))

@@ -4,7 +4,7 @@
                                          [--workload point-select] [--out bench/results/NAME.json]
 
 Per engine, two throwaway servers of the same kind, started the same way
-(:func:`diag.servers.start_server`), one with the engine's instrumentation
+(:func:`diag.core.servers.start_server`), one with the engine's instrumentation
 (``Engine.instrumentation``: PostgreSQL pg_stat_statements preloaded and created,
 track_io_timing, track_wal_io_timing; MariaDB performance_schema with the
 statement, stage and wait consumers and instruments) and one without
@@ -40,10 +40,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 import diag.run as drun  # noqa: E402
 from bench.tools import server_cpu  # noqa: E402
-from diag import servers  # noqa: E402
-from diag.bundle import load_bundle  # noqa: E402
-from diag.db import Session  # noqa: E402
-from reports.findings import derive_findings  # noqa: E402
+from diag.core import servers  # noqa: E402
+from diag.core.bundle import load_bundle  # noqa: E402
+from diag.core.db import Session  # noqa: E402
+from reports.rules.findings import derive_findings  # noqa: E402
 from workloads import load as wload  # noqa: E402
 from workloads.driver import DriverOptions  # noqa: E402
 from workloads.sysbench import sbtest_dataset  # noqa: E402

@@ -1,4 +1,4 @@
-"""How the statistics over a step's intervals scale: this tree's diag.stats against a git ref's, in one run.
+"""How the statistics over a step's intervals scale: this tree's diag.core.stats against a git ref's, in one run.
 
     python3 -m bench.stats_scaling [--sizes 600,1200,1800,3600] [--rounds 5] [--baseline-ref main]
                                    [--baseline-cap 20] [--out bench/results/DATE-stats.json]
@@ -12,7 +12,7 @@ intervals, on seeded synthetic throughput series (floats with two decimals, abou
 - ``hodges_lehmann(a, b)``: the change between two sides of n intervals each (the significance of a
   comparison; n x n pairwise differences).
 
-The baseline is ``diag/stats.py`` as it is at ``--baseline-ref`` (read with ``git show``, loaded as its own
+The baseline is ``diag/core/stats.py`` as it is at ``--baseline-ref`` (read with ``git show``, loaded as its own
 module), so both run in the same process on the same inputs and the results are checked equal. A baseline
 call slower than ``--baseline-cap`` seconds is not run at the next larger size (its figure says why).
 Prints a table of median wall seconds per call (min-max) and median CPU seconds (``time.process_time``: on
@@ -35,18 +35,23 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from diag import stats
+from diag.core import stats
 
 ROOT = Path(__file__).resolve().parent.parent
 
 
 def baseline_module(ref: str) -> types.ModuleType:
-    """diag/stats.py at git ``ref``, as a module of its own (its imports are the standard library's)."""
-    src = subprocess.run(["git", "-C", str(ROOT), "show", f"{ref}:diag/stats.py"], check=True,
+    """diag/core/stats.py at git ``ref`` (diag/stats.py before the core/ folder), as a module of its own (its
+    imports are the standard library's)."""
+    path = "diag/core/stats.py"
+    if subprocess.run(["git", "-C", str(ROOT), "cat-file", "-e", f"{ref}:{path}"], capture_output=True,
+                      timeout=60).returncode != 0:
+        path = "diag/stats.py"
+    src = subprocess.run(["git", "-C", str(ROOT), "show", f"{ref}:{path}"], check=True,
                          capture_output=True, text=True, timeout=60).stdout
     mod = types.ModuleType(f"stats_at_{ref}")
     sys.modules[mod.__name__] = mod  # dataclasses look their module up by name
-    exec(compile(src, f"{ref}:diag/stats.py", "exec"), mod.__dict__)  # noqa: S102 (our own file at a ref)
+    exec(compile(src, f"{ref}:{path}", "exec"), mod.__dict__)  # noqa: S102 (our own file at a ref)
     return mod
 
 

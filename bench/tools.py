@@ -15,8 +15,8 @@ import time
 from pathlib import Path
 from typing import Any
 
-from diag import servers
-from diag.bundle import BundleWriter
+from diag.core import servers
+from diag.core.bundle import BundleWriter
 from workloads.driver import DriverOptions, run_sweep
 
 

@@ -30,8 +30,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from bench.compare import _load, alternated  # noqa: E402
 from bench.tools import us_per_txn  # noqa: E402
-from diag import servers  # noqa: E402
-from diag.bundle import BundleWriter  # noqa: E402
+from diag.core import servers  # noqa: E402
+from diag.core.bundle import BundleWriter  # noqa: E402
 from workloads.driver import DriverOptions, run_sweep  # noqa: E402
 
 SIDES = (("client", "client", False), ("client-py", "client", True), ("sp", "sp", False), ("sp-py", "sp", True))

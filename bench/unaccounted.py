@@ -25,8 +25,8 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-import reports.accounting as accounting  # noqa: E402
-from diag.bundle import load_bundle  # noqa: E402
+import reports.model.accounting as accounting  # noqa: E402
+from diag.core.bundle import load_bundle  # noqa: E402
 
 WORKLOADS = (("point-select", ()), ("read-write", ()), ("tpcc", ("--tpcc-mode", "sp")))
 

@@ -24,14 +24,14 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from diag import servers  # noqa: E402
+from diag.core import servers  # noqa: E402
 
 HERE = Path(__file__).resolve().parent.parent
 STEP = """
 import json, sys, tempfile
 from pathlib import Path
-from diag.bundle import BundleWriter
-from diag.targets import parse_target
+from diag.core.bundle import BundleWriter
+from diag.core.targets import parse_target
 from workloads.driver import DriverOptions, run_sweep
 dsn, clients, duration = sys.argv[1], int(sys.argv[2]), float(sys.argv[3])
 with tempfile.TemporaryDirectory() as d:

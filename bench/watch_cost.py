@@ -1,9 +1,9 @@
 """Cost of ``dbdiag watch`` on the server it watches: a saturated point select with and without a watch.
 
     python3 -m bench.watch_cost [--engine postgres|mariadb] [--rounds 5] [--duration 6] [--clients 4]
-                                [--window 10] [--out bench/results/NAME.json]
+                                [--window 10] [--old DIR] [--out bench/results/NAME.json]
 
-One throwaway server (diag.servers.start_postgres / start_mysql). PostgreSQL: pgbench scale 1 in its postgres
+One throwaway server (diag.core.servers.start_postgres / start_mysql). PostgreSQL: pgbench scale 1 in its postgres
 database, ``pgbench -n -S -c N -j 2 -T D``; MariaDB: sysbench ``oltp_point_select`` (1 table of 10,000 rows),
 ``--threads=N --time=D``. Each round runs the load twice, once alone (OFF) and once under ``dbdiag watch
 --no-profile --window W`` (ON: every other source a watch starts by default; W defaults to the watch's own
@@ -12,7 +12,11 @@ first and the load only once its sources write (host series and two more series 
 load tool's own tps each side, the median of per-round ON/OFF ratios and its range, and the server CPU of
 dbdiag's own sessions during the ON runs (utime + stime from /proc) as a share of one core: PostgreSQL, every
 backend whose application_name starts with ``dbdiag:``; MariaDB, the OS thread (performance_schema.threads
-THREAD_OS_ID, /proc/PID/task/TID) of every session whose program_name connection attribute does.
+THREAD_OS_ID, /proc/PID/task/TID) of every session whose program_name connection attribute does; and the CPU of
+the watch's own processes (the command and its collector processes) over the same time: on this 2-vCPU host
+they take CPU from the load and the server alike. ``--old DIR``: a third side, the watch run from another code
+tree (``git archive`` of a base commit), so old and new code are compared in the same rounds; the three sides
+rotate, and reverse every third round.
 """
 
 from __future__ import annotations
@@ -30,12 +34,25 @@ import time
 from pathlib import Path
 from typing import Any
 
+import psutil
+
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from diag import servers  # noqa: E402
-from diag.db import Session  # noqa: E402
+from diag.core import servers  # noqa: E402
+from diag.core.db import Session  # noqa: E402
 
 TICK = os.sysconf("SC_CLK_TCK")
+
+
+def _run_s(path: str) -> float:
+    """Seconds on CPU of the process or thread whose stat file is ``path``, from its schedstat (ns, exact); the
+    tick-sampled utime + stime where the kernel keeps no schedstat. utime + stime are charged in whole 10 ms
+    ticks to whichever thread runs when the tick comes: for short bursts (a sampler's statement takes 15-700 us
+    of server CPU) over a few seconds that is one or two ticks either way, 0.2-0.3% of a core per 6 s run."""
+    try:
+        return int(Path(path[:-len("stat")] + "schedstat").read_text().split()[0]) / 1e9
+    except (OSError, ValueError, IndexError):
+        return _cpu_s(path)
 
 
 def _cpu_s(path: str) -> float:
@@ -122,25 +139,56 @@ def _sources_up(out: Path) -> bool:
     return len(full) >= 3
 
 
-def _on(eng: Engine, clients: int, seconds: float, window: float, out: Path) -> tuple[float, float]:
-    """The load's tps under a watch, and the CPU seconds/s of dbdiag's own sessions meanwhile."""
+def _tree_cpu_s(pid: int) -> float:
+    """utime + stime (s) of ``pid`` and every process under it (the watch and its collector processes)."""
+    try:
+        root = psutil.Process(pid)
+        procs = [root, *root.children(recursive=True)]
+    except psutil.Error:
+        return 0.0
+    return sum(_run_s(f"/proc/{p.pid}/stat") for p in procs)
+
+
+def _on(eng: Engine, clients: int, seconds: float, window: float, out: Path,
+        tree: Path | None = None) -> tuple[float, float, float]:
+    """The load's tps under a watch, the CPU seconds/s of dbdiag's own sessions on the server meanwhile, and
+    of the watch's own processes (on this host they take CPU from the load and the server: 2 vCPUs here).
+    ``tree``: run the watch from that code tree (its own PYTHONPATH and working directory)."""
+    env = dict(os.environ)
+    if tree is not None:
+        env["PYTHONPATH"] = str(tree)
     watch = subprocess.Popen([sys.executable, "-m", "diag", "watch", f"w={eng.srv.dsn()}", "--window", str(window),
                               "--no-profile", "--out", str(out)], stdout=subprocess.DEVNULL,
-                             stderr=subprocess.DEVNULL)
+                             stderr=subprocess.DEVNULL, env=env, cwd=str(tree or Path.cwd()))
     try:
         deadline = time.monotonic() + 60
         while time.monotonic() < deadline and not _sources_up(out):
             time.sleep(0.2)
         time.sleep(1.0)  # the samplers' sessions connected
         paths = eng.own_stat_paths()
-        before = sum(_cpu_s(p) for p in paths)
+        before, tree0 = sum(_run_s(p) for p in paths), _tree_cpu_s(watch.pid)
         t0 = time.monotonic()
         tps = eng.load(clients, seconds)
-        cores = (sum(_cpu_s(p) for p in paths) - before) / (time.monotonic() - t0)
+        secs = time.monotonic() - t0
+        cores = (sum(_run_s(p) for p in paths) - before) / secs
+        client_cores = (_tree_cpu_s(watch.pid) - tree0) / secs
     finally:
         watch.send_signal(signal.SIGINT)
-        watch.wait(120)
-    return tps, cores
+        try:
+            watch.wait(300)  # its report is rendered after Ctrl-C: minutes at a load of 200 (seen)
+        except subprocess.TimeoutExpired:
+            watch.kill()  # no watch left polling the next round's server
+            watch.wait(30)
+    return tps, cores, client_cores
+
+
+def _summary(rounds: list[dict[str, Any]], side: str) -> dict[str, Any]:
+    ratios = [r[side]["tps"] / r["off"] for r in rounds]
+    own = [r[side]["own_server_cores"] for r in rounds]
+    return {"ratio_median": statistics.median(ratios), "ratio_range": [min(ratios), max(ratios)],
+            "ratios": ratios, "on_tps_median": statistics.median(r[side]["tps"] for r in rounds),
+            "own_server_core_share_median": statistics.median(own), "own_server_core_share_range": [min(own), max(own)],
+            "watch_process_core_share_median": statistics.median(r[side]["watch_process_cores"] for r in rounds)}
 
 
 def main() -> int:
@@ -150,36 +198,41 @@ def main() -> int:
     ap.add_argument("--duration", type=float, default=6.0)
     ap.add_argument("--clients", type=int, default=4)
     ap.add_argument("--window", type=float, default=10.0, help="the watch's --window (its default: 10 s)")
+    ap.add_argument("--old", type=Path, default=None,
+                    help="also watch with this code tree (ON-old beside ON-new; the three sides rotate each round)")
     ap.add_argument("--out", type=Path, default=None)
     a = ap.parse_args()
     srv = servers.start_postgres() if a.engine == "postgres" else servers.start_mysql()
     eng: Engine = Postgres(srv) if a.engine == "postgres" else MariaDB(srv)
+    sides = ["off", "on"] + (["old"] if a.old else [])
+    trees = {"on": Path(__file__).resolve().parent.parent, "old": a.old.resolve() if a.old else None}
     try:
         eng.prepare()
         rounds = []
         with tempfile.TemporaryDirectory(prefix="dbdiag-watch-cost-") as tmp:
             for i in range(a.rounds):
                 got: dict[str, Any] = {}
-                for side in (("off", "on") if i % 2 == 0 else ("on", "off")):
+                order = sides[i % len(sides):] + sides[:i % len(sides)]
+                if (i // len(sides)) % 2:
+                    order.reverse()
+                for side in order:
                     if side == "off":
                         got["off"] = eng.load(a.clients, a.duration)
                     else:
-                        got["on"], got["own_server_cores"] = _on(eng, a.clients, a.duration, a.window,
-                                                                 Path(tmp) / f"w{i}")
-                got["ratio"] = got["on"] / got["off"]
+                        tps, own, proc = _on(eng, a.clients, a.duration, a.window, Path(tmp) / f"w{i}{side}",
+                                             trees[side])
+                        got[side] = {"tps": tps, "own_server_cores": own, "watch_process_cores": proc}
+                got["order"] = order
                 got["load1"] = os.getloadavg()[0]
                 rounds.append(got)
-                print(f"round {i + 1}: off {got['off']:.0f} tps, on {got['on']:.0f} tps, ratio {got['ratio']:.3f}, "
-                      f"dbdiag's sessions {100 * got['own_server_cores']:.2f}% of a core, load {got['load1']:.1f}",
-                      flush=True)
-        ratios = [r["ratio"] for r in rounds]
-        own = [r["own_server_cores"] for r in rounds]
-        summary = {"engine": a.engine, "ratio_median": statistics.median(ratios),
-                   "ratio_range": [min(ratios), max(ratios)],
-                   "off_tps_median": statistics.median(r["off"] for r in rounds),
-                   "on_tps_median": statistics.median(r["on"] for r in rounds),
-                   "own_server_core_share_median": statistics.median(own),
-                   "own_server_core_share_range": [min(own), max(own)], "rounds": rounds,
+                print(f"round {i + 1} ({' '.join(order)}): off {got['off']:.0f} tps; " + "; ".join(
+                    f"{side} {got[side]['tps']:.0f} tps (x{got[side]['tps'] / got['off']:.3f}), dbdiag's sessions "
+                    f"{100 * got[side]['own_server_cores']:.2f}% of a core, the watch's processes "
+                    f"{100 * got[side]['watch_process_cores']:.2f}%" for side in sides if side != "off")
+                    + f"; load {got['load1']:.1f}", flush=True)
+        summary = {"engine": a.engine, "off_tps_median": statistics.median(r["off"] for r in rounds),
+                   **{side: _summary(rounds, side) for side in sides if side != "off"},
+                   "old_tree": str(a.old) if a.old else None, "rounds": rounds,
                    "clients": a.clients, "duration_s": a.duration, "window_s": a.window,
                    "load1": os.getloadavg()[0]}
         print(json.dumps({k: v for k, v in summary.items() if k != "rounds"}, indent=1))

@@ -14,20 +14,26 @@ driven by :mod:`collectors.lifecycle`. Two kinds:
 
 ``step_started`` / ``step_finished`` are called in the run's process on the source
 object, so only in-process sources can use them; a sampled source that needs to
-know about steps reads shared state (``CollectorContext.client_pids``).
+know about steps reads shared state (``CollectorContext.client_pids``). A source that
+adds to a step's results.json row declares the fields it owns (``row_fields``) and
+returns its part from ``step_finished``; it never sees or changes the row itself: the
+lifecycle puts each part into the step's :class:`~diag.core.schema.ResultRow` through
+:func:`diag.core.schema.with_part`, which refuses a field the source did not declare.
 """
 
 from __future__ import annotations
 
 import abc
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, ClassVar, Literal
 
 from collectors.lockgate import LockGate
-from diag.bundle import BundleWriter
-from diag.fingerprint import fingerprint
-from diag.targets import Target
+from diag.core.bundle import BundleWriter
+from diag.core.engines import Engine
+from diag.core.fingerprint import fingerprint
+from diag.core.targets import Target
 
 
 @dataclass(frozen=True)
@@ -62,6 +68,7 @@ class ServerFacts:
     pid: int | None = None       # postmaster / mysqld, when local and found
     data_dir: str | None = None  # when the server says and it is on this machine
     binary: str | None = None    # executable of ``pid`` (perf symbol hints)
+    engine: Engine | None = None  # where its log folder is (flush tracing's filesystem)
 
 
 @dataclass
@@ -93,7 +100,7 @@ class CollectorContext:
     lock_gate: LockGate | None = None
 
     def statement_text(self, text: str) -> str:
-        """A statement text read from the server, as it may be stored: literals replaced (diag.fingerprint)
+        """A statement text read from the server, as it may be stored: literals replaced (diag.core.fingerprint)
         unless the run keeps them."""
         return text if self.keep_literals or not text else fingerprint(text, self.target.dbms.string_backslashes)
 
@@ -108,13 +115,16 @@ class Collector(abc.ABC):
     name: ClassVar[str] = ""
     title: ClassVar[str] = ""  # for people, in messages ("flush tracing"); ``name`` when empty
     metrics: ClassVar[tuple[Metric, ...]] = ()
-    interval_s: ClassVar[float] = 1.0
+    interval_s: float = 1.0  # a class default; a sampler that reads it from the options sets its own
     per_target: ClassVar[bool] = True  # False: one instance per run (host metrics)
     sampled: ClassVar[bool] = True  # False: lives in the run's process, no series (see the module docstring)
     # Seconds the run waits for this source's first record before clients connect (None: it does not
     # wait). Flush tracing needs it: a backend forked before perf attaches is never counted.
     ready_timeout_s: ClassVar[float | None] = None
     quiet: ClassVar[bool] = False  # True: a planned-off source; its probe is recorded, not announced
+    # The results.json row fields this source's step_finished may return (its part of each step's row, fields of
+    # diag.core.schema.ResultRow or names kept in its extra); a name not declared here is refused.
+    row_fields: ClassVar[tuple[str, ...]] = ()
 
     def __init__(self, ctx: CollectorContext) -> None:
         self.ctx = ctx
@@ -136,14 +146,15 @@ class Collector(abc.ABC):
 
     def tail_s(self, duration_s: float) -> float:
         """Seconds of load this source needs after each step's measured part of ``duration_s`` (an expensive
-        source records there, apart from the step's figures: workloads.steptail). In-process sources only."""
+        source records there, apart from the step's figures: workloads.steps.steptail). In-process sources only."""
         return 0.0
 
     def step_started(self, info: Any) -> None:
         """A measured step begins (``info``: workloads.driver.StepInfo). In-process sources only."""
 
-    def step_finished(self, info: Any, result: dict[str, Any]) -> dict[str, Any] | None:
-        """A step ended; what this returns is merged into its results.json row. In-process sources only."""
+    def step_finished(self, info: Any) -> Mapping[str, Any] | None:
+        """A step ended: this source's part of its results.json row ({field: value}, only fields named in
+        :attr:`row_fields`; :func:`diag.core.schema.with_part` puts it in), or None. In-process sources only."""
         return None
 
     def facts(self) -> dict[str, Any]:

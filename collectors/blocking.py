@@ -3,7 +3,7 @@
 The engines' blocking samplers (collectors/pg/blocking.py, collectors/mysql/blocking.py) each find, per
 sample, the sessions waiting for a lock (:class:`Wait`: the waiter, the sessions blocking it, what it wants)
 and what the blockers are doing (:class:`Seen`). :class:`WindowBuilder` adds the samples of one window and
-makes the record of :class:`diag.schema.blocking.BlockingWindow` (the series' typed record).
+makes the record of :class:`diag.core.schema.blocking.BlockingWindow` (the series' typed record).
 
 A waiter counts the time since the previous sample of its kind (``period_s``, seconds) as time spent
 waiting, so the waiters' total waiting time is estimated the way an ASH profile estimates it; the server's
@@ -21,7 +21,7 @@ from typing import Any
 from collectors.base import Metric
 from collectors.lockgate import LockGate
 from collectors.sampling import WINDOW_S
-from diag.schema.blocking import Blocker, BlockingWindow
+from diag.core.schema.blocking import Blocker, BlockingWindow
 
 STATEMENT_CHARS = 200  # the SQL files cut statements to this many characters too
 MAX_BLOCKERS = 20  # per record: a pile-up of hundreds of sessions keeps its 20 worst blockers
@@ -99,7 +99,7 @@ class WindowBuilder:
         self.unattributed_s = 0.0
         self.why: Counter[str] = Counter()
         self.acc: dict[int, _Acc] = {}
-        self.chains: Counter[str] = Counter()  # "12 -> 11 -> 10" -> seconds the waiter spent in that chain
+        self.chains: dict[str, float] = {}  # "12 -> 11 -> 10" -> seconds the waiter spent in that chain
 
     def add(self, t: float, waits: Iterable[Wait], seen: Mapping[int, Seen]) -> None:
         """One sample at Unix time ``t``: its waits, and the sessions it saw (by pid)."""
@@ -129,7 +129,7 @@ class WindowBuilder:
             if w.pid in self.acc:
                 self.acc[w.pid].waits_for.update(w.blockers)
         for chain, period in tick_chains(waits):
-            self.chains[chain] += period
+            self.chains[chain] = self.chains.get(chain, 0.0) + period
 
     def record(self, t: float, parts_off: Mapping[str, str] | None = None) -> dict[str, Any]:
         """The window's record (``t``: Unix s), worst blockers first."""
@@ -147,7 +147,8 @@ class WindowBuilder:
                               waiting_s=round(self.waiting_s, 3), unattributed_s=round(self.unattributed_s, 3),
                               unattributed=self.why.most_common(1)[0][0] if self.why else "",
                               blockers=tuple(blockers), parts_off=dict(parts_off or {}),
-                              chains={c: round(v, 3) for c, v in self.chains.most_common(MAX_CHAINS)}).to_dict()
+                              chains={c: round(v, 3) for c, v in
+                                      sorted(self.chains.items(), key=lambda kv: -kv[1])[:MAX_CHAINS]}).to_dict()
 
 
 def tick_chains(waits: list[Wait]) -> list[tuple[str, float]]:

@@ -31,7 +31,7 @@ import stat
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-from diag.errors import DiagError, ParseError
+from diag.core.errors import DiagError, ParseError
 
 SECTOR_BYTES = 512  # /proc/diskstats counts 512-byte units regardless of the device
 

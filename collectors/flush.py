@@ -64,7 +64,7 @@ import time
 from collections import deque
 from collections.abc import Iterable
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 import psutil
 
@@ -72,9 +72,9 @@ from collectors.base import Collector, CollectorContext, Metric, Probe
 from collectors.diskstats import DeviceInfo, device_for_path, read_diskstats
 from collectors.flush_perf import (MIN_INTERVAL_S, IntervalAssembler, perf_error_reason,
                                    perf_stat_argv, probe_perf_tracepoints)
-from diag.engines import Engine
-from diag.errors import DiagError, ParseError, ToolUnavailable
-from diag.procs import pdeathsig_preexec
+from diag.core.engines import Engine
+from diag.core.errors import DiagError, ParseError, ToolUnavailable
+from diag.core.procs import pdeathsig_preexec
 
 SYSCALL_EVENTS = {
     "syscalls.fsync": "syscalls:sys_enter_fsync",
@@ -170,7 +170,7 @@ class FlushCollector(Collector):
     title = "flush tracing"
     metrics = METRICS
     interval_s = 1.0
-    ready_timeout_s = 10.0  # perf attaches within a second here; clients wait for its first record
+    ready_timeout_s: ClassVar[float | None] = 10.0  # perf attaches within a second here; clients wait for its first record
 
     def __init__(self, ctx: CollectorContext) -> None:
         super().__init__(ctx)
@@ -202,6 +202,34 @@ class FlushCollector(Collector):
                          "its flush calls cannot be counted from here", REMOTE_HINT)
         if not psutil.pid_exists(pid):
             return Probe(False, f"server process {pid} is not running", REMOTE_HINT)
+        missing = self._probe_devices()
+        fs_events = [FS_SYNC_EVENTS[f] for f in self.fs_types if f in FS_SYNC_EVENTS]
+        ok, why = probe_perf_tracepoints(pid, [*SYSCALL_EVENTS.values(), *fs_events], self.perf)
+        if ok:
+            self.events = {**SYSCALL_EVENTS, **({FS_KEY: ",".join(fs_events)} if fs_events else {})}
+        elif fs_events:
+            ok, why2 = probe_perf_tracepoints(pid, list(SYSCALL_EVENTS.values()), self.perf)
+            if ok:
+                self.events = dict(SYSCALL_EVENTS)
+                missing.append(f"filesystem syncs ({', '.join(fs_events)}): {why}")
+            else:
+                why = why2
+        if not ok:
+            self.events = {}
+            have = (f"device flush counters of {', '.join(self.devices)} are readable but do not say which "
+                    "process flushed" if self.devices else "no other flush source works either")
+            return Probe(False, f"perf cannot count flush system calls: {why}; {have}", PERF_HINT,
+                         tuple(missing))
+        if FS_KEY not in self.events:
+            fs_list = ", ".join(self.fs_types) or "unknown"
+            missing.append(f"O_SYNC/O_DSYNC writes are not counted: no file-sync tracepoint for the {fs_list} "
+                           "filesystem")
+        self.sources = self._source_names()
+        return Probe(True, "sources: " + ", ".join(self.sources), "", tuple(missing))
+
+    def _probe_devices(self) -> list[str]:
+        """Find the disks under the data directory (and its log folder) with a flush counter: what is missing."""
+        t = self.ctx.target
         missing: list[str] = []
         self.devices, self.fs_types = [], []
         if self.ctx.data_dir:
@@ -232,29 +260,7 @@ class FlushCollector(Collector):
                     missing.append("device flushes: this kernel has no flush counter in /proc/diskstats "
                                    "(needs Linux 5.5+)")
                     self.devices = []
-        fs_events = [FS_SYNC_EVENTS[f] for f in self.fs_types if f in FS_SYNC_EVENTS]
-        ok, why = probe_perf_tracepoints(pid, [*SYSCALL_EVENTS.values(), *fs_events], self.perf)
-        if ok:
-            self.events = {**SYSCALL_EVENTS, **({FS_KEY: ",".join(fs_events)} if fs_events else {})}
-        elif fs_events:
-            ok, why2 = probe_perf_tracepoints(pid, list(SYSCALL_EVENTS.values()), self.perf)
-            if ok:
-                self.events = dict(SYSCALL_EVENTS)
-                missing.append(f"filesystem syncs ({', '.join(fs_events)}): {why}")
-            else:
-                why = why2
-        if not ok:
-            self.events = {}
-            have = (f"device flush counters of {', '.join(self.devices)} are readable but do not say which "
-                    "process flushed" if self.devices else "no other flush source works either")
-            return Probe(False, f"perf cannot count flush system calls: {why}; {have}", PERF_HINT,
-                         tuple(missing))
-        if FS_KEY not in self.events:
-            fs_list = ", ".join(self.fs_types) or "unknown"
-            missing.append(f"O_SYNC/O_DSYNC writes are not counted: no file-sync tracepoint for the {fs_list} "
-                           "filesystem")
-        self.sources = self._source_names()
-        return Probe(True, "sources: " + ", ".join(self.sources), "", tuple(missing))
+        return missing
 
     def _source_names(self) -> list[str]:
         out = []
@@ -373,3 +379,39 @@ class FlushCollector(Collector):
             out = list(self._queue)
             self._queue.clear()
         return out or None
+
+
+class DeviceFlushCollector(FlushCollector):
+    """The device flushes of :class:`FlushCollector` without perf: what ``dbdiag run`` samples through the
+    measured part, while the flush calls are counted in each step's tail (:mod:`collectors.flush_tail`),
+    where counting them does not slow the figures (BENCHMARKS.md: ~10% of MariaDB read-write)."""
+
+    title = "device flushes"
+    metrics = tuple(m for m in METRICS if m.name.startswith("device."))
+    ready_timeout_s = None  # nothing to attach: backends forked before the first record are not missed
+
+    def probe(self) -> Probe:
+        self._probed = True
+        pid = self.ctx.server_pid
+        if not self.ctx.target.is_local() or not pid:
+            return Probe(False, "the server is not on this machine (or its process was not found): "
+                         "its disk's flushes cannot be read from here", REMOTE_HINT)
+        missing = self._probe_devices()
+        note = str(self.ctx.options.get("flush_note") or "")
+        if not self.devices:
+            return Probe(False, "no flush counter for the server's disk" + (f": {missing[0]}" if missing else ""),
+                         "", tuple(missing[1:]) + ((note,) if note else ()))
+        if note:  # why the server's own flush calls are not counted (a watch without --flush-trace)
+            missing.append(note)
+        self.sources = [f"diskstats:{d}" for d in self.devices]
+        return Probe(True, "sources: " + ", ".join(self.sources), "", tuple(missing))
+
+    def start(self) -> None:
+        if not self._probed and not self.probe().ok:
+            raise ToolUnavailable("flush: no device flush counter")
+
+    def sample(self) -> list[dict[str, Any]] | None:
+        return [{"t": time.time(), **self._devices_now(), "sources": self.sources}]
+
+    def stop(self) -> list[dict[str, Any]] | None:
+        return self.sample()

@@ -3,7 +3,7 @@
 A run with a write workload (and ``dbdiag durability``) judges its commit rate
 against what the disk can flush; this source measures that before anything else
 samples (the fsync test would disturb the host CPU and disk series), and adds
-run.json ``flush_capability`` (format: :class:`diag.schema.FlushCapabilityInfo`).
+run.json ``flush_capability`` (format: :class:`diag.core.schema.FlushCapabilityInfo`).
 A target whose test cannot run (remote, no data directory, nothing writable) gets
 ``device`` None and an ``error``: the run goes on without F for it.
 """
@@ -17,8 +17,8 @@ from typing import Any, TextIO
 from collectors.base import Collector, CollectorContext, Probe
 from collectors.diskstats import device_for_path
 from collectors.fsync_test import run_fsync_test, writable_dir_on_same_fs
-from diag.errors import DiagError
-from diag.schema import FlushCapabilityInfo, FlushDevice, FlushTarget
+from diag.core.errors import DiagError
+from diag.core.schema import FlushCapabilityInfo, FlushDevice, FlushTarget
 
 NOT_LOCAL = "the server is not on this machine"
 TESTS_PER_DEVICE = 12  # run_fsync_test's timed tests

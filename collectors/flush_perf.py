@@ -14,7 +14,7 @@ from collections import deque
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from diag.errors import ParseError
+from diag.core.errors import ParseError
 
 MIN_INTERVAL_S = 0.1  # perf stat -I refuses less than 10 ms and warns below 100 ms
 PROBE_TIMEOUT_S = 20.0

@@ -37,7 +37,7 @@ from pathlib import Path
 from typing import Any
 
 from collectors.diskstats import DeviceInfo, device_for_path, flush_count, read_diskstats
-from diag.errors import DiagError
+from diag.core.errors import DiagError
 
 WRITE_SIZE = 8192  # XLOG_BLCKSZ: PostgreSQL's WAL page; InnoDB redo writes are of this order too
 PREFILL_BYTES = 1 << 20  # the tests overwrite allocated blocks, as a recycled WAL segment does

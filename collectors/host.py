@@ -25,7 +25,7 @@ import psutil
 from collectors.base import Collector, Metric, Probe
 from collectors.diskstats import SECTOR_BYTES, read_diskstats
 from collectors.procfs import ProcReader, thread_ctx_switches
-from diag.errors import ParseError
+from diag.core.errors import ParseError
 
 __all__ = ["CPU_FIELDS", "PROC_FIELDS", "HostCollector", "process_tree", "thread_ctx_switches"]
 
@@ -110,15 +110,15 @@ class HostCollector(Collector):
         with contextlib.suppress(OSError, ParseError):
             # /proc/diskstats once (psutil's disk_io_counters read it again, with /sys lookups, and has no
             # flush counters; the kernel has them from 5.5 on); psutil's values: sectors are 512 bytes here.
-            for dev, st in read_diskstats(skip=("loop", "ram")).items():
-                rec[f"disk.{dev}.reads"] = st.reads_completed
-                rec[f"disk.{dev}.writes"] = st.writes_completed
-                rec[f"disk.{dev}.read_bytes"] = st.sectors_read * SECTOR_BYTES
-                rec[f"disk.{dev}.write_bytes"] = st.sectors_written * SECTOR_BYTES
-                rec[f"disk.{dev}.busy_ms"] = st.io_time_ms
-                if st.flushes_completed is not None:
-                    rec[f"disk.{dev}.flushes"] = st.flushes_completed
-                    rec[f"disk.{dev}.flush_ms"] = st.flush_time_ms
+            for dev, ds in read_diskstats(skip=("loop", "ram")).items():
+                rec[f"disk.{dev}.reads"] = ds.reads_completed
+                rec[f"disk.{dev}.writes"] = ds.writes_completed
+                rec[f"disk.{dev}.read_bytes"] = ds.sectors_read * SECTOR_BYTES
+                rec[f"disk.{dev}.write_bytes"] = ds.sectors_written * SECTOR_BYTES
+                rec[f"disk.{dev}.busy_ms"] = ds.io_time_ms
+                if ds.flushes_completed is not None:
+                    rec[f"disk.{dev}.flushes"] = ds.flushes_completed
+                    rec[f"disk.{dev}.flush_ms"] = ds.flush_time_ms
         procs = self._procs
         procs.begin()
         rec["procs.server"] = {label: self._rows(procs.tree(pid)) for label, pid in self._server_pids().items()}

@@ -2,7 +2,7 @@
 
 Written into run.json so a report can say what hardware and storage a result came from.
 Where a server keeps its data and which process serves it is the engine's knowledge
-(:attr:`diag.engines.base.Engine.data_directory_sql`, ``backend_pid_sql``,
+(:attr:`diag.core.engines.base.Engine.data_directory_sql`, ``backend_pid_sql``,
 ``process_names``); this module only runs those questions and looks at processes.
 """
 
@@ -17,8 +17,8 @@ from typing import Any
 import psutil
 
 from collectors.diskstats import device_for_path
-from diag.db import Session
-from diag.targets import Target
+from diag.core.db import Session
+from diag.core.targets import Target
 
 
 def host_facts() -> dict[str, Any]:
@@ -62,9 +62,11 @@ def _listener_pid(t: Target, names: tuple[str, ...]) -> int | None:
     for p in psutil.process_iter(["name"]):
         if p.info["name"] in names:
             with contextlib.suppress(psutil.Error):
-                for c in p.net_connections(kind="unix" if t.socket else "tcp"):
-                    if (t.socket and c.laddr == t.socket) or (not t.socket and c.laddr and
-                                                              getattr(c.laddr, "port", None) == t.port):
+                for pc in p.net_connections(kind="unix" if t.socket else "tcp"):
+                    # A unix socket's laddr is its path, a str (types-psutil says an address tuple only).
+                    laddr: Any = pc.laddr
+                    if (t.socket and laddr == t.socket) or (not t.socket and laddr and
+                                                            getattr(laddr, "port", None) == t.port):
                         return p.pid
     return None
 

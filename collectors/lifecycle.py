@@ -24,8 +24,9 @@ from typing import Any
 
 from collectors.base import Collector, Probe
 from collectors.runner import CollectorRunner, Running, collector_key, probe_all
-from diag.bundle import BundleWriter, read_jsonl, safe_name
-from diag.errors import DiagError
+from diag.core.bundle import BundleWriter, read_jsonl, safe_name
+from diag.core.errors import DiagError
+from diag.core.schema import BundleFormatError, ResultRow, with_part
 
 
 class SharedPids:
@@ -209,15 +210,23 @@ class Lifecycle:
         for c in self._in_process():
             c.step_started(info)
 
-    def step_finished(self, info: Any, result: dict[str, Any]) -> None:
-        """A step ended: merge what each in-process source adds into its row (a failing one adds nothing)."""
+    def step_finished(self, info: Any, row: ResultRow) -> ResultRow:
+        """A step ended: its row with each in-process source's part in it (:func:`with_part`: only the fields
+        the source declares; a failing source adds nothing, and a part of the wrong shape adds nothing and is
+        an event)."""
         for c in self._in_process():
             with contextlib.suppress(DiagError):
-                extra = c.step_finished(info, result)
-                if extra:
-                    result.update(extra)
+                part = c.step_finished(info)
+                if not part:
+                    continue
+                try:
+                    row = with_part(row, part, c.row_fields, c.name)
+                except BundleFormatError as e:
+                    self.bundle.event("source_part_refused", f"{c.name}: its part of the step's row was left out: {e}",
+                                      collector=c.name, target=row.target, workload=row.workload, clients=row.clients)
         self.client_pids.set([])
         self.client_roots.set([])
+        return row
 
     def _in_process(self) -> list[Collector]:
         return [c for b in self.batches for c in b.in_process]

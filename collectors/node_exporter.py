@@ -45,8 +45,8 @@ from typing import Any
 from collectors.base import Collector, Metric, Probe
 from collectors.host import CPU_FIELDS, HostCollector
 from collectors.promtext import Sample, parse_metrics
-from diag.errors import DiagError, ParseError, SourceStopped
-from diag.redact import redact_url, url_credentials
+from diag.core.errors import DiagError, ParseError, SourceStopped
+from diag.core.redact import redact_url, url_credentials
 
 SCRAPE_TIMEOUT_S = 2.0
 MAX_FAILED_SCRAPES = 5  # in a row: a slow moment skips a record; a node_exporter gone switches the source off

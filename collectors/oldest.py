@@ -22,8 +22,8 @@ from typing import Any
 from collectors.base import Collector, Probe
 from collectors.session import open_session
 from collectors.sql import session_sql
-from diag.db import Session
-from diag.errors import DbError, DiagError
+from diag.core.db import Session
+from diag.core.errors import DbError, DiagError
 
 TIMEOUT_MS = 2000
 
@@ -36,6 +36,7 @@ class OldestTransaction(Collector):
     """Who holds the oldest transaction open at each step's end, and how the cleanup backlog moved."""
 
     name = "oldest_xact"
+    row_fields = ("old_transaction",)
     title = "oldest transaction"
     sampled = False
 
@@ -96,7 +97,7 @@ class OldestTransaction(Collector):
         with self._lock:
             self._start = (time.time(), self._backlog(self.session))
 
-    def step_finished(self, info: Any, result: dict[str, Any]) -> dict[str, Any] | None:
+    def step_finished(self, info: Any) -> dict[str, Any] | None:
         if not self._mine(info) or self._start is None:
             return None
         assert self.session is not None

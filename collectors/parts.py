@@ -25,8 +25,8 @@ from collections.abc import Callable, Mapping
 from typing import Any, TypeVar
 
 from collectors.sql import SqlUnavailable
-from diag.db import Session
-from diag.errors import DbError
+from diag.core.db import Session
+from diag.core.errors import DbError
 
 T = TypeVar("T")
 

@@ -84,14 +84,15 @@ def connected_clients(addresses: Collection[str], port: int, exclude: Collection
             continue
         if c.pid is not None and c.pid in exclude:
             continue
-        if ports is not None and c.laddr.port in ports[1] and c.laddr.port not in ports[0]:
+        local_port = getattr(c.laddr, "port", None)  # an established TCP connection always has one
+        if ports is not None and local_port in ports[1] and local_port not in ports[0]:
             elsewhere += 1
             continue
         if c.pid is None:
             unreadable += 1
             continue
         pids.add(c.pid)
-        if ports is not None and c.laddr.port not in ports[0]:
+        if ports is not None and local_port not in ports[0]:
             unmatched += 1
     names = []
     for pid in sorted(pids):

@@ -1,4 +1,4 @@
-"""Plans as the servers print them (JSON), flattened into :class:`diag.schema.PlanNode` lists.
+"""Plans as the servers print them (JSON), flattened into :class:`diag.core.schema.PlanNode` lists.
 
 * PostgreSQL ``EXPLAIN (FORMAT JSON, VERBOSE)``: ``[{"Plan": {"Node Type", "Relation Name", "Schema",
   "Index Name", "Plan Rows", "Filter", "Plans": [...]}}]``; a ``Seq Scan`` reads the whole table.
@@ -19,8 +19,8 @@ import re
 from collections.abc import Callable, Iterator
 from typing import Any
 
-from diag.errors import DiagError
-from diag.schema import PlanNode, StatementPlan
+from diag.core.errors import DiagError
+from diag.core.schema import PlanNode, StatementPlan
 
 _CONDITION_KEY = re.compile(r"cond|filter", re.IGNORECASE)  # attached_condition, "Index Cond", "Filter", ...
 _NEAR = re.compile(r"(near ')(.*)(' at line \d+)", re.DOTALL)

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import re
 
-from diag.errors import DiagError
+from diag.core.errors import DiagError
 
 PLAN_TIMEOUT_MS = 2000  # a plan takes milliseconds; a text that plans for longer is not worth the server's time
 PLANNED_KINDS = ("select", "insert", "update", "delete", "with")

@@ -207,7 +207,7 @@ class ProcReader:
             rd, wr = _field(io, "read_bytes:") or 0, _field(io, "write_bytes:") or 0
             # cutime/cstime (the CPU of children it waited for) and the parent PID: a child that exits between
             # two samples is in its parent's c*time at the next one, which is how a report keeps its last
-            # interval (reports.series.group_deltas).
+            # interval (reports.model.series.group_deltas).
             # The run-queue wait: a server thread that is runnable but has no CPU is "active" to the wait
             # sampler and not on a CPU; this tells that time apart from waits the server does not instrument.
             delay = run_delay(pid, int(f[17]), self.root)

@@ -14,7 +14,7 @@ import math
 import re
 from dataclasses import dataclass
 
-from diag.errors import ParseError
+from diag.core.errors import ParseError
 
 _NAME = re.compile(r"[a-zA-Z_:][a-zA-Z0-9_:]*")
 _LABEL = re.compile(r"\s*([a-zA-Z_][a-zA-Z0-9_]*)\s*=\s*\"")

@@ -3,11 +3,9 @@
 :data:`SOURCES` is an explicit tuple (no folder scan): each entry turns a
 :class:`SourcePlan` and a context into source objects, for the whole run
 (``scope="run"``: started once, before the first target's sweep) or for one
-target (``scope="target"``: started around that target's sweep). The per-engine
-collector registries (``collectors.pg.PG_COLLECTORS``,
-``collectors.mysql.MYSQL_COLLECTORS``) are chosen by ``Engine.name`` in
-:data:`ENGINE_COLLECTORS`, and imported at the top: a broken collector module
-fails the run at start, it does not silently remove that engine's collectors.
+target (``scope="target"``: started around that target's sweep). An engine's
+collectors are its package's (``collectors.pg.PARTS``, ``collectors.mysql.PARTS``), found through
+:func:`collectors.engines.source_parts`.
 """
 
 from __future__ import annotations
@@ -17,21 +15,16 @@ from dataclasses import dataclass, replace
 from typing import Any, Literal
 
 from collectors.base import Collector, CollectorContext, Probe
-from collectors.flush import FlushCollector
+from collectors.engines import source_parts
+from collectors.flush import DeviceFlushCollector, FlushCollector
 from collectors.flush_capability import FlushCapabilitySource
+from collectors.flush_tail import FlushTailSource
 from collectors.host import HostCollector
-from collectors.mysql import MYSQL_COLLECTORS
 from collectors.node_exporter import NodeExporterHost
-from collectors.pg import PG_COLLECTORS
 from collectors.ssh_fsync import SshFsyncTest
 from collectors.ssh_host import SshFlushCollector, SshProfileSource
 from collectors.step_profiles import ClientProfileSource, ServerProfileSource
-from diag.engines import MYSQL, POSTGRES, Engine
-
-ENGINE_COLLECTORS: dict[str, tuple[type[Collector], ...]] = {
-    POSTGRES.name: PG_COLLECTORS,
-    MYSQL.name: MYSQL_COLLECTORS,
-}
+from diag.core.engines import Engine
 
 Scope = Literal["run", "target"]
 
@@ -46,6 +39,10 @@ class SourcePlan:
     and this reason is recorded as its probe. ``strict``: a source that must be
     ready before clients connect (flush tracing) and is not fails the run.
     ``fsync_test_s``: seconds per fsync test when measuring F; None: F is not measured.
+    ``flush_window``: where flush calls are counted on a local server: "run" all along (the durability
+    probe, ``watch --flush-trace``), "tail" only in each step's tail after its measured part (``dbdiag run``:
+    counting them costs the load; the measured part samples the device flush counters alone), "devices" never
+    (a watch: only the device flush counters, ``flush_note`` saying why).
     """
 
     host: bool = True
@@ -53,6 +50,8 @@ class SourcePlan:
     flush: bool = True
     flush_off: str = ""
     flush_interval_s: float | None = None
+    flush_window: Literal["run", "tail", "devices"] = "run"
+    flush_note: str = ""
     strict: bool = False
     fsync_test_s: float | None = None
     profile: bool = False  # perf of local servers in each step
@@ -123,7 +122,7 @@ def _client_profile(plan: SourcePlan, ctx: CollectorContext) -> list[Collector]:
 
 def engine_collectors(engine: Engine, which: str = "all") -> tuple[type[Collector], ...]:
     """The collector classes of ``engine``: all, only its global counters ("stats"), or none."""
-    classes = ENGINE_COLLECTORS[engine.name]
+    classes = source_parts(engine).collectors
     if which == "stats":
         return tuple(c for c in classes if c.name == engine.stats_series)
     return classes if which == "all" else ()
@@ -140,7 +139,16 @@ def _flush(plan: SourcePlan, ctx: CollectorContext) -> list[Collector]:
         return []
     if ctx.options.get("ssh"):  # the server's host is reached over ssh: count its flush calls there
         return [SshFlushCollector(ctx)]
+    if plan.flush_window != "run":  # counted in each step's tail (_flush_tail), or not at all (flush_note)
+        return [DeviceFlushCollector(_with(ctx, flush_note=plan.flush_note) if plan.flush_note else ctx)]
     return [FlushCollector(_with(ctx, flush_interval_s=plan.flush_interval_s) if plan.flush_interval_s else ctx)]
+
+
+def _flush_tail(plan: SourcePlan, ctx: CollectorContext) -> list[Collector]:
+    """Flush calls of the run's local servers counted in each step's tail, when the plan puts them there."""
+    if not (plan.flush and not plan.flush_off and plan.flush_window == "tail"):
+        return []
+    return [FlushTailSource(ctx)] if any(s.local and s.pid for s in ctx.servers) else []
 
 
 @dataclass(frozen=True)
@@ -159,6 +167,7 @@ SOURCES: tuple[Registered, ...] = (
     Registered("host", "run", _host),
     Registered("profile", "run", _server_profile),
     Registered("client_profile", "run", _client_profile),
+    Registered("flush_tail", "run", _flush_tail),
     Registered("ssh_fsync", "target", _ssh_fsync),  # first: before the target's sampled sources start
     Registered("engine", "target", _engine),
     Registered("node_host", "target", _node_host),

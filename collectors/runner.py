@@ -3,12 +3,12 @@
 A collector that raises mid-run is switched off with an event in the bundle;
 the run goes on. One that cannot write the bundle (full disk, I/O error) does
 not retry: it stops its source and exits with
-:attr:`diag.bundle.BundleWriteError.exit_status`, which the orchestrator's
+:attr:`diag.core.bundle.BundleWriteError.exit_status`, which the orchestrator's
 bundle writer polls (:meth:`CollectorRunner.failure`), so the run stops with
 one line naming the file. Children ignore SIGINT: Ctrl-C reaches the orchestrator, which
-stops them through a :class:`diag.procs.StopFlag` (a pipe: no lock a dead child can leave held) so each
+stops them through a :class:`diag.core.procs.StopFlag` (a pipe: no lock a dead child can leave held) so each
 can write its last record; one that does not stop in time is terminated, then killed (every join bounded). Children die
-with the run (:func:`diag.procs.guard_child`): a killed run leaves no collector
+with the run (:func:`diag.core.procs.guard_child`): a killed run leaves no collector
 polling its servers.
 """
 
@@ -25,9 +25,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from collectors.base import Collector, Probe
-from diag.bundle import BundleWriteError, BundleWriter, safe_name
-from diag.errors import DiagError, SourceStopped
-from diag.procs import StopFlag, guard_child, stop_requested
+from diag.core.bundle import BundleWriteError, BundleWriter, safe_name
+from diag.core.errors import DiagError, SourceStopped
+from diag.core.procs import StopFlag, guard_child, stop_requested
 
 _FORK = mp.get_context("fork")
 JOIN_TIMEOUT_S = 10.0

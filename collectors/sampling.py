@@ -13,7 +13,7 @@ import time
 from typing import Any, Generic, Protocol, TypeVar
 
 from collectors.base import Collector
-from diag.db import Session
+from diag.core.db import Session
 
 WINDOW_S = 1.0  # seconds of ticks folded into one record
 

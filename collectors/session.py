@@ -2,15 +2,15 @@
 
 from __future__ import annotations
 
-from diag.db import Session, own_app_name
-from diag.engines import Engine
-from diag.errors import DbError
-from diag.targets import Target
+from diag.core.db import Session, own_app_name
+from diag.core.engines import Engine
+from diag.core.errors import DbError
+from diag.core.targets import Target
 
 
 
 def app_name(collector_name: str) -> str:
-    """The application_name a collector's session uses: one of dbdiag's own (:data:`diag.db.OWN_PREFIX`),
+    """The application_name a collector's session uses: one of dbdiag's own (:data:`diag.core.db.OWN_PREFIX`),
     which the wait samplers leave out."""
     return own_app_name(collector_name)
 

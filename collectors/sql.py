@@ -1,9 +1,9 @@
-"""The collectors' version-specific SQL: one folder per engine, picked by :func:`diag.sqlfiles.pick_in`.
+"""The collectors' version-specific SQL: one folder per engine, picked by :func:`diag.core.sqlfiles.pick_in`.
 
 Each engine's queries live in one folder (:data:`SQL_DIRS`, keyed by
-:attr:`Engine.name <diag.engines.base.Engine.name>`), one statement per file, named
-``<name>[.<product>].<oldest version>.sql`` (the rules are in :mod:`diag.sqlfiles`, the one picker,
-which the TPC-C routines of :mod:`workloads.tpcc_sp` use too).
+:attr:`Engine.name <diag.core.engines.base.Engine.name>`), one statement per file, named
+``<name>[.<product>].<oldest version>.sql`` (the rules are in :mod:`diag.core.sqlfiles`, the one picker,
+which the TPC-C routines of :mod:`workloads.tpcc.tpcc_sp` use too).
 """
 
 from __future__ import annotations
@@ -12,16 +12,16 @@ import functools
 from pathlib import Path
 from typing import Any
 
-from diag.db import Session
-from diag.engines import MYSQL, POSTGRES, Engine
-from diag.sqlfiles import MARKER, SqlUnavailable, names_in, pick_in, statement_text
+from diag.core.db import Session
+from diag.core.engines import ENGINES, Engine
+from diag.core.sqlfiles import MARKER, SqlUnavailable, names_in, pick_in, statement_text
 
 __all__ = ["MARKER", "SQL_DIRS", "SqlUnavailable", "pick_sql", "query_named", "session_sql", "sql_dir",
            "sql_names", "statement_text"]
 
 _HERE = Path(__file__).resolve().parent
 # Engine name -> folder of its collectors' SQL files.
-SQL_DIRS: dict[str, Path] = {POSTGRES.name: _HERE / "pg" / "sql", MYSQL.name: _HERE / "mysql" / "sql"}
+SQL_DIRS: dict[str, Path] = {e.name: _HERE / e.sql_folder / "sql" for e in ENGINES}
 
 
 def sql_dir(engine: Engine) -> Path:
@@ -36,7 +36,7 @@ def sql_names(engine: Engine, folder: Path | None = None) -> list[str]:
 
 def pick_sql(name: str, engine: Engine, version_num: int, product: str = "", folder: Path | None = None) -> str:
     """The statement of query ``name`` for a server of ``engine`` at ``version_num`` (see
-    :func:`diag.sqlfiles.pick_in`); ``folder`` overrides the engine's SQL folder."""
+    :func:`diag.core.sqlfiles.pick_in`); ``folder`` overrides the engine's SQL folder."""
     return pick_in(Path(folder or sql_dir(engine)), name, engine, version_num, product)
 
 

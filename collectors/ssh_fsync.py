@@ -2,7 +2,7 @@
 
 ``--ssh LABEL=user@host`` with a write workload: before the target's sweep, the
 same code as ``dbdiag fsync-test`` (:mod:`collectors.fsync_test` with the modules
-it imports, :mod:`collectors.diskstats` and :mod:`diag.errors`: standard library
+it imports, :mod:`collectors.diskstats` and :mod:`diag.core.errors`: standard library
 only) is sent as the program text of ``python3 -`` on that host, over ssh's stdin.
 Nothing is installed there and nothing is left behind (the test file is removed
 as a local test removes it). The program prints
@@ -36,19 +36,19 @@ from typing import Any, TextIO
 
 import collectors.diskstats
 import collectors.fsync_test
-import diag.errors
+import diag.core.errors
 from collectors.base import Collector, CollectorContext, Probe
 from collectors.flush_capability import TESTS_PER_DEVICE
 from collectors.diskstats import DeviceInfo
 from collectors.fsync_test import GROUP_ONE, FsyncMethodResult, FsyncTestResult
 from collectors.ssh_host import PROBE_TIMEOUT_S, ssh_argv, ssh_probe
-from diag.errors import DiagError
-from diag.procs import pdeathsig_preexec
-from diag.schema import FlushDevice, FlushTarget
+from diag.core.errors import DiagError
+from diag.core.procs import pdeathsig_preexec
+from diag.core.schema import FlushDevice, FlushTarget
 
 FSYNC_SECONDS = 0.3  # per method when the run does not say (diag.run.FSYNC_TEST_SECONDS)
 # The modules the test needs, in import order; each is standard library only (checked by a unit test).
-SHIPPED = (diag.errors, collectors.diskstats, collectors.fsync_test)
+SHIPPED = (diag.core.errors, collectors.diskstats, collectors.fsync_test)
 MIN_PYTHON = (3, 7)
 HINT = ("give dbdiag ssh access to the database host (BatchMode: a key, no password prompt) as a user that may "
         "write in the server's data directory (root, or the server's user), with python3 there (3.7+ for every "
@@ -100,7 +100,7 @@ for name, source in P["modules"]:
     mod.__file__ = "<dbdiag " + name + ">"
     sys.modules[name] = mod
     exec(compile(source, mod.__file__, "exec"), mod.__dict__)
-ft, errors = sys.modules["collectors.fsync_test"], sys.modules["diag.errors"]
+ft, errors = sys.modules["collectors.fsync_test"], sys.modules["diag.core.errors"]
 try:
     where = ft.writable_dir_on_same_fs(P["directory"])
     done({"result": ft.run_fsync_test(where, P["seconds"]).to_dict(), "directory": str(where)})

@@ -40,9 +40,9 @@ from collectors.flush import METRICS as FLUSH_METRICS
 from collectors.flush_perf import IntervalAssembler
 from collectors.profile.analyse import unresolved_share
 from collectors.profile.parse import PERF_SCRIPT_FIELDS, fold_samples, parse_perf_script, save_folded
-from diag.bundle import safe_name
-from diag.errors import DiagError, ParseError
-from diag.procs import pdeathsig_preexec
+from diag.core.bundle import safe_name
+from diag.core.errors import DiagError, ParseError
+from diag.core.procs import pdeathsig_preexec
 
 CONNECT_TIMEOUT_S = 5
 SSH_FAILED = 255  # ssh's own exit status for its errors (the remote command's otherwise)
@@ -152,6 +152,7 @@ class SshProfileSource(Collector):
     """perf of the target's server on its own host, over ssh, in the middle of each step."""
 
     name = "ssh_profile"
+    row_fields = ("profile",)
     title = "server profiles over ssh"
     sampled = False  # works from the step hooks, in the run's process
 
@@ -234,7 +235,7 @@ class SshProfileSource(Collector):
                           "unresolved_share": unresolved_share(folded) if samples else 0.0,
                           "source": f"ssh {self.spec}", "host": self.remote_host}
 
-    def step_finished(self, info: Any, result: dict[str, Any]) -> dict[str, Any] | None:
+    def step_finished(self, info: Any) -> dict[str, Any] | None:
         if info.target != self.ctx.target.label:
             return None
         th = self._threads.pop((info.workload, info.clients), None)

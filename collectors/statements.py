@@ -8,7 +8,7 @@ middle of the step where the engine needs literals for a plan (MySQL/MariaDB);
 step's results.json row: the increase of each statement's counters over the
 step (:func:`digest_delta`), dbdiag's own statements left out, the top
 :data:`TOP_N` by server time, and the plans of the first :data:`PLAN_N`
-(:class:`diag.schema.StepStatements`). The engines' halves
+(:class:`diag.core.schema.StepStatements`). The engines' halves
 (:mod:`collectors.pg.statements`, :mod:`collectors.mysql.statements`) read
 the views, tell own statements, explain and estimate rows examined.
 
@@ -35,10 +35,10 @@ from typing import Any, ClassVar
 from collectors.base import Collector, CollectorContext, Probe
 from collectors.plans import error_without_literals, without_literals
 from collectors.plansafety import PlanNotMade, plan_refusal
-from diag.bundle import safe_name
-from diag.db import Session
-from diag.errors import DbError, DiagError
-from diag.schema import StatementPlan, StatementStat, StepStatements, TableStat
+from diag.core.bundle import safe_name
+from diag.core.db import Session
+from diag.core.errors import DbError, DiagError
+from diag.core.schema import StatementPlan, StatementStat, StepStatements, TableStat
 
 TOP_N = 15  # statements kept per step
 PLAN_N = 5  # of them explained (EXPLAIN is cheap, but each plan is a statement on the measured server)
@@ -102,6 +102,7 @@ class StatementSource(Collector, abc.ABC):
     """Per-step statement digests of one target; engines implement the abstract readers."""
 
     name = "statements"
+    row_fields = ("statements",)
     title = "statement digests"
     sampled = False
     view: ClassVar[str] = ""  # the digest view, for the record's ``source``
@@ -253,7 +254,7 @@ class StatementSource(Collector, abc.ABC):
                 self._texts[key] = self.sample_texts(self.session)
             with contextlib.suppress(DiagError), self._lock:
                 self._users[key] = self.sample_users(self.session)
-        # A step with a tail (profiles record there: workloads.steptail) ends its figures at the measured part's
+        # A step with a tail (profiles record there: workloads.steps.steptail) ends its figures at the measured part's
         # end, so its statements end there too, not when step_finished comes after the tail.
         if self.end_early_s is None and not getattr(info, "tail_s", 0.0) > 0:
             return
@@ -273,7 +274,7 @@ class StatementSource(Collector, abc.ABC):
             actors = None
         return t, snap, tables, actors
 
-    def step_finished(self, info: Any, result: dict[str, Any]) -> dict[str, Any] | None:
+    def step_finished(self, info: Any) -> dict[str, Any] | None:
         if not self._mine(info):
             return None
         key: StepKey = (info.target, info.workload, info.clients)
@@ -326,13 +327,14 @@ class StatementSource(Collector, abc.ABC):
         examined, source = self.examined(d, plan, tables)
         ints = ("rows", "shared_blks_hit", "shared_blks_read", "shared_blks_dirtied", "shared_blks_written",
                 "temp_blks_read", "temp_blks_written", "no_index_used")
+        counts: dict[str, Any] = {c: _int(d.get(c)) for c in ints}
         # Digest texts are fingerprints already on MySQL; PostgreSQL keeps utility statements' literals.
         return StatementStat(key=key, text=self.ctx.statement_text(text)[:TEXT_CHARS], calls=int(d["calls"]),
                              total_ms=round(d.get("total_ms", 0.0), 3),
                              plan_ms=round(d["plan_ms"], 3) if d.get("plan_ms") is not None else None,
                              rows_examined=examined, examined_from=source,
                              tables=tuple(dict.fromkeys(n.table for n in plan.nodes if n.table)) if plan else (),
-                             plan=plan, **{c: _int(d.get(c)) for c in ints})
+                             plan=plan, **counts)
 
     def _plan(self, step: StepKey, rank: int, text: str, key: str) -> StatementPlan | None:
         if not text or not explainable(text):

@@ -3,7 +3,7 @@
 Both work from the step hooks (see :mod:`collectors.base`): ``step_started``
 starts a thread that sleeps until the step's tail, the load's run-on after its
 measured part that the run asks for (:meth:`_StepThreads.tail_s`,
-``DriverOptions.tail_s``, :mod:`workloads.steptail`), and records
+``DriverOptions.tail_s``, :mod:`workloads.steps.steptail`), and records
 ``profile_seconds`` there, so the step's figures are never the profiled load's
 and perf script runs after the step (centred on the measured part when a
 step has no tail: Dask workers); perf / py-spy run as child processes;
@@ -45,9 +45,9 @@ from collectors.profile.procs import kind_lookup, process_kinds, stack_thread_ki
 from collectors.profile.pyspy import py_spy_available, record_client_profile
 from collectors.profile.record import (DWARF_STACK_BYTES, ProfileRecording, Scope, per_process_note, probe_perf,
                                        record_profile)
-from diag.bundle import BundleWriter, safe_name
-from diag.errors import DiagError
-from diag.procs import stop_requested
+from diag.core.bundle import BundleWriter, safe_name
+from diag.core.errors import DiagError
+from diag.core.procs import stop_requested
 
 JOIN_SLACK_S = 30.0  # perf script on a few seconds of samples takes well under this here
 HURRY_JOIN_S = 1.0  # once a stop was asked for
@@ -133,7 +133,7 @@ class _StepThreads(Collector):
         """Seconds of load after each step's measured part this source records in (module :func:`tail_s`)."""
         return tail_s(duration_s, self.seconds)
 
-    def step_finished(self, info: Any, result: dict[str, Any]) -> dict[str, Any] | None:
+    def step_finished(self, info: Any) -> dict[str, Any] | None:
         th = self._threads.pop(_key(info), None)
         if th is None:
             return None
@@ -172,6 +172,7 @@ class ServerProfileSource(_StepThreads):
     name = "profile"
     title = "server profiles"
     result_key = "profile"
+    row_fields = ("profile",)
 
     def __init__(self, ctx: CollectorContext) -> None:
         super().__init__(ctx)
@@ -313,6 +314,7 @@ class ClientProfileSource(_StepThreads):
     name = "client_profile"
     title = "client profiles"
     result_key = "client_profile"
+    row_fields = ("client_profile",)
 
     def probe(self) -> Probe:
         if py_spy_available():

@@ -22,10 +22,10 @@ from pathlib import Path
 from typing import Any
 
 from diag import __version__
-from diag.argtypes import DefaultsHelpFormatter, csv_ints as _csv_ints, positive as _positive
-from diag.errors import DiagError
-from diag.procs import install_stop_signals
-from diag.redact import redact_text
+from diag.core.argtypes import DefaultsHelpFormatter, csv_ints as _csv_ints, duration as _duration, positive as _positive
+from diag.core.errors import DiagError
+from diag.core.procs import install_stop_signals
+from diag.core.redact import redact_text
 
 # The command registry: command name -> the module that runs it, imported by :func:`load_command` when
 # that command is chosen (the one place the architecture test allows an import at run time). Each module
@@ -39,7 +39,7 @@ COMMANDS: dict[str, str] = {
     "compare": "diag.commands.compare",
     "watch": "diag.commands.watch",
 }
-# --tpcc-mode's choices; equal to workloads.tpcc.MODES (a unit test says so), written here so that parsing
+# --tpcc-mode's choices; equal to workloads.tpcc.tpcc.MODES (a unit test says so), written here so that parsing
 # does not import the workloads.
 TPCC_MODES = ("client", "sp")
 DURABILITY_CLIENTS = (1, 4)
@@ -67,7 +67,7 @@ def build_parser() -> argparse.ArgumentParser:
     srv = sub.add_parser("server", help="throwaway servers")
     ssub = srv.add_subparsers(dest="server_command", metavar="ACTION")
     st = ssub.add_parser("start", help="start a throwaway server, print its DSN, wait for Ctrl-C, remove it")
-    # Checked by the command (diag.engines.engine_for), not by choices: listing them would import the engines.
+    # Checked by the command (diag.core.engines.engine_for), not by choices: listing them would import the engines.
     st.add_argument("engine", metavar="ENGINE", help=ENGINE_HELP)
     st.add_argument("--set", action="append", metavar="KEY=VALUE", help="server setting, e.g. fsync=off")
     st.add_argument("--port", type=int, default=None)
@@ -92,7 +92,7 @@ def _run_parser(sub: Any) -> None:
     r.add_argument("-w", "--workload", default="point-select",
                    help="comma-separated: point-select, read-only, read-write, insert, tpcc, custom")
     r.add_argument("-c", "--clients", type=_csv_ints, default=(1, 4), help="client counts to sweep, e.g. 1,2,4,8")
-    r.add_argument("-T", "--duration", type=_positive, default=10.0, help="seconds measured per step")
+    r.add_argument("-T", "--duration", type=_duration, default=10.0, help="seconds measured per step")
     r.add_argument("--warmup", type=float, default=2.0, help="seconds per step before measuring")
     r.add_argument("--protocol", choices=("simple", "prepared"), default="prepared",
                    help="simple: statement text each time; prepared: parse once per client")

@@ -30,19 +30,21 @@ from collectors.lockgate import LockGate
 from collectors.node_exporter import remote_storage_facts
 from collectors.registry import SourcePlan, sources_for
 from collectors.runner import CollectorRunner
-from diag import __version__, servers
-from diag.bundle import BundleWriteError, BundleWriter, safe_name
-from diag.db import Session, own_app_name
-from diag.errors import DiagError, ServerLost, StatementStuck, StepsAborted, ToolUnavailable, UsageError
-from diag.procs import Interrupted, Supervisor, hold_stop_signals, interrupt_reason, stop_count, stop_requested
-from diag.redact import RedactingStream, redact_argv, redact_url, redact_userinfo, url_credentials
+from diag import __version__
+from diag.core import servers
+from diag.core.bundle import BundleWriteError, BundleWriter, safe_name
+from diag.core.db import Session, own_app_name
+from diag.core.errors import DiagError, ServerLost, StatementStuck, StepsAborted, ToolUnavailable, UsageError
+from diag.core.procs import Interrupted, Supervisor, hold_stop_signals, interrupt_reason, stop_count, stop_requested
+from diag.core.redact import RedactingStream, redact_argv, redact_url, redact_userinfo, url_credentials
+from diag.core.schema import ResultRow
 from diag.serverloss import aborted_line, loss_facts, loss_line, stuck_line
-from diag.targets import Target, parse_target
-from reports.render import render_bundle
-from workloads.client import client_driver_text
+from diag.core.targets import Target, parse_target
+from reports.views.render import render_bundle
+from workloads.clients.client import client_driver_text
 from workloads.driver import (DriverOptions, StepInfo, run_interleaved, run_sweep, start_notes, sweep_bar,
                               validate)
-from workloads.repeats import add_result
+from workloads.steps.repeats import add_result
 
 WRITE_WORKLOADS = {"insert", "read-write", "tpcc", "custom"}
 FSYNC_TEST_SECONDS = 0.3  # per method: 12 methods, about 4 s per device, enough for ~1,000 flushes each here
@@ -100,7 +102,7 @@ class TargetRuntime:
         """What run-wide sources need to know about this target's server (``--ssh``: its host is profiled over
         ssh, so this machine's profiler leaves it alone even on loopback)."""
         return ServerFacts(self.target.label, self.target.is_local() and not self.info.get("ssh"), self.pid,
-                           self.data_dir, self.info.get("server_binary"))
+                           self.data_dir, self.info.get("server_binary"), self.target.dbms)
 
 
 def run_plan(opts: RunOptions) -> SourcePlan:
@@ -112,7 +114,10 @@ def run_plan(opts: RunOptions) -> SourcePlan:
     if opts.sources is not None:
         return opts.sources
     writes = bool(set(opts.workloads) & WRITE_WORKLOADS)
+    # Flush calls are counted in each step's tail, after its measured part (collectors.flush_tail); steps on
+    # Dask workers have no tail, so there they are counted all along, as before.
     return SourcePlan(host=opts.collect, engine="all" if opts.collect else "none", flush=opts.collect and writes,
+                      flush_window="run" if opts.driver.workers else "tail",
                       flush_off=FLUSH_READ_ONLY if opts.collect and not writes else "",
                       fsync_test_s=opts.fsync_seconds if writes and not opts.flush_capability else None,
                       profile=opts.profile, client_profile=opts.profile_client, profile_s=opts.profile_seconds)
@@ -184,10 +189,11 @@ class _Hooks:
                          f"for {info.duration_s:g} s ...")
         self.run.sources.step_started(info)
 
-    def step_finished(self, info: StepInfo, result: dict[str, Any]) -> None:
-        self.run.sources.step_finished(info, result)
-        add_result(self.run.results, self.run.repeat_rows, result)  # a repeat rebuilds its step's row
-        self.run.bundle.write_json("results.json", {"results": self.run.results})
+    def step_finished(self, info: StepInfo, row: ResultRow) -> ResultRow:
+        row = self.run.sources.step_finished(info, row)
+        add_result(self.run.results, self.run.repeat_rows, row)  # a repeat rebuilds its step's row
+        self.run.bundle.write_results(self.run.results)
+        return row
 
 
 def _runner(bundle: BundleWriter, collectors: list[Collector]) -> CollectorRunner:
@@ -233,8 +239,8 @@ class Run:
         self.path = Path(opts.out) if opts.out else default_out(name)
         self.bundle = BundleWriter(self.path, self.secrets)
         self.plan = run_plan(opts)
-        self.results: list[dict[str, Any]] = []
-        self.repeat_rows: dict[tuple[Any, ...], list[dict[str, Any]]] = {}  # --repeat: each step's repeats so far
+        self.results: list[ResultRow] = []
+        self.repeat_rows: dict[tuple[str, str, int | None], list[ResultRow]] = {}  # --repeat: each step's repeats so far
         self.runtimes: list[TargetRuntime] = []
         self.run_json: dict[str, Any] = {}
         self.sources = Lifecycle(self.bundle, lambda u: self._write_run_json(**u), self.say, runner=_runner)
@@ -242,7 +248,7 @@ class Run:
         self.lost: list[str] = []  # one line per target whose server went away (the run went on without it)
         self.aborted: list[str] = []  # one line per step that --on-error abort ended at its first error
         self.stuck: list[str] = []  # one line per step a statement that did not return ended
-        self.stops_handled = 0  # stop signals the run took as its normal end (diag.procs.stop_count)
+        self.stops_handled = 0  # stop signals the run took as its normal end (diag.core.procs.stop_count)
 
     def say(self, text: str) -> None:
         print(text, file=self.out, flush=True)
@@ -265,7 +271,7 @@ class Run:
     def execute(self) -> Path:
         """Run everything; returns the bundle path. Raises DiagError / KeyboardInterrupt after cleanup."""
         o = self.opts
-        self.bundle.write_json("results.json", {"results": []})
+        self.bundle.write_results([])
         self.bundle.write_json("findings.json", {"findings": []})
         self._write_run_json(
             tool="dbdiag", version=__version__, kind=o.kind, command=redact_argv(o.argv, self.secrets),

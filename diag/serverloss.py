@@ -15,7 +15,7 @@ from typing import Any
 
 import psutil
 
-from diag.servers import ThrowawayServer
+from diag.core.servers import ThrowawayServer
 
 EXIT_WAIT_S = 2.0   # a server that lost its clients may still be on its way out: wait this long for its status
 LOG_LINES = 10

@@ -4,7 +4,7 @@ A watch is a run (:class:`diag.run.Run`) whose steps are windows nobody drives:
 the same bundle, sources, step hooks, findings and report; every target's sources
 run at once (the load is on all of them together), and each window of
 ``--window`` seconds is one step per target, its result row made from the server's
-own counters (:mod:`workloads.watch_counters`, :mod:`workloads.watchresult`).
+own counters (:mod:`workloads.watch.watch_counters`, :mod:`workloads.watch.watchresult`).
 With a load command (``-- CMD ARGS``) the watch starts it once the sources are
 up, its process tree is the clients (host evidence measures their CPU), its output
 is kept in ``artifacts/load-command.log`` and its progress lines become the
@@ -23,25 +23,26 @@ import math
 import subprocess
 import sys
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, TextIO
 
 from collectors.host import process_tree
 from collectors.lifecycle import Batch
 from collectors.peers import Peers, connected_clients, own_tree, server_addresses
 from collectors.registry import SourcePlan, sources_for
-from diag.bundle import BundleWriteError
-from diag.db import Session, own_app_name
-from diag.errors import DbError, DiagError
-from diag.procs import interrupt_reason, stop_count
+from diag.core.bundle import BundleWriteError
+from diag.core.db import Session, own_app_name
+from diag.core.errors import DbError, DiagError
+from diag.core.schema import ResultRow
+from diag.core.procs import interrupt_reason, stop_count
 from diag.run import Run, RunOptions, TargetRuntime
-from reports.watch_view import MIN_TPS
-from workloads.loadcmd import LoadCommand
-from workloads.options import StepInfo
-from workloads.progress_lines import ProgressPoint, Summary, merge_summaries, parse_line
-from workloads.watch_counters import (CounterReader, Reading, own_reads_per_s, own_reads_per_window,
+from reports.model.watch_view import MIN_TPS
+from workloads.watch.loadcmd import LoadCommand
+from workloads.steps.options import StepInfo
+from workloads.watch.progress_lines import ProgressPoint, Summary, merge_summaries, parse_line
+from workloads.watch.watch_counters import (CounterReader, Reading, own_reads_per_s, own_reads_per_window,
                                       window_counts)
-from workloads.watchresult import add_statements, client_side, window_row
+from workloads.watch.watchresult import client_side, window_row, with_statement_rates
 
 LOOK_S = 0.5  # how often the watch looks at sessions inside a window
 MIN_WINDOW_S = 0.5
@@ -220,7 +221,7 @@ class Watch(Run):
     def _look(self, w: _Watched) -> None:
         """One look at a target's sessions (the reading itself is kept only at the window's edges)."""
         with contextlib.suppress(DbError):
-            r = w.reader.read()
+            r = w.reader.look()
             w.sessions.append(r.clients(w.baseline))
             w.hidden = max(w.hidden, r.hidden)
 
@@ -243,19 +244,18 @@ class Watch(Run):
                              w.sessions or [cur.clients(w.baseline)], w.hidden)
             w.last = cur
             self._read_output()
-            cs = client_side(self.points, row["t_start"], row["t_end"])
-            if cs is not None:
-                row["client"] = cs
+            cs = client_side(self.points, float(row.t_start or 0), float(row.t_end or 0))
+            seen: dict[str, Any] = {"client": cs} if cs is not None else {}
             if w.peers is not None:
-                row["local_clients"] = w.peers.to_dict()
+                seen["local_clients"] = w.peers.to_dict()
             if w.own_pids:
-                row["own_backends"] = list(w.own_pids)
-            self.sources.step_finished(infos[label], row)
-            add_statements(row)
-            self.results.append(row)
-            self.bundle.write_json("results.json", {"results": self.results})
-            self.say(f"  {label} {row['workload']}: {row['tps']:.1f} tps (server), {row['clients']} session"
-                     f"{'s' if row['clients'] != 1 else ''}" + (f"; client says {cs['tps']:.1f} tps" if cs else ""))
+                seen["own_backends"] = list(w.own_pids)
+            rec = ResultRow.from_dict({**row.to_dict(), **seen}, f"{label} {row.workload}")  # the window's record
+            rec = with_statement_rates(self.sources.step_finished(infos[label], rec))
+            self.results.append(rec)
+            self.bundle.write_results(self.results)
+            self.say(f"  {label} {rec.workload}: {rec.tps or 0:.1f} tps (server), {rec.clients} session"
+                     f"{'s' if rec.clients != 1 else ''}" + (f"; client says {cs['tps']:.1f} tps" if cs else ""))
 
     def _read_output(self) -> None:
         if self.command is None:
@@ -301,16 +301,16 @@ class Watch(Run):
         secs: dict[str, float] = {}
         txn: dict[str, float] = {}
         for row in self.results:
-            secs[row["target"]] = secs.get(row["target"], 0.0) + float(row.get("duration_s") or 0)
-            txn[row["target"]] = txn.get(row["target"], 0.0) + float(row.get("transactions") or 0)
+            secs[row.target] = secs.get(row.target, 0.0) + float(row.measured_s or 0)
+            txn[row.target] = txn.get(row.target, 0.0) + float(row.transactions or 0)
         loaded = {t for t in secs if len(secs) == 1 or txn[t] >= MIN_TPS * secs[t]}
-        for row in self.results:
-            cs = client_side(self.points, row["t_start"], row["t_end"]) if row["target"] in loaded else None
-            row.pop("client", None)
-            if cs is not None:
-                row["client"] = cs
+        for i, row in enumerate(self.results):
+            cs = (client_side(self.points, float(row.t_start or 0), float(row.t_end or 0)) if row.target in loaded
+                  else None)
+            extra = {k: v for k, v in row.extra.items() if k != "client"}
+            self.results[i] = replace(row, extra={**extra, "client": cs} if cs is not None else extra)
         with contextlib.suppress(BundleWriteError):
-            self.bundle.write_json("results.json", {"results": self.results})
+            self.bundle.write_results(self.results)
 
     def _write_watch(self) -> None:
         """run.json ``watch``: the plan, how it ended, the command and what it said of itself."""
@@ -326,16 +326,17 @@ class Watch(Run):
 
 
 # Flush tracing counts every flush call of the server with perf's syscall tracepoints, which slows every
-# system call on the machine: 7% of a saturated point-select's throughput here (BENCHMARKS.md, collector
-# overhead). A watch must not change the load it diagnoses, so it is off unless asked for; the engine's own
-# flush counters (pg_stat_wal, Innodb_*_fsyncs) and the device's (/proc/diskstats) still run.
-FLUSH_OFF = ("flush tracing is off in a watch (its perf counting slows every system call of the watched load): "
-             "--flush-trace turns it on; the engine's and the device's flush counters still run")
+# system call on the machine: 7% of a saturated point-select's throughput here, ~10% of MariaDB read-write
+# (BENCHMARKS.md). A watch must not change the load it diagnoses, so it is off unless asked for; the engine's
+# own flush counters (pg_stat_wal, Innodb_*_fsyncs) and the device's (/proc/diskstats, the flush source's
+# device part: collectors.flush.DeviceFlushCollector) still run.
+FLUSH_OFF = ("flush calls: not counted in a watch (perf's counting slows every system call of the watched "
+             "load): --flush-trace counts them; the engine's and the device's flush counters still run")
 
 
 def watch_plan_sources(collect: bool, profile: bool, profile_s: float, flush_trace: bool = False) -> SourcePlan:
     """The sources of a watch: every one a run has, flush tracing only when asked (:data:`FLUSH_OFF`), the
     fsync test left out (it would load the disk the watched server uses; --flush-capability gives F)."""
-    return SourcePlan(host=collect, engine="all" if collect else "none", flush=collect and flush_trace,
-                      flush_off=FLUSH_OFF if collect and not flush_trace else "", profile=profile,
-                      profile_s=profile_s)
+    return SourcePlan(host=collect, engine="all" if collect else "none", flush=collect,
+                      flush_window="run" if flush_trace else "devices", flush_note="" if flush_trace else FLUSH_OFF,
+                      profile=profile, profile_s=profile_s)

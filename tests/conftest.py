@@ -9,11 +9,13 @@ that needs it, with the reason: nothing is skipped silently.
 
 from __future__ import annotations
 
+import compileall
 import io
 import json
 import os
 import shutil
 import signal
+import sys
 import tempfile
 import time
 from collections.abc import Iterator
@@ -21,10 +23,10 @@ from pathlib import Path
 
 import pytest
 
-from diag import servers
-from diag.db import Session
-from diag.errors import DiagError
-from diag.targets import Target, parse_target
+from diag.core import datadirs, servers
+from diag.core.db import Session
+from diag.core.errors import DiagError
+from diag.core.targets import Target, parse_target
 
 # A test run started in the background by a script (`cmd &`) inherits SIGINT ignored, and so would
 # every dbdiag process the tests start; the Ctrl-C tests need it delivered. A Python handler here is
@@ -42,16 +44,34 @@ def pytest_configure(config: pytest.Config) -> None:
     Dask workers included), set here before test modules are imported (some copy the environment then), so
     that :func:`_no_temporary_directories_left` sees this session's leftovers only: other test sessions on
     this machine can neither fail that check nor hide a leak. pytest's own tmp_path folders stay where they
-    were; throwaway servers keep making their directories in /tmp (diag.servers, DBDIAG_TMPDIR)."""
+    were; throwaway servers keep making their directories in /tmp (diag.core.servers, DBDIAG_TMPDIR)."""
     os.environ.setdefault("PYTEST_DEBUG_TEMPROOT", tempfile.gettempdir())  # pytest's tmp_path root, as before
     mine = Path(tempfile.mkdtemp(prefix="pytest-dbdiag-tmp-"))
     os.chmod(mine, 0o1777)  # as /tmp: a tool run as another user may make its own folder here
     os.environ["TMPDIR"] = str(mine)
     tempfile.tempdir = None  # gettempdir() reads TMPDIR again
     config.stash[_SESSION_TMP] = mine
+    _compile_own_packages()
+    # Throwaway servers after the first of each kind copy its freshly initialised data directory instead of
+    # running initdb / mariadb-install-db again (diag.core.datadirs): 30-odd servers start in a session.
+    datadirs.enable()
+
+
+def _compile_own_packages() -> None:
+    """Byte-compile dbdiag's packages once, into their ``__pycache__`` (git-ignored), when the environment sets
+    PYTHONDONTWRITEBYTECODE (this machine kind and its CI do): Python then still reads .pyc files, but never
+    writes them, so every ``python -m diag`` the tests start (and every Dask worker) compiled the ~180 modules
+    it imports from source again, about 0.2 s of CPU each (BENCHMARKS.md). A .pyc is used only while its
+    source's size and modification time match, so an edited module is compiled afresh, as without this."""
+    if not sys.dont_write_bytecode:
+        return  # Python writes them itself
+    for pkg in ("diag", "collectors", "workloads", "reports", "bench"):
+        if (REPO / pkg).is_dir():
+            compileall.compile_dir(str(REPO / pkg), quiet=2)
 
 
 def pytest_unconfigure(config: pytest.Config) -> None:
+    datadirs.clear()
     mine = config.stash.get(_SESSION_TMP, None)
     if mine is not None:
         shutil.rmtree(mine, ignore_errors=True)
@@ -128,6 +148,28 @@ def point_select_bundles(pg_server: servers.ThrowawayServer, my_server: servers.
         assert json.loads((path / "run.json").read_text())["status"] == "complete", log.getvalue()[-2000:]
         out[label] = path
     return out
+
+
+@pytest.fixture(scope="session")
+def killed_server_run(pg_server: servers.ThrowawayServer,
+                      tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, int, str]:
+    """One ``dbdiag run gone=embedded:postgres next=<session PostgreSQL> -c 1,2 -T 2.5 --warmup 0.3 --no-profile``
+    (collectors on) whose own throwaway server's postmaster is SIGKILLed 0.7 s into the first measured step: the
+    bundle folder, the exit code and the run's stderr.
+
+    Read by test_lost_server (the exit, the bundle, the findings) and test_report_reading (the page it rendered),
+    which used to make the same run each (about 10 s apiece). Readers may add files elsewhere; none changes the
+    bundle."""
+    from tests.integration.test_lost_server import _finish, _measuring, _run  # integration helpers: imported here
+
+    out = tmp_path_factory.mktemp("lost") / "server_lost"
+    p = _run(out, "gone=embedded:postgres", f"next={pg_server.dsn()}", clients="1,2", collect=True)
+    _measuring(p, out, "gone")
+    pid = {t["label"]: t for t in json.loads((out / "run.json").read_text())["targets"]}["gone"]["server_pid"]
+    time.sleep(0.7)
+    os.kill(pid, signal.SIGKILL)  # the postmaster only: its backends see it die and exit
+    rc, err = _finish(p)
+    return out, rc, err
 
 
 def _service(dsn: str) -> Target:

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from diag import servers
+from diag.core import servers
 
 COLLECTORS = ("cpu", "stat", "diskstats", "meminfo", "loadavg", "filesystem")
 

@@ -16,16 +16,16 @@ from array import array
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from diag.db import Session
-from diag.errors import DbError
-from workloads.client import Client
+from diag.core.db import Session
+from diag.core.errors import DbError
+from workloads.clients.client import Client
 from workloads.load import Dataset
-from workloads.program import Program, Tally
+from workloads.native.program import Program, Tally
 
 # ``batch(t0_ns, until_ns, buf) -> (n, t_last_ns, error)``: transactions in C until the clock passes
 # ``until_ns`` (or ``buf``, an ``array('q')``, is full), each one's latency in ns (from the previous one's
 # end, the first from ``t0_ns``) in ``buf[:n]``; ``error`` None or the DbError of the failed transaction
-# (not counted; ``t_last_ns`` is then when it started). The native executor's (workloads.native).
+# (not counted; ``t_last_ns`` is then when it started). The native executor's (workloads.native.native).
 Batch = Callable[[int, int, array], tuple[int, int, DbError | None]]
 
 
@@ -61,7 +61,7 @@ class Runner:
     txn: Callable[[], int]
     extra: Counter[str] = field(default_factory=Counter)
     pause_ns: Callable[[], int] | None = None
-    # The same transaction run in C (workloads.native), used by the closed loop.
+    # The same transaction run in C (workloads.native.native), used by the closed loop.
     batch: Batch | None = None
     # Statements each batched transaction sends (what txn() returns).
     statements: int = 1
@@ -89,7 +89,7 @@ class Workload:
         raise NotImplementedError
 
     def program(self, ctx: ClientCtx) -> Program | None:
-        """This client's transaction as a program for the native executor (workloads.native), or None:
+        """This client's transaction as a program for the native executor (workloads.native.native), or None:
         the Python loop runs ``client()``'s transaction. May raise program.Unsupported (same meaning)."""
         return None
 
@@ -99,7 +99,7 @@ class Workload:
 
     def outcomes(self) -> Tally | None:
         """How the native executor counts this workload's named outcomes (``Runner.extra``) from the draws of its
-        program (:func:`workloads.program.tallied`), or None: it has none."""
+        program (:func:`workloads.native.program.tallied`), or None: it has none."""
         return None
 
     def check(self, c: Client) -> None:

@@ -18,7 +18,7 @@ from collections.abc import Callable
 from typing import Any
 
 from workloads.base import Runner
-from workloads.clientbase import Client
+from workloads.clients.clientbase import Client
 
 Connect = Callable[[], "tuple[Client, Runner]"]
 

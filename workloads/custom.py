@@ -25,17 +25,18 @@ when the statements are prepared, before the first step.
 from __future__ import annotations
 
 import ast
+import functools
 import re
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from diag.errors import DbError, UsageError
+from diag.core.errors import DbError, UsageError
 from workloads.base import ClientCtx, Runner, Workload
-from workloads.client import Client
-from workloads.program import Param, Program, Unsupported, compile_expr
-from workloads.sql import Stmt
+from workloads.clients.client import Client
+from workloads.native.program import Param, Program, Unsupported, compile_expr
+from workloads.clients.sql import Stmt
 
 _VAR = re.compile(r"(?<![:\w]):([A-Za-z_][A-Za-z0-9_]*)")
 _NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
@@ -105,7 +106,7 @@ def parse_text(text: str, name: str = "<script>") -> list[SetCmd | SqlCmd]:
                 raise fail(no, f"unknown meta-command \\{meta} (only \\set is supported)")
             if len(parts) < 3 or not _NAME.match(parts[1]):
                 raise fail(no, "expected \\set NAME EXPRESSION")
-            src = _compile(parts[2], defined, lambda what, n=no: fail(n, what))
+            src = _compile(parts[2], defined, functools.partial(fail, no))
             cmds.append(SetCmd(no, parts[1], src))
             defined.add(parts[1])
             continue
@@ -238,6 +239,7 @@ class Custom(Workload):
         if len(self.cmds) != 2 or not isinstance(self.cmds[0], SetCmd) or not isinstance(self.cmds[1], SqlCmd):
             return None
         var, sql = self.cmds
+        assert isinstance(var, SetCmd) and isinstance(sql, SqlCmd)  # checked above; says so to the type checker
         m = re.fullmatch(r"_uniform\((.*), rnd\)", var.src)
         if not m or "v_" in m.group(1) or "rnd" in m.group(1) or sql.control or sql.stmt.verb not in PREPARABLE or sql.params != (var.name,):
             return None

@@ -1,14 +1,15 @@
 """The multi-client driver: load data, then one step per (workload, client count).
 
 Entry point of a sweep (:func:`run_sweep`, :func:`validate`, :class:`DriverOptions`).
-Each step (:class:`workloads.step.Step`) forks one process per client
-(:mod:`workloads.pool`; each runs :mod:`workloads.loop` on its own connection, no
-GIL between clients), starts them on a common schedule (``perf_counter_ns`` is
+Each step (:class:`workloads.steps.step.Step`) forks one process per client
+(:mod:`workloads.steps.pool`; each runs :mod:`workloads.steps.loop` on its own connection, no
+GIL between clients; from 32 clients on the native executor, about one process per CPU,
+each keeping a transaction in flight on many connections, :mod:`workloads.steps.mux`), starts them on a common schedule (``perf_counter_ns`` is
 CLOCK_MONOTONIC, shared by all processes), merges their per-interval figures
-(:mod:`workloads.merge`), writes one series record per interval to
+(:mod:`workloads.steps.merge`), writes one series record per interval to
 ``series/workload--<label>.jsonl`` as it goes, prints a sysbench-like line (and
-keeps the sweep's progress bar, :mod:`workloads.progress`, below it), and builds
-the step's result row (:mod:`workloads.stepresult`). Ctrl-C: the clients ignore
+keeps the sweep's progress bar, :mod:`workloads.steps.progress`, below it), and builds
+the step's result row (:mod:`workloads.steps.stepresult`). Ctrl-C: the clients ignore
 SIGINT; the parent sets a shared stop flag, collects what they measured (2 s at
 most), reports the cut step through the hooks and re-raises ``KeyboardInterrupt``.
 """
@@ -20,28 +21,28 @@ import sys
 from dataclasses import dataclass
 from typing import TextIO
 
-from diag.bundle import BundleWriter
-from diag.db import DriverInfo, Session, own_app_name
-from diag.errors import DiagError, StatementStuck, UsageError
-from diag.targets import Target
+from diag.core.bundle import BundleWriter
+from diag.core.db import DriverInfo, Session, own_app_name
+from diag.core.errors import DiagError, StatementStuck, UsageError
+from diag.core.targets import Target
 from workloads.base import Workload
-from workloads.client import ISOLATION_SQL, PROTOCOLS, fastest_driver, open_client
-from workloads import dask_steps
+from workloads.clients.client import ISOLATION_SQL, PROTOCOLS, fastest_driver, open_client
+from workloads.remote import dask_steps
 from workloads.custom import Custom, parse_script
 from workloads.insert import Insert
 from workloads.load import ensure_schema, is_loaded, load
-from workloads.options import ON_ERROR, DriverOptions, StepHooks, StepInfo
+from workloads.steps.options import ON_ERROR, DriverOptions, StepHooks, StepInfo, StepPlan
 from workloads.pgbench import ReadWrite
-from workloads.progress import STEP_OVERHEAD_S, SweepBar
-from workloads.room import check_room
-from workloads.step import Step
-from workloads.stuck import LoadWatch, own_session_id
+from workloads.steps.progress import STEP_OVERHEAD_S, SweepBar
+from workloads.steps.room import check_room
+from workloads.steps.step import Step
+from workloads.steps.stuck import LoadWatch, own_session_id
 from workloads.sysbench import PointSelect, ReadOnly
-from workloads.tpcc import MODES, Tpcc, think_note
+from workloads.tpcc.tpcc import MODES, Tpcc, think_note
 
 _REGISTRY: tuple[type[Workload], ...] = (PointSelect, ReadOnly, ReadWrite, Insert, Tpcc, Custom)
 WORKLOADS: tuple[str, ...] = tuple(w.name for w in _REGISTRY)
-__all__ = ["WORKLOADS", "DriverOptions", "Prepared", "StepHooks", "StepInfo", "make_workload", "prepare",
+__all__ = ["WORKLOADS", "DriverOptions", "Prepared", "StepHooks", "StepInfo", "StepPlan", "make_workload", "prepare",
            "run_interleaved", "run_sweep", "step_seconds", "sweep_bar", "validate"]
 
 
@@ -56,10 +57,6 @@ def validate(workloads: list[str], opts: DriverOptions) -> None:
         raise UsageError("a workload is named twice in --workload")
     if opts.tpcc_mode not in MODES:
         raise UsageError(f"--tpcc-mode must be one of {', '.join(MODES)}")
-    if not opts.clients or any(not isinstance(c, int) or c < 1 for c in opts.clients):
-        raise UsageError("--clients needs positive whole numbers, e.g. 1,2,4,8")
-    if opts.duration_s <= 0:
-        raise UsageError("--duration must be more than 0 seconds")
     if opts.warmup_s < 0:
         raise UsageError("--warmup cannot be negative")
     if opts.protocol not in PROTOCOLS:
@@ -205,27 +202,28 @@ def _sweep(target: Target, workloads: list[str], opts: DriverOptions, bundle: Bu
     wls, drv, product = p.workloads, p.drv, p.product
     rows: list[dict] = []
     series = bundle.series(f"workload--{target.label}")
-    steps = [(wl, n) for wl in wls for n in opts.clients]
     cluster = dask_steps.Cluster(opts.workers, bundle) if opts.workers else None
     if cluster is not None:  # no tail on Dask workers: a profile there records inside the measured part
         opts = dataclasses.replace(opts, tail_s=0.0)
+    steps = [(wl, plan) for wl in wls for plan in opts.plans(target.label, wl.name)]
     try:
-        for i, (wl, n) in enumerate(steps, 1):
+        for i, (wl, plan) in enumerate(steps, 1):
+            n = plan.clients
             bar.begin_step(f"{target.label}: {wl.name}, {n} client{'s' if n > 1 else ''}, "
-                           f"warmup {opts.warmup_s:g} s, measure {opts.duration_s:g} s")
+                           f"warmup {opts.warmup_s:g} s, measure {plan.duration_s:g} s")
             if cluster is not None:  # the clients run on the Dask workers
-                rows.append(dask_steps.DaskStep(cluster.client, target, wl, n, opts, bundle, series, i, hooks).run())
+                rows.append(dask_steps.DaskStep(cluster.client, target, wl, plan, bundle, series, i, hooks).run())
                 bar.end_step()
                 continue
-            step = Step(target, product, drv, wl, n, opts, bundle, series, hooks, bar, seed=i)
+            step = Step(target, product, drv, wl, plan, bundle, series, hooks, bar, seed=i)
             try:
                 rows.append(step.run())
                 bar.end_step()
                 if step.lost is not None:  # no use running the rest against a server that is gone
-                    _skip(bundle, bar, target, [f"{w.name} c={c}" for w, c in steps[i:]])
+                    _skip(bundle, bar, target, [f"{w.name} c={p.clients}" for w, p in steps[i:]])
                     break
                 if step.stuck is not None and opts.on_error == "abort":  # the run ends here for this target
-                    _skip(bundle, bar, target, [f"{w.name} c={c}" for w, c in steps[i:]], "a statement was stuck")
+                    _skip(bundle, bar, target, [f"{w.name} c={p.clients}" for w, p in steps[i:]], "a statement was stuck")
                     break
             except KeyboardInterrupt as ki:
                 if step.row is not None:
@@ -272,8 +270,8 @@ def run_interleaved(targets: list[Target], workloads: list[str], opts: DriverOpt
     try:
         ready = [prepare(t, workloads, opts, bundle, progress, bar) for t in targets]
         series = {p.target.label: bundle.series(f"workload--{p.target.label}") for p in ready}
-        plan = [(w, n) for w in range(len(workloads)) for n in opts.clients]
-        runs = [(i, w, n, r) for i, (w, n) in enumerate(plan, 1) for r in range(1, opts.repeat + 1)]
+        order = [(w, n) for w in range(len(workloads)) for n in opts.clients]
+        runs = [(i, w, n, r) for i, (w, n) in enumerate(order, 1) for r in range(1, opts.repeat + 1)]
         lost: set[str] = set()
         cluster = dask_steps.Cluster(opts.workers, bundle) if opts.workers else None
         if cluster is not None:  # no tail on Dask workers: a profile there records inside the measured part
@@ -284,15 +282,16 @@ def run_interleaved(targets: list[Target], workloads: list[str], opts: DriverOpt
                 if label in lost:
                     continue
                 wl = p.workloads[w]
+                plan = StepPlan(label, wl.name, n, opts, r)
                 bar.begin_step(f"{label}: {wl.name}, {n} client{'s' if n > 1 else ''}, repeat {r}/{opts.repeat}, "
-                               f"warmup {opts.warmup_s:g} s, measure {opts.duration_s:g} s")
+                               f"warmup {opts.warmup_s:g} s, measure {plan.duration_s:g} s")
                 if cluster is not None:  # each repeat a step on the Dask workers
-                    rows[label].append(dask_steps.DaskStep(cluster.client, p.target, wl, n, opts, bundle,
-                                                           series[label], i + 10_000 * (r - 1), hooks, repeat=r).run())
+                    rows[label].append(dask_steps.DaskStep(cluster.client, p.target, wl, plan, bundle,
+                                                           series[label], i + 10_000 * (r - 1), hooks).run())
                     bar.end_step()
                     continue
-                step = Step(p.target, p.product, p.drv, wl, n, opts, bundle, series[label], hooks, bar,
-                            seed=i + 10_000 * (r - 1), repeat=r)
+                step = Step(p.target, p.product, p.drv, wl, plan, bundle, series[label], hooks, bar,
+                            seed=i + 10_000 * (r - 1))
                 try:
                     rows[label].append(step.run())
                     bar.end_step()

@@ -11,9 +11,9 @@ import random
 import string
 
 from workloads.base import ClientCtx, Runner, Workload
-from workloads.client import Client
+from workloads.clients.client import Client
 from workloads.load import Dataset, Table
-from workloads.program import Param, Program
+from workloads.native.program import Param, Program
 
 VAL_MAX = 1_000_000
 POOL = 997  # distinct txt strings per client

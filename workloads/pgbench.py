@@ -10,9 +10,9 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 from workloads.base import ClientCtx, Runner, Workload
-from workloads.client import Client
+from workloads.clients.client import Client
 from workloads.load import Dataset, RowFormat, Table
-from workloads.program import Param, Program
+from workloads.native.program import Param, Program
 
 
 UPD_A = "UPDATE dbdiag.pgbench_accounts SET abalance = abalance + ? WHERE aid = ?"

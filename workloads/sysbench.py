@@ -22,9 +22,9 @@ import struct
 from collections.abc import Iterator
 
 from workloads.base import ClientCtx, Runner, Workload
-from workloads.client import Client
+from workloads.clients.client import Client
 from workloads.load import Dataset, RowFormat, Table
-from workloads.program import Param, Program
+from workloads.native.program import Param, Program
 
 ROWS_PER_SCALE = 100_000
 RANGE_SIZE = 100

@@ -9,9 +9,14 @@ from collectors.mysql.settings import MySettingsCollector
 from collectors.mysql.status import MyStatusCollector
 from collectors.mysql.statements import MyStatementSource
 from collectors.mysql.waits import MyWaitsCollector
+from collectors.mysql.procs import mysql_thread_kinds
+from collectors.engine_parts import SourceParts
 from collectors.oldest import OldestTransaction
 
 MYSQL_COLLECTORS = (MyStatusCollector, MyWaitsCollector, MySettingsCollector, MyStatementSource, MyBlockingCollector,
                     OldestTransaction)
 
-__all__ = ["MyBlockingCollector", "MyStatementSource", "MYSQL_COLLECTORS", "MySettingsCollector", "MyStatusCollector", "MyWaitsCollector"]
+# This engine's sources, as collectors.engines finds them.
+PARTS = SourceParts(MYSQL_COLLECTORS, mysql_thread_kinds)
+
+__all__ = ["MyBlockingCollector", "MyStatementSource", "MYSQL_COLLECTORS", "PARTS", "MySettingsCollector", "MyStatusCollector", "MyWaitsCollector"]

@@ -15,7 +15,7 @@ InnoDB row (and InnoDB table) lock waits come from ``lock_waits`` every
 (MariaDB, MySQL 5.7), performance_schema.data_lock_waits (MySQL 8). Those tables share InnoDB's cache
 that is refreshed only after 100 ms without readers, so they are read no more often than the wait sampler
 reads INNODB_TRX. An idle blocker's last statement comes from performance_schema.events_statements_current
-(``last_statements``) when it is on. Records: :mod:`diag.schema.blocking`. Privileges: PROCESS (other
+(``last_statements``) when it is on. Records: :mod:`diag.core.schema.blocking`. Privileges: PROCESS (other
 users' threads, InnoDB's tables), SELECT on performance_schema.
 
 In a run these reads are made only while the wait sampler (:mod:`collectors.mysql.waits`) has counted a
@@ -35,12 +35,12 @@ from typing import Any
 from collectors.base import CollectorContext, Probe
 from collectors.blocking import (Seen, Wait, WindowBuilder, blocking_metrics, catch_up, catch_up_gap, seconds,
                                 text)
-from collectors.lockgate import QUIET_TICKS
+from collectors.lockgate import TickPace
 from collectors.mysql.common import GRANT_PROCESS, GRANT_PS, MyCollector, Parts, query_named
-from collectors.mysql.waits import TICK_S, TRX_EVERY_TICKS
+from collectors.mysql.waits import TICK_S, TRX_EVERY_TICKS, connection_id
 from collectors.sampling import TickSampler
-from collectors.sql import MARKER
-from diag.db import Session
+from collectors.sql import MARKER, session_sql
+from diag.core.db import Session
 
 MDL_HINT = ("performance_schema=ON with performance-schema-instrument='wait/lock/metadata/sql/mdl=ON', or on "
             "MariaDB INSTALL SONAME 'metadata_lock_info'")
@@ -122,9 +122,11 @@ class MyBlockingCollector(TickSampler[WindowBuilder], MyCollector):
         super().__init__(ctx)
         self.mdl_source = ""  # "metadata_locks", "metadata_lock_info" or "" (none)
         self.mdl_why = ""  # why there is none, for the records
-        self._ticks_total = 0
+        self._trx_due = 0.0  # monotonic s when INNODB_TRX is read next
         self._skipped: set[str] = set()  # kinds of read ("mdl", "row") skipped on the lock gate's word lately
         self._read_at: dict[str, float] = {}  # kind -> monotonic s of its last read of the server
+        self._own_id: int | None = None  # this session's thread id (SHOW FULL PROCESSLIST lists it)
+        self._pace = TickPace()
 
     def _plan(self, s: Session, parts: Parts) -> str:
         """Switch off what this server and user do not allow; the metadata lock source to use."""
@@ -166,6 +168,7 @@ class MyBlockingCollector(TickSampler[WindowBuilder], MyCollector):
         assert self.session is not None
         self.mdl_source = self._plan(self.session, self.parts)
         self.mdl_why = "" if self.mdl_source else no_mdl_reason(self.parts)
+        self._own_id = connection_id(self.session)
         self.parts.unsaid()  # the probe said these already
         self._window = self._new_window()
 
@@ -247,22 +250,30 @@ class MyBlockingCollector(TickSampler[WindowBuilder], MyCollector):
         s = self.session
         assert s is not None, "start() first"
         now = time.monotonic()
-        trx_tick = self._ticks_total % TRX_EVERY_TICKS == 0
-        self._ticks_total += 1
+        # INNODB_TRX every TRX_EVERY_TICKS ticks' time, not count: a slowed tick (lockgate.TickPace) reads it each
+        # time, so no period exceeds the window cap of _since
+        trx_tick = now - self._trx_due >= -TICK_S / 2
+        if trx_tick:
+            self._trx_due = now + TICK_S * TRX_EVERY_TICKS
         gate = self.ctx.lock_gate
-        if gate is not None and gate.quiet(TICK_S, now):  # the wait sampler saw no lock wait
+        quiet = gate is not None and gate.quiet(TICK_S, now)
+        self.interval_s = (self._pace.tick_s(TICK_S, quiet, now, gate.ticking(TICK_S, now))
+                           if gate is not None else TICK_S)
+        if quiet:  # the wait sampler saw no lock wait
             self._since("mdl", now, TICK_S)
             self._skipped.add("mdl")
             if trx_tick:
                 self._since("row", now, TICK_S * TRX_EVERY_TICKS)
                 self._skipped.add("row")
             self._window.add(time.time(), [], {})
-            self.interval_s = TICK_S * QUIET_TICKS  # its idle ticks cost too (collectors.lockgate)
             return
-        self.interval_s = TICK_S
-        rows = self.parts.call("processlist", lambda: query_named(s, "blocking_threads"))
+        rows = self.parts.call("processlist", lambda: self._show_threads(s))
         if rows is None:
             return
+        if any(lock_wait_state(r) for r in rows):  # a metadata / table lock wait: date it to the millisecond
+            rows = self.parts.call("processlist", lambda: query_named(s, "blocking_threads"))
+            if rows is None:
+                return
         threads = {int(r["id"]): r for r in rows if r.get("id") is not None
                    and not text(r.get("info")).startswith(MARKER) and text(r.get("user")) not in _BACKGROUND_USERS}
         waiters = [r for r in threads.values() if lock_wait_state(r)]
@@ -277,6 +288,19 @@ class MyBlockingCollector(TickSampler[WindowBuilder], MyCollector):
             waits += self._caught_up("row", now, [w for w in row_waits
                                                   if w.pid in threads and all(b in threads for b in w.blockers)])
         self._window.add(time.time(), waits, self._seen(s, threads, waits, trx) if waits else {})
+
+    def _show_threads(self, s: Session) -> list[dict[str, Any]]:
+        """Every thread but this session's, as blocking_threads' rows (id, user, host, command, time_ms, state,
+        info: 200 characters), from SHOW FULL PROCESSLIST read as text by position (Id, User, Host, db, Command,
+        Time, State, Info on both products); ``time_ms`` in whole seconds."""
+        out = []
+        for r in s.text_rows(session_sql(s, "blocking_show")):
+            if r[0] is None or int(r[0]) == self._own_id:
+                continue
+            out.append({"id": int(r[0]), "user": r[1], "host": r[2], "command": r[4],
+                        "time_ms": int(r[5]) * 1000 if r[5] not in (None, "") else None,
+                        "state": r[6], "info": (r[7] or "")[:200] if r[7] is not None else None})
+        return out
 
     def _caught_up(self, kind: str, now: float, waits: list[Wait]) -> list[Wait]:
         """``waits`` of a read of ``kind`` ("mdl", "row") at ``now`` (monotonic s); after reads of that kind were

@@ -17,10 +17,10 @@ from collectors.base import Collector, CollectorContext, Probe
 from collectors.parts import Parts
 from collectors.session import open_session as _open_session
 from collectors.sql import query_named
-from diag.db import Session
-from diag.engines import MYSQL
-from diag.errors import DbError
-from diag.targets import Target
+from diag.core.db import Session
+from diag.core.engines import MYSQL
+from diag.core.errors import DbError
+from diag.core.targets import Target
 
 __all__ = ["CONNECT_HINT", "GRANT_PROCESS", "GRANT_PS", "MyCollector", "Parts", "current_user", "open_session",
            "query_named", "redact_sql_secrets", "to_number"]

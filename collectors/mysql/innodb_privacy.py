@@ -3,7 +3,7 @@
 INNODB STATUS quotes the statement each transaction runs (TRANSACTIONS, LATEST DETECTED DEADLOCK: the
 lines after ``MySQL thread id ...``) and, with ``innodb_status_output_locks`` or in a deadlock, the
 contents of locked records (`` 1: len 6; hex 00000000021e; asc     ;;``). The statements are stored as
-their fingerprints (:func:`diag.fingerprint.fingerprint`, MySQL's quoting) and the record fields as their
+their fingerprints (:func:`diag.core.fingerprint.fingerprint`, MySQL's quoting) and the record fields as their
 length only; the counters the status collector reads are untouched.
 """
 
@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import re
 
-from diag.fingerprint import fingerprint
+from diag.core.fingerprint import fingerprint
 
 _THREAD = re.compile(r"^MySQL thread id \d+")
 # Lines that end a quoted statement: the transaction's next field, the next transaction or section.

@@ -33,7 +33,7 @@ from typing import Any
 
 from collectors.base import CollectorContext, Metric, Probe
 from collectors.mysql.common import GRANT_PS, MyCollector, Parts, query_named
-from diag.db import Session
+from diag.core.db import Session
 
 HINTS = {"changed": GRANT_PS}
 REQUIRED = ("innodb_flush_log_at_trx_commit", "sync_binlog", "log_bin", "innodb_doublewrite", "innodb_flush_method",

@@ -1,8 +1,10 @@
 """MySQL / MariaDB's half of the per-step statement source: events_statements_summary_by_digest, EXPLAIN.
 
 Needs performance_schema=ON (a restart), its ``statements_digest`` consumer and
-SELECT on performance_schema. The digest counts rows examined and rows sent per
-statement, so rows examined are the server's own (``examined_from`` "server").
+SELECT on performance_schema. The digest counts rows examined, sent and affected per
+statement, so rows examined are the server's own (``examined_from`` "server"); ``rows`` is sent plus affected,
+as PostgreSQL's ``rows`` (retrieved or affected): an INSERT ... SELECT of 1,000 rows returns 0 rows but is not a
+statement examining 1,000 rows per row it gives.
 
 Statements of the binary protocol (prepared) are read from prepared_statements_instances,
 summed per text (MariaDB 10.5+ does not digest them; MySQL does, so there only the digests); a connection takes its counts with it when it closes, so
@@ -46,9 +48,9 @@ from collectors.plans import decode, my_plan_nodes
 from collectors.plansafety import PLAN_OTHERS_OPTION, PLAN_TIMEOUT_MS
 from collectors.sql import MARKER, SqlUnavailable
 from collectors.statements import SNAPSHOT_TIMEOUT_MS, Snapshot, StatementSource
-from diag.db import Session
-from diag.errors import DbError
-from diag.schema import StatementPlan
+from diag.core.db import Session
+from diag.core.errors import DbError
+from diag.core.schema import StatementPlan
 
 _OWN = re.compile(r"^\s*(?:SHOW|SET|EXPLAIN|USE|SELECT\s+@@|SELECT\s+VERSION\s*\(|SELECT\s+CURRENT_USER\s*\()"
                   r"|`?(?:performance_schema|information_schema)`?\s*\.", re.IGNORECASE)

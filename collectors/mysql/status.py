@@ -2,8 +2,11 @@
 
 One record a second:
 
-* ``status.<Name>``: every numeric SHOW GLOBAL STATUS value, raw (counters are
+* ``status.<Name>``: numeric SHOW GLOBAL STATUS values, raw (counters are
   not differenced here; :mod:`collectors.rates` does that). No privilege needed.
+  Every record has those of :data:`SECOND_STATUS` (what the rules, the report
+  and the declared metrics read); the first record and every
+  :data:`FULL_EVERY`-th have every numeric value (``status_full`` true).
 * ``innodb.<section>.<field>``: SHOW ENGINE INNODB STATUS parsed by
   :func:`collectors.mysql.innodb_status.parse_innodb_status` (units in its
   ``FIELD_SPECS``). Needs PROCESS. ``innodb_errors`` ({section: reason}) is
@@ -37,8 +40,8 @@ from collectors.mysql.common import GRANT_PROCESS, MyCollector, Parts, query_nam
 from collectors.mysql.innodb_privacy import without_literals
 from collectors.mysql.innodb_status import FIELD_SPECS, parse_innodb_status
 from collectors.sql import session_sql
-from diag.bundle import safe_name
-from diag.db import Session
+from diag.core.bundle import safe_name
+from diag.core.db import Session
 
 ARTIFACT_EVERY = 10  # keep the raw INNODB STATUS text of every Nth sample
 ARTIFACT_MAX_BYTES = 32 * 1024 * 1024
@@ -61,8 +64,31 @@ _STATUS_METRICS = (
     ("Innodb_buffer_pool_read_requests", "pages", _COUNTER, "logical page reads"),
     ("Innodb_buffer_pool_wait_free", "waits", _COUNTER, "waits for a free page (flushing too slow)"),
     ("Uptime", "s", _COUNTER, "server uptime (a decrease means a restart: counters reset)"),
-    ("<Name>", "raw", _COUNTER, "every other numeric SHOW GLOBAL STATUS value, kept raw"),
+    ("<Name>", "raw", _COUNTER, "every other numeric SHOW GLOBAL STATUS value, kept raw (every FULL_EVERY-th "
+                                "record: 10 s)"),
 )
+# The status variables read every second: those the metrics above declare, and every one the rules, the report
+# and the comparison read (Engine counters in diag/engines/mysql.py, reports/rules/*: a unit test checks that
+# every "status.<Name>" they name is here). The server's other ~500 numeric values are read in full every
+# FULL_EVERY-th record: parsing all ~560 rows every second was most of this collector's CPU (PyMySQL, in Python).
+SECOND_STATUS = (
+    "Questions", "Queries", "Threads_running", "Threads_connected", "Threads_created", "Connections", "Uptime",
+    "Com_commit", "Com_rollback", "Com_select", "Com_insert", "Com_update", "Com_delete", "Com_replace",
+    "Com_insert_select", "Com_update_multi", "Com_delete_multi", "Com_stmt_execute", "Com_stmt_prepare",
+    "Handler_read_rnd_next", "Select_scan", "Select_full_join", "Sort_merge_passes", "Created_tmp_tables",
+    "Created_tmp_disk_tables", "Innodb_os_log_fsyncs", "Innodb_data_fsyncs", "Innodb_log_waits", "Innodb_log_writes",
+    "Innodb_log_write_requests", "Innodb_os_log_written", "Innodb_row_lock_waits", "Innodb_row_lock_time",
+    "Innodb_row_lock_current_waits", "Innodb_deadlocks", "Innodb_buffer_pool_reads",
+    "Innodb_buffer_pool_read_requests", "Innodb_buffer_pool_wait_free", "Innodb_buffer_pool_write_requests",
+    "Innodb_buffer_pool_pages_dirty", "Innodb_buffer_pool_pages_free", "Innodb_buffer_pool_pages_total",
+    "Innodb_buffer_pool_pages_flushed", "Innodb_checkpoint_age", "Innodb_checkpoint_max_age",
+    "Innodb_history_list_length", "Innodb_data_reads", "Innodb_data_writes", "Innodb_data_read",
+    "Innodb_data_written", "Innodb_pages_read", "Innodb_pages_written", "Innodb_rows_read", "Innodb_rows_inserted",
+    "Innodb_rows_updated", "Innodb_rows_deleted", "Bytes_sent", "Bytes_received",
+)
+FULL_EVERY = 10
+SECOND_STATUS_SQL = ("/* dbdiag */ SHOW GLOBAL STATUS WHERE Variable_name IN (%s)"
+                     % ", ".join(f"'{n}'" for n in SECOND_STATUS))
 HINTS = {
     "innodb_status": GRANT_PROCESS,
     "innodb_metrics": GRANT_PROCESS,
@@ -126,8 +152,10 @@ def status_record(rows: Iterable[tuple[Any, Any]]) -> dict[str, int | float]:
     return out
 
 
-def _status(s: Session) -> dict[str, Any]:
-    return status_record(r[:2] for r in s.rows(session_sql(s, "global_status")))  # type: ignore[misc]
+def _status(s: Session, full: bool = True) -> dict[str, Any]:
+    """``status.<Name>`` of every numeric value (``full``), or of :data:`SECOND_STATUS` only."""
+    sql = session_sql(s, "global_status") if full else SECOND_STATUS_SQL
+    return status_record(r[:2] for r in s.text_rows(sql))  # type: ignore[misc]
 
 
 def _innodb_text(s: Session) -> str:
@@ -191,11 +219,13 @@ class MyStatusCollector(MyCollector):
         s = self.session
         assert s is not None, "start() first"
         now = time.time()
-        rec = _status(s)
+        rec = _status(s, full=self.n % FULL_EVERY == 0)
         rec.update(self.parts.call("innodb_metrics", lambda: _metrics(s)) or {})
         text = self.parts.call("innodb_status", lambda: _innodb_text(s))
         if text is not None:
             self._innodb(rec, text, now)
+        if self.n % FULL_EVERY == 0:
+            rec["status_full"] = True
         if self.n == 0:
             rec["log_fsync_counter"], rec["log_fsync_note"] = log_fsync_counter(rec)
         self.note_parts_off(rec)

@@ -50,8 +50,8 @@ faster than that freezes it for us too.
 Left out: dbdiag's own statements (SQL files start with ``/* dbdiag */``), this
 session, server background threads and, with performance_schema ON, every
 connection of dbdiag's own (collectors, data loads, probes: the program_name
-connection attribute starts with :data:`diag.db.OWN_PREFIX`, read from
-session_connect_attrs with INNODB_TRX). With performance_schema OFF the server shows
+connection attribute starts with :data:`diag.core.db.OWN_PREFIX`, read from
+session_connect_attrs once a second). With performance_schema OFF the server shows
 no connection attributes: another dbdiag session counts while it is idle
 (``idle``) or runs a statement not from the SQL files. Privileges: PROCESS to see other
 users' threads and INNODB_TRX; SELECT on performance_schema for the p_s parts.
@@ -67,15 +67,19 @@ from typing import Any
 
 from collectors.base import CollectorContext, Metric, Probe
 from collectors.mysql.common import GRANT_PROCESS, GRANT_PS, MyCollector, Parts, query_named
-from collectors.sql import MARKER
-from diag.db import OWN_PREFIX, Session
-from diag.errors import DbError
+from collectors.sql import MARKER, session_sql
+from diag.core.db import OWN_PREFIX, Session
+from diag.core.errors import DbError
 
 TICK_S = 0.1
 # INNODB_TRX is a cache InnoDB refreshes only when nobody has read it for 100 ms
 # (trx0i_s.cc, can_cache_be_updated): read at every 100 ms tick it would never
 # refresh. Every 3rd tick leaves ~200 ms between reads; the map is reused between.
 TRX_EVERY_TICKS = 3
+# dbdiag's own connections (performance_schema's connect attributes), read once a second: the read costs ~0.7 ms
+# (16 connections, MariaDB 10.11), 0.2% of a core at INNODB_TRX's rate, and a connection of ours lives for seconds
+# (one made since the last read shows idle, or runs marked statements, which are left out by their marker).
+OWN_EVERY_TICKS = 10
 WINDOW_S = 1.0
 SUMMARY_FULL_EVERY = 60
 PS_OFF_HINT = "performance_schema=ON in my.cnf, restart"
@@ -136,8 +140,10 @@ def thread_state(row: dict[str, Any], trx_state: str | None, source: str) -> str
 
 
 def classify(rows: Iterable[dict[str, Any]], trx: dict[int, str], source: str,
-             cpu_states: Counter[str] | None = None, own: frozenset[int] = frozenset()) -> tuple[Counter[str], int]:
-    """(states counted, idle threads) of one sampling tick.
+             cpu_states: Counter[str] | None = None, own: frozenset[int] = frozenset(),
+             locked: set[int] | None = None) -> tuple[Counter[str], int]:
+    """(states counted, idle threads) of one sampling tick; ``locked``, when given, gets the ids of the threads
+    counted in a ``Lock:`` state.
 
     p_s rows may repeat a thread (nested current waits): the innermost one,
     the highest wait_id, stands for it. ``cpu_states``, when given, counts the
@@ -160,6 +166,8 @@ def classify(rows: Iterable[dict[str, Any]], trx: dict[int, str], source: str,
             idle += 1
         elif st:
             counts[st] += 1
+            if locked is not None and key is not None and st.startswith("Lock:"):
+                locked.add(int(key))
             if st == "CPU" and cpu_states is not None:
                 cpu_states[_text(r.get("state")).strip() or "-"] += 1
     return counts, idle
@@ -170,12 +178,14 @@ def processlist(s: Session, own_id: int | None) -> list[dict[str, Any]]:
     ``own_id`` (this session's): SHOW PROCESSLIST, which makes no temporary table on the server (the SQL file says
     why); its Info is at most 100 characters, of which only the first (the marker) matter here."""
     out = []
-    for r in query_named(s, "processlist"):
-        pid = r.get("Id")
+    # Read as text by position (Id, User, Host, db, Command, Time, State, Info[, Progress] on both products):
+    # a cursor's column descriptions and converters were most of this read's CPU at 10 Hz.
+    for r in s.text_rows(session_sql(s, "processlist")):
+        pid = r[0]
         if pid is None or int(pid) == own_id:
             continue
-        out.append({"id": pid, "user": r.get("User"), "command": r.get("Command"), "state": r.get("State"),
-                    "info": r.get("Info"), "wait_event": None, "wait_id": None})
+        out.append({"id": int(pid), "user": r[1], "command": r[4], "state": r[6], "info": r[7],
+                    "wait_event": None, "wait_id": None})
     return out
 
 
@@ -247,6 +257,13 @@ class MyWaitsCollector(MyCollector):
         self.source = "processlist"
         self.ticks_total = 0
         self.trx: dict[int, str] = {}
+        # Lock waits that open the blocking sampler's gate (collectors/lockgate.py) are the ones seen twice in a
+        # row: a thread in LOCK WAIT at two consecutive INNODB_TRX reads (0.3 s apart), or in another lock state
+        # (metadata, table) at two consecutive ticks. Read-write's row-lock waits of a few ms, seen once, do not:
+        # reading chains for them cost 0.6-0.8% of a core on a quiet machine (BENCHMARKS.md, Cost of looking).
+        self._row_waits: frozenset[int] = frozenset()  # threads in LOCK WAIT at the last INNODB_TRX read
+        self._row_waits_kept: frozenset[int] = frozenset()  # ... at that read and the one before it
+        self._other_waits: frozenset[int] = frozenset()  # threads in another lock state at the last tick
         self.own: frozenset[int] = frozenset()  # thread ids of dbdiag's own connections
         self.own_id: int | None = None  # this session's thread id (the processlist read leaves it out)
 
@@ -284,30 +301,35 @@ class MyWaitsCollector(MyCollector):
                 return  # a slow server: skip this tick, not the collector
             raise
         if self.ticks_total % TRX_EVERY_TICKS == 0:
-            trx_rows = self.parts.call("innodb_trx", lambda: query_named(s, "innodb_trx")) or []
-            self.trx = {int(r["id"]): _text(r["state"]).upper() for r in trx_rows if r.get("id") is not None}
-            if self.plan.ps_on and self.parts.is_on("own_sessions"):
-                # With INNODB_TRX, not every tick: the read cost ~0.7 ms a tick (16 connections, MariaDB 10.11)
-                # and dbdiag's sessions live for seconds; thread ids are not reused, so a stale set drops no one.
-                self.own = self.parts.call("own_sessions", lambda: own_threads(s)) or frozenset()
+            trx_rows = self.parts.call("innodb_trx", lambda: s.text_rows(session_sql(s, "innodb_trx"))) or []
+            self.trx = {int(r[0]): (r[1] or "").upper() for r in trx_rows if r[0] is not None}  # id, state
+            row_waits = frozenset(i for i, st in self.trx.items() if st == "LOCK WAIT")
+            self._row_waits_kept, self._row_waits = row_waits & self._row_waits, row_waits
+        if self.ticks_total % OWN_EVERY_TICKS == 0 and self.plan.ps_on and self.parts.is_on("own_sessions"):
+            # Thread ids are not reused, so a set a second old drops no one (OWN_EVERY_TICKS).
+            self.own = self.parts.call("own_sessions", lambda: own_threads(s)) or frozenset()
         self.ticks_total += 1
-        counts, idle = classify(rows, self.trx, source, self.cpu_states, self.own)
+        locked: set[int] = set()
+        counts, idle = classify(rows, self.trx, source, self.cpu_states, self.own, locked)
         if self.ctx.lock_gate is not None:  # the blocking sampler reads its chains only after a lock wait
-            self.ctx.lock_gate.tick(any(k.startswith("Lock:") for k in counts))
+            other = frozenset(locked - self._row_waits)
+            opens = bool(locked & self._row_waits_kept) or bool(other & self._other_waits)
+            self._other_waits = other
+            self.ctx.lock_gate.tick(any(k.startswith("Lock:") for k in counts), opens=opens)
         self.waits.update(counts)
         self.idle += idle
         self.ticks += 1
         self.source = source
 
     def _summary(self, s: Session) -> tuple[dict[str, dict[str, int]], bool]:
-        rows = self.parts.call("waits_summary", lambda: query_named(s, "waits_summary"))
+        rows = self.parts.call("waits_summary", lambda: s.text_rows(session_sql(s, "waits_summary")))
         if rows is None:
             return {}, False
         full = self.records % SUMMARY_FULL_EVERY == 0
         out: dict[str, dict[str, int]] = {}
         now: dict[str, tuple[int, int]] = {}
-        for r in rows:
-            ev, cnt, ps = _text(r["event"]), int(r["count"] or 0), int(r["sum_ps"] or 0)
+        for r in rows:  # event, count, sum_ps: hundreds of rows a second with performance_schema's waits on
+            ev, cnt, ps = r[0] or "", int(r[1] or 0), int(r[2] or 0)
             now[ev] = (cnt, ps)
             if full or self._last_summary.get(ev, (None,))[0] != cnt:
                 out[ev] = {"count": cnt, "sum_ps": ps}

@@ -4,7 +4,7 @@ Each tick (10 Hz, the rate of :mod:`collectors.pg.waits`) reads the backends of 
 that wait for a heavyweight lock (``wait_event_type = 'Lock'``) with ``pg_blocking_pids()`` and the
 blockers' pg_stat_activity rows (query ``blocking``); only when someone waits, pg_locks once more for
 what each waiter wants and what its blocker holds on the same object (query ``blocking_locks``;
-``waitstart`` on 14+). One record a second (:mod:`diag.schema.blocking`) names each blocker: PID, user,
+``waitstart`` on 14+). One record a second (:mod:`diag.core.schema.blocking`) names each blocker: PID, user,
 application and address, state (``idle in transaction`` for a transaction left open), its statement (the
 last one when idle), transaction and state age, first and last sample seen blocking, the waiters' time.
 
@@ -28,12 +28,12 @@ from typing import Any
 from collectors.base import Probe
 from collectors.blocking import (Seen, Wait, WindowBuilder, blocking_metrics, catch_up, catch_up_gap, seconds,
                                 text)
-from collectors.lockgate import QUIET_TICKS
+from collectors.lockgate import TickPace
 from collectors.pg.common import (DEFAULT_HZ, SAMPLER_TIMEOUT_MS, new_parts, open_session, plain, probe_sampler,
                                   sampling_options)
 from collectors.sampling import TickSampler
 from collectors.sql import session_sql
-from diag.db import Session
+from diag.core.db import Session
 
 HIDDEN_NOTE = "state and statement of other roles' blocking sessions: needs pg_monitor or pg_read_all_stats"
 HIDDEN_QUERY = "<insufficient privilege>"  # pg_stat_activity.query of another role's session without the role
@@ -127,6 +127,7 @@ class PgBlockingCollector(TickSampler[WindowBuilder]):
         self._read: Callable[[], list[dict[str, Any]]] = list
         self._skipped = False  # the previous tick was skipped on the lock gate's word
         self._last_read: float | None = None  # monotonic s of the last tick that read the server
+        self._pace = TickPace()
 
     def probe(self) -> Probe:
         def reads(s: Session) -> None:
@@ -149,12 +150,13 @@ class PgBlockingCollector(TickSampler[WindowBuilder]):
         now = time.monotonic()
         period = self._since("tick", now, self._tick_s)
         gate = self.ctx.lock_gate
-        if gate is not None and gate.quiet(self._tick_s, now):
+        quiet = gate is not None and gate.quiet(self._tick_s, now)
+        self.interval_s = (self._pace.tick_s(self._tick_s, quiet, now, gate.ticking(self._tick_s, now))
+                           if gate is not None else self._tick_s)
+        if quiet:
             self._window.add(time.time(), [], {})  # the wait sampler saw no Lock wait: nobody to look behind
             self._skipped = True
-            self.interval_s = self._tick_s * QUIET_TICKS
             return
-        self.interval_s = self._tick_s
         skipped, self._skipped = self._skipped, False
         gap_s = catch_up_gap(gate, now, self._last_read)
         self._last_read = now

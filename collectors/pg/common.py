@@ -16,10 +16,10 @@ from collectors.base import Probe
 from collectors.parts import Parts
 from collectors.session import open_session as _open_session
 from collectors.sql import session_sql
-from diag.db import Session
-from diag.engines import POSTGRES
-from diag.errors import DbError
-from diag.targets import Target
+from diag.core.db import Session
+from diag.core.engines import POSTGRES
+from diag.core.errors import DbError
+from diag.core.targets import Target
 
 OLDEST_SUPPORTED = 130000  # server_version_num: the oldest server the SQL files cover
 MONITOR_HINT = "GRANT pg_monitor TO the role dbdiag connects as"

@@ -22,14 +22,14 @@ pg_read_all_settings (part of pg_monitor); without it they are named as missing.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from collectors.base import Collector, Metric, Probe
 from collectors.pg.common import MONITOR_HINT, open_session, privileges, probe_hint, unsupported_reason
 from collectors.sql import session_sql
-from diag.db import Session
-from diag.errors import DbError
+from diag.core.db import Session
+from diag.core.errors import DbError
 
 TIMEOUT_MS = 2000
 DURABILITY = ("fsync", "synchronous_commit", "wal_sync_method", "full_page_writes", "commit_delay",
@@ -66,7 +66,7 @@ def non_default(rows: Iterable[Mapping[str, Any]]) -> dict[str, dict[str, Any]]:
     return out
 
 
-def snapshot(rows: list[Mapping[str, Any]], session: Session) -> dict[str, Any]:
+def snapshot(rows: Sequence[Mapping[str, Any]], session: Session) -> dict[str, Any]:
     """The settings record for one read of pg_settings."""
     by_name = {r["name"]: r for r in rows}
     durability: dict[str, Any] = {}

@@ -43,9 +43,9 @@ from collectors.pg.common import MONITOR_HINT, describe, open_session, plain, pr
 from collectors.plans import pg_plan_nodes
 from collectors.sql import MARKER, session_sql
 from collectors.statements import SNAPSHOT_TIMEOUT_MS, TEXT_CHARS, Snapshot, StatementSource
-from diag.db import Session
-from diag.errors import DbError
-from diag.schema import StatementPlan, TableStat
+from diag.core.db import Session
+from diag.core.errors import DbError
+from diag.core.schema import StatementPlan, TableStat
 
 GENERIC_PLAN_SINCE = 160000
 MIN_VERSION = (1, 8)

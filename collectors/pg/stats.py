@@ -31,14 +31,14 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Mapping
-from typing import Any
+from typing import Any, Literal
 
 from collectors.base import Collector, Metric, Probe
 from collectors.pg.common import (MONITOR_HINT, describe, new_parts, open_session, plain, privileges, probe_hint,
                                   quote_ident, unsupported_reason)
 from collectors.sql import MARKER, SqlUnavailable, session_sql
-from diag.db import Session
-from diag.errors import DbError
+from diag.core.db import Session
+from diag.core.errors import DbError
 
 TICK_TIMEOUT_MS = 1000  # per-second catalog reads: small views, must never stall the sampling
 IO_EVERY = 10  # pg_stat_io in every 10th record (10 s at the 1 s cadence): see the module docstring
@@ -63,7 +63,7 @@ STATEMENT_COUNTERS = ("calls", "total_exec_time", "total_plan_time", "rows", "sh
                       "shared_blks_dirtied", "shared_blks_written", "temp_blks_read", "temp_blks_written",
                       "wal_records", "wal_fpi", "wal_bytes")
 
-_DB_FIELDS = (
+_DB_FIELDS: tuple[tuple[str, str, Literal["counter", "gauge"], str], ...] = (
     ("numbackends", "count", "gauge", "backends connected"),
     ("xact_commit", "count", "counter", "transactions committed"),
     ("xact_rollback", "count", "counter", "transactions rolled back"),

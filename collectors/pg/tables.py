@@ -3,7 +3,7 @@
 An in-process source (see :mod:`collectors.base`) per PostgreSQL target: ``step_started`` and
 ``step_finished`` read the target database's pg_stat_user_tables (the ``table_stats`` SQL file, any role may
 read it) and the step's results.json row gets ``table_scans``: ``t0`` and ``t1`` (Unix s) of the two snapshots
-and ``tables``, those whose counters grew, as :class:`diag.schema.TableStat` dicts (sequential scans, the rows
+and ``tables``, those whose counters grew, as :class:`diag.core.schema.TableStat` dicts (sequential scans, the rows
 they read, index scans, changes); and ``table_io``: per table (the ten that read most), the blocks read from
 outside shared_buffers and found in it, heap and indexes (pg_statio_user_tables), and its size in bytes. The
 snapshots span the warm-up and the clients' end too: a reader divides by
@@ -23,8 +23,8 @@ from collectors.base import Collector, Probe
 from collectors.pg.common import open_session, plain, unsupported_reason
 from collectors.sql import session_sql
 from collectors.statements import Snapshot, table_delta
-from diag.db import Session
-from diag.errors import DbError, DiagError
+from diag.core.db import Session
+from diag.core.errors import DbError, DiagError
 
 SNAPSHOT_TIMEOUT_MS = 2000  # one row per user table of one database
 
@@ -33,6 +33,7 @@ class PgTableScans(Collector):
     """pg_stat_user_tables at each step's start and end; the increase goes into the step's row."""
 
     name = "pg_tables"
+    row_fields = ("table_scans", "table_io")
     title = "table scan counters"
     sampled = False
 
@@ -88,7 +89,7 @@ class PgTableScans(Collector):
         except DbError:  # the step goes on without its table counters
             self._start = None
 
-    def step_finished(self, info: Any, result: dict[str, Any]) -> dict[str, Any] | None:
+    def step_finished(self, info: Any) -> dict[str, Any] | None:
         if not self._mine(info) or self._start is None:
             return None
         assert self.session is not None

@@ -3,7 +3,7 @@
 Each tick reads pg_stat_activity once: client backends in the target's
 database, leaving out dbdiag's own sessions (this one, the other collectors',
 data loads and probes: every application_name starting with
-:data:`diag.db.OWN_PREFIX`). A backend that is ``active`` counts under its
+:data:`diag.core.db.OWN_PREFIX`). A backend that is ``active`` counts under its
 ``wait_event_type:wait_event``, or ``CPU`` when it waits for nothing (running,
 or in a wait PostgreSQL does not instrument). A backend ``idle in transaction``
 counts under its wait event too, which is ``Client:ClientRead``: the server
@@ -33,7 +33,7 @@ from collectors.pg.common import (DEFAULT_HZ, SAMPLER_TIMEOUT_MS, new_parts, ope
                                   sampling_options)
 from collectors.sampling import TickSampler
 from collectors.sql import session_sql
-from diag.db import OWN_PREFIX
+from diag.core.db import OWN_PREFIX
 
 ACTIVE_STATES = ("active", "fastpath function call")
 IN_TRANSACTION_STATES = ("idle in transaction", "idle in transaction (aborted)")
@@ -114,6 +114,7 @@ class PgWaitsCollector(TickSampler[WaitWindow]):
         self.parts = new_parts()
         self._sql = ""
         self._read: Callable[[], list[dict[str, Any]]] = list
+        self._lock_waiting: frozenset[int] = frozenset()  # sessions waiting for a lock at the last tick
 
     def _params(self) -> dict[str, Any]:
         return {"own_prefix": OWN_PREFIX, "exclude": self.exclude, "all_databases": self.all_databases}
@@ -138,8 +139,11 @@ class PgWaitsCollector(TickSampler[WaitWindow]):
         if rows is not None:
             self._window.add(rows)
             if self.ctx.lock_gate is not None:  # the blocking sampler reads its chains only after a Lock wait
-                self.ctx.lock_gate.tick(any(r["wait_event_type"] == "Lock" and r["state"] in ACTIVE_STATES
-                                            for r in rows))
+                waiting = frozenset(pid for r in rows if r["wait_event_type"] == "Lock" and r["state"] in ACTIVE_STATES
+                                    for pid in r.get("lock_pids") or ())
+                # of a session seen waiting at this tick and the one before (lockgate: short waits do not open)
+                self.ctx.lock_gate.tick(bool(waiting), opens=bool(waiting & self._lock_waiting))
+                self._lock_waiting = waiting
 
     def _record(self, window: WaitWindow) -> dict[str, Any]:
         rec = window.record()

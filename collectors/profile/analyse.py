@@ -14,9 +14,10 @@ from collections import Counter, defaultdict
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Literal
 
 from collectors.profile.parse import CUT, KERNEL_SUFFIX, NO_STACK, UNKNOWN, first_line, split_dso
-from diag.engines import ENGINES
+from diag.core.engines import ENGINES
 
 DPKG_TIMEOUT_S = 10.0
 
@@ -131,7 +132,7 @@ def elf_has_symtab(path: Path) -> bool | None:
             ident = f.read(64)
             if len(ident) < 64 or ident[:4] != b"\x7fELF" or ident[4] != 2:
                 return None  # only ELF64 here: the servers we profile are 64-bit
-            order = "little" if ident[5] == 1 else "big"
+            order: Literal["little", "big"] = "little" if ident[5] == 1 else "big"
             shoff = int.from_bytes(ident[0x28:0x30], order)
             shentsize = int.from_bytes(ident[0x3A:0x3C], order)
             shnum = int.from_bytes(ident[0x3C:0x3E], order)

@@ -29,8 +29,8 @@ from pathlib import Path
 from typing import IO
 
 from collectors.profile.parse import KERNEL_SUFFIX, KindOf, Sample, clean, frame_name, tidy_frames
-from diag.errors import ToolUnavailable, UsageError
-from diag.procs import pdeathsig_preexec
+from diag.core.errors import ToolUnavailable, UsageError
+from diag.core.procs import pdeathsig_preexec
 
 MAX_TIDS = 256  # the tracepoint filter names each thread; beyond this the filter is too long to be cheap
 SCRIPT_FIELDS = "comm,pid,tid,time,event,trace,ip,sym,dso"

@@ -13,7 +13,7 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-from diag.errors import ParseError
+from diag.core.errors import ParseError
 
 KindOf = Callable[[int, str], str]
 """``kind_of(tid, comm) -> kind``. For single-threaded servers (PostgreSQL) the

@@ -15,9 +15,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from collectors.profile.parse import clean, first_line, save_folded
-from collectors.profile.procs import PROC, read_comm
-from diag.errors import ParseError, ToolUnavailable, UsageError
-from diag.procs import pdeathsig_preexec
+from collectors.profile.proctree import PROC, read_comm
+from diag.core.errors import ParseError, ToolUnavailable, UsageError
+from diag.core.procs import pdeathsig_preexec
 
 PY_SPY_GRACE_S = 30.0  # py-spy start-up and writing its file after the window
 

@@ -21,9 +21,10 @@ from pathlib import Path
 from typing import Literal
 
 from collectors.profile.parse import PERF_SCRIPT_FIELDS, KindOf, Sample, first_line, fold_samples, parse_perf_script
-from collectors.profile.procs import PROC, kind_lookup, process_kinds, same_process, stack_thread_kinds, start_times
-from diag.errors import DiagError, ToolUnavailable, UsageError
-from diag.procs import pdeathsig_preexec
+from collectors.profile.procs import kind_lookup, process_kinds, stack_thread_kinds
+from collectors.profile.proctree import PROC, same_process, start_times
+from diag.core.errors import DiagError, ToolUnavailable, UsageError
+from diag.core.procs import pdeathsig_preexec
 
 Scope = Literal["pids", "system"]
 CallGraph = Literal["fp", "dwarf"]

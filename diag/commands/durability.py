@@ -20,13 +20,13 @@ import tempfile
 from pathlib import Path
 
 from collectors.registry import SourcePlan
-from diag.argtypes import key_values
-from diag.bundle import load_bundle
-from diag.errors import UsageError
+from diag.core.argtypes import key_values
+from diag.core.bundle import load_bundle
+from diag.core.errors import UsageError
 from diag.run import Run, RunOptions
-from diag.targets import parse_target
-from reports.durability_text import format_durability
-from reports.durability_view import durability_rows, overall
+from diag.core.targets import parse_target
+from reports.views.durability_text import format_durability
+from reports.model.durability_view import durability_rows, overall
 from workloads.driver import DriverOptions
 
 COMMAND = "durability"
@@ -48,7 +48,7 @@ def durability_options(a: argparse.Namespace, settings: dict[str, str], out_dir:
 
 
 def main(a: argparse.Namespace, argv: list[str]) -> int:
-    """``dbdiag durability``: the exit code is the verdict's (see :func:`reports.durability_view.overall`)."""
+    """``dbdiag durability``: the exit code is the verdict's (see :func:`reports.model.durability_view.overall`)."""
     target = parse_target(a.target)
     settings = key_values(a.set)
     if settings and not target.embedded:

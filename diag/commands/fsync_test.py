@@ -15,12 +15,12 @@ from typing import Any
 
 from collectors.fsync_test import format_table, run_fsync_test, writable_dir_on_same_fs
 from collectors.hostinfo import data_directory
-from diag import servers
-from diag.argtypes import key_values
-from diag.db import Session, own_app_name
-from diag.errors import DiagError, UsageError
-from diag.procs import Supervisor, supervised
-from diag.targets import Target, parse_target
+from diag.core import servers
+from diag.core.argtypes import key_values
+from diag.core.db import Session, own_app_name
+from diag.core.errors import DiagError, UsageError
+from diag.core.procs import Supervisor, supervised
+from diag.core.targets import Target, parse_target
 
 
 def _test_target(t: Target, settings: dict[str, str], seconds: float,
@@ -39,8 +39,8 @@ def _test_target(t: Target, settings: dict[str, str], seconds: float,
                                 "(or give --dir)")
             with Session(t, application_name=own_app_name("fsync-test")) as s:
                 ddir = data_directory(s)
-            if not ddir:
-                raise DiagError(f"{t.label}: the server did not say where its data directory is; use --dir")
+        if not ddir:
+            raise DiagError(f"{t.label}: the server did not say where its data directory is; use --dir")
         return t.label, run_fsync_test(writable_dir_on_same_fs(ddir), seconds)
     finally:
         if srv is not None:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 
-from reports.render import render_bundle
+from reports.views.render import render_bundle
 
 
 def main(a: argparse.Namespace, argv: list[str]) -> int:

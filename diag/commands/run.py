@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import argparse
 
-from diag.argtypes import key_values as _kv
-from diag.errors import DiagError, RunIncomplete
-from diag.procs import interrupt_reason
+from diag.core.argtypes import key_values as _kv
+from diag.core.errors import DiagError, RunIncomplete
+from diag.core.procs import interrupt_reason
 from diag.run import Run, RunOptions, default_targets
-from diag.targets import parse_target
+from diag.core.targets import parse_target
 from workloads.driver import DriverOptions
 
 

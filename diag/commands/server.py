@@ -5,10 +5,10 @@ from __future__ import annotations
 import argparse
 import sys
 
-from diag.argtypes import key_values as _kv
-from diag.engines import engine_for
-from diag.procs import supervised
-from diag.servers import ThrowawayServer, start_server
+from diag.core.argtypes import key_values as _kv
+from diag.core.engines import engine_for
+from diag.core.procs import supervised
+from diag.core.servers import ThrowawayServer, start_server
 
 
 def main(a: argparse.Namespace, argv: list[str]) -> int:

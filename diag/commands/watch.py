@@ -14,14 +14,14 @@ from __future__ import annotations
 import argparse
 import sys
 
-from diag.argtypes import key_values
-from diag.bundle import load_bundle
-from diag.errors import DiagError, RunIncomplete, UsageError
-from diag.procs import interrupt_reason
+from diag.core.argtypes import key_values
+from diag.core.bundle import load_bundle
+from diag.core.errors import DiagError, RunIncomplete, UsageError
+from diag.core.procs import interrupt_reason
 from diag.run import RunOptions
-from diag.targets import parse_target
+from diag.core.targets import parse_target
 from diag.watch import Watch, WatchPlan, watch_plan_sources
-from reports.watch_view import no_load_seen
+from reports.model.watch_view import no_load_seen
 from workloads.driver import DriverOptions
 
 COMMAND = "watch"

@@ -1,6 +1,6 @@
 """Who blocked whom during a step: the blocking series folded per session, as evidence of lock_contention.
 
-Source: series ``<Engine.blocking_series>--<label>`` (:mod:`diag.schema.blocking`, written by the
+Source: series ``<Engine.blocking_series>--<label>`` (:mod:`diag.core.schema.blocking`, written by the
 blocking samplers at the wait-sampling rate). A session's blocking time is from the first to the last
 sample that saw it blocking, inside the step's measured window (so a hold that began in the warmup counts
 from the step's start); the blocked sessions' waiting time is the samplers' estimate (each sample
@@ -12,9 +12,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from diag.bundle import Bundle
-from diag.schema.blocking import Blocker, BlockingWindow
-from reports.rules.base import Step, in_window, num, series
+from diag.core.bundle import Bundle
+from diag.core.schema.blocking import Blocker, BlockingWindow
+from reports.model.steps import Step, num, series_in_window
 
 SHOWN_BLOCKERS = 3
 # Below this share of the waiting behind heads of chains, the worst head did not block alone: the lock
@@ -76,7 +76,7 @@ def step_blocking(b: Bundle, step: Step) -> StepBlocking | None:
 
 def _step_blocking(b: Bundle, step: Step) -> StepBlocking | None:
     name = step.engine.blocking_series
-    raw = in_window(series(b, name, step.target), step) if name else []
+    raw = series_in_window(b, name, step) if name else []
     if not raw:
         return None
     where = f"series/{name}--{step.target}.jsonl"
@@ -126,11 +126,11 @@ def _heads(merged: dict[int, BlockerInStep], chain_s: dict[str, float]) -> None:
         return
     for c, secs in chain_s.items():
         pids = [int(p) for p in c.split(" -> ")]
-        m = merged.get(pids[-1])
-        if m is not None:
-            m.behind_s += secs
-            m.behind.add(pids[0])
-            m.waiter_s[pids[0]] = m.waiter_s.get(pids[0], 0.0) + secs
+        head = merged.get(pids[-1])
+        if head is not None:
+            head.behind_s += secs
+            head.behind.add(pids[0])
+            head.waiter_s[pids[0]] = head.waiter_s.get(pids[0], 0.0) + secs
 
 
 def _short(text: str) -> str:

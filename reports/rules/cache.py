@@ -13,8 +13,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from diag.bundle import Bundle
-from reports.rules.base import Finding, Step, num, steps, target_info
+from diag.core.bundle import Bundle
+from reports.model.steps import Finding, Step, num, steps, target_info
 from reports.rules.cpu import CONDITION_WEIGHT
 from reports.rules.waits import cache_counters, io_read_bound
 
@@ -31,7 +31,7 @@ def buffer_pool_misses(b: Bundle) -> list[Finding]:
     named = {(f.target, f.workload, f.clients) for f in io_read_bound(b)}
     out: list[Finding] = []
     for step in steps(b):
-        if (step.target, step.workload, step.clients) in named or step.transactions <= 0:
+        if step.key in named or step.transactions <= 0:
             continue
         f = _misses(b, step)
         if f is not None:
@@ -42,7 +42,7 @@ def buffer_pool_misses(b: Bundle) -> list[Finding]:
 def _per_table(step: Step) -> dict[str, Any]:
     """The hit ratio of each table that read from outside the pool (PostgreSQL's ``table_io``, from
     pg_statio_user_tables) and the size they would need; where the engine has no per-table counters, why not."""
-    rows = step.row.get("table_io")
+    rows = step.row.table_io
     if not isinstance(rows, list):
         return {"hit_ratio_per_table": step.engine.per_table_io_hint} if step.engine.per_table_io_hint else {}
     parts, need = [], 0

@@ -1,7 +1,7 @@
 """connection_churn: the load opens a new connection for many of its transactions (pgbench -C, an application
 without a pool), and each one costs the server a backend's start-up.
 
-Evidence from the server's own count of the connections it accepted (:attr:`diag.engines.Engine.
+Evidence from the server's own count of the connections it accepted (:attr:`diag.core.engines.Engine.
 connection_counter`: PostgreSQL 14+'s pg_stat_database ``sessions`` of the target's database, MySQL/MariaDB's
 ``Connections``), over the step's window by interpolation between the samples around its ends
 (:func:`reports.rules.base.counter_in_step`: the clients connect all through the step, so the rate is what
@@ -22,9 +22,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from diag.bundle import Bundle
-from reports.accounting import account_step
-from reports.rules.base import Finding, Step, counter_in_step, num, pct, steps
+from diag.core.bundle import Bundle
+from reports.model.accounting import account_step
+from reports.model.steps import Finding, Step, num, pct, steps
+from reports.rules.base import counter_in_step
 from reports.rules.cpu import CONDITION_WEIGHT
 
 # One new connection in five transactions, and a few dozen in the step: a load whose clients connect once
@@ -72,7 +73,7 @@ def _churn(b: Bundle, step: Step) -> Finding | None:
             # The start-up's own cost is not separable from the statements' on the host series: all of the
             # server's CPU over its new connections bounds it from above.
             ev["server CPU per new connection, at most (µs)"] = num(cpu * txn / conns)
-    connect_ms = step.row.get("connect_ms_per_txn")
+    connect_ms = step.row.connect_ms_per_txn
     if isinstance(connect_ms, (int, float)) and connect_ms > 0:
         # The client's wall time connecting over the mean transaction's (clients x window / transactions): the
         # share of the transaction it takes. The accounting's share of it is smaller when the parts add to more

@@ -6,7 +6,7 @@ machine's CPU and could not load the server):
 * the client processes are saturated: each runs one query loop on one thread,
   so a client near one full CPU cannot send faster;
 * the clients spend over half of each transaction's wall time on their own
-  CPU (reports.accounting): their work is the serial bottleneck;
+  CPU (reports.model.accounting): their work is the serial bottleneck;
 * the machine is busy and the clients take most of the CPU the run's processes
   got, or cost much more CPU per transaction than the server: CPU is the scarce
   resource and the clients spend most of it.
@@ -16,7 +16,7 @@ CPU it is the round trips (issue 12: a 7-statement transaction at 2 clients,
 each client 19% busy, was called client-bound). The ``limit`` rule names that
 case; this rule only reports the server's client waits beside CPU evidence.
 
-It fires only where that evidence made the clients the step's limit (the same tests, in reports.limits),
+It fires only where that evidence made the clients the step's limit (the same tests, in reports.model.limits),
 with impact = the share of the transaction's time the clients explain (their CPU and the round trips to
 them), the limit's own share, so it never outranks the limit.
 """
@@ -25,21 +25,21 @@ from __future__ import annotations
 
 from typing import Any
 
-from diag.bundle import Bundle
-# the thresholds are the limit's (reports.limits): this finding says why the clients are the limit it named
-from reports.limits import (CLIENT_COST_RATIO, CLIENT_MAJORITY, CLIENT_SATURATED, CLIENT_TIME_SHARE,
+from diag.core.bundle import Bundle
+from reports.model.cpu import HOST_BUSY, cpu_use
+# the thresholds are the limit's (reports.model.limits): this finding says why the clients are the limit it named
+from reports.model.limits import (CLIENT_COST_RATIO, CLIENT_MAJORITY, CLIENT_SATURATED, CLIENT_TIME_SHARE,
                             OWN_SHARE_OF_BUSY)
-from reports.rules.base import Finding, num, pct
-from reports.rules.cpu import HOST_BUSY, cpu_use
+from reports.model.steps import Finding, num, pct
+from reports.model.wait_profiles import MIN_WAIT_SAMPLES, sampler, wait_profile
 from reports.rules.limit import step_limits
-from reports.rules.waits import MIN_WAIT_SAMPLES, sampler, wait_profile
 
 
 def client_bound(b: Bundle) -> list[Finding]:
     """The load generator is saturated, or crowds the server out, or the server waits on it."""
     out: list[Finding] = []
     for step, acc, lim in step_limits(b).values():
-        if lim.kind != "client_cpu":  # the same evidence names the limit (reports.limits): never a rival to it
+        if lim.kind != "client_cpu":  # the same evidence names the limit (reports.model.limits): never a rival to it
             continue
         ev: dict[str, Any] = {}
         reasons: list[tuple[float, str]] = []

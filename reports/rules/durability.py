@@ -1,7 +1,7 @@
 """Durability findings: settings that give durability up, and commit rates no flushing server can reach.
 
-Both rest on :mod:`reports.durability` (the verdicts, with their sources and
-margins) through :mod:`reports.durability_view` (the numbers of each step), so
+Both rest on :mod:`reports.model.durability` (the verdicts, with their sources and
+margins) through :mod:`reports.model.durability_view` (the numbers of each step), so
 the findings say exactly what the durability panel says.
 """
 
@@ -9,10 +9,11 @@ from __future__ import annotations
 
 from typing import Any
 
-from diag.bundle import Bundle
-from diag.engines import engine_for
-from reports.durability_view import durability_rows, target_settings_verdict
-from reports.rules.base import READ_ONLY_WORKLOADS, Finding, num, steps, target_info
+from diag.core.bundle import Bundle
+from diag.core.engines import engine_for
+from reports.model.durability_view import durability_rows, target_settings_verdict
+from reports.model.steps import Finding, num, steps, target_info
+from reports.rules.base import READ_ONLY_WORKLOADS
 
 # Critical durability findings outrank every speed finding: a result that is not
 # durable, or not possible, must be read before any of its numbers.
@@ -56,7 +57,7 @@ def durability_unsafe(b: Bundle) -> list[Finding]:
 
 
 def durability_implausible(b: Bundle) -> list[Finding]:
-    """A write step committed faster than flushing every commit allows (reports.durability checks)."""
+    """A write step committed faster than flushing every commit allows (reports.model.durability checks)."""
     out: list[Finding] = []
     by_window = {(st.target, st.t0): st for st in steps(b)}
     for s in durability_rows(b):

@@ -1,6 +1,6 @@
-"""limit: every step names the resource that limits it (reports.limits), from its time accounting.
+"""limit: every step names the resource that limits it (reports.model.limits), from its time accounting.
 
-One finding per step that can be accounted (:func:`reports.accounting.account_step`). Its impact is the
+One finding per step that can be accounted (:func:`reports.model.accounting.account_step`). Its impact is the
 share of the transaction's time the limit explains (the CPU parts for a CPU limit, the commit-flush wait for
 the log device, the round trips and client CPU for round trips...), so it ranks with the wait findings.
 The evidence carries the accounting (µs per transaction of each component) and the symptoms: waits for
@@ -13,9 +13,9 @@ from collections.abc import Iterable
 from dataclasses import replace
 from typing import Any
 
-from diag.bundle import Bundle
-from reports.accounting import Limit, StepAccounting, accounts, limit_of
-from reports.rules.base import Finding, Step, num
+from diag.core.bundle import Bundle
+from reports.model.accounting import Limit, StepAccounting, accounts, limit_of
+from reports.model.steps import Finding, Step, num
 from reports.rules.blocking import blocking_evidence, title_part
 
 StepKey = tuple[str, str, int]  # (target, workload, clients)
@@ -27,7 +27,7 @@ _WARNING_KINDS = frozenset({"client_cpu"})
 
 def step_limits(b: Bundle) -> dict[StepKey, tuple[Step, StepAccounting, Limit]]:
     """Every accounted step's accounting and limit, by (target, workload, clients)."""
-    return {(s.target, s.workload, s.clients): (s, acc, limit_of(b, s, acc)) for s, acc in accounts(b)}
+    return {s.key: (s, acc, limit_of(b, s, acc)) for s, acc in accounts(b)}
 
 
 def key_of(f: Finding) -> StepKey | None:

@@ -5,7 +5,7 @@ median of its repeats' throughput (``--repeat`` N >= 2), else the interquartile
 range / median of its per-interval throughput (so one odd second does not count).
 The evidence is what the run saw in each window at the time: the other
 processes' CPU and the hypervisor's steal time (host series), and the checkpoints
-the server ran (the engine's background events, :data:`BACKGROUND`).
+the server ran (the engine's background events, :func:`background_events`).
 
 ``unsteady_window``: a measured window (each repeat's, under ``--repeat``) that is
 not steady, and how much that moves its figure:
@@ -21,16 +21,18 @@ not steady, and how much that moves its figure:
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import bisect
 from dataclasses import replace
 from typing import Any
 
 from collectors.rates import counter_delta
-from diag.bundle import Bundle, safe_name
-from diag.engines import MYSQL, POSTGRES
-from diag.stats import mann_kendall, median, relative_spread
-from reports.rules.base import Finding, Step, num, series, steps
-from reports.rules.cpu import CONDITION_WEIGHT, cpu_use
+from diag.core.bundle import Bundle, safe_name
+from diag.core.stats import mann_kendall, median, relative_spread
+from reports.model.cpu import cpu_use
+from reports.model.series import series_keys, series_times
+from reports.model.steps import Finding, Step, num, steps
+from reports.rules.base import series
+from reports.rules.cpu import CONDITION_WEIGHT
 
 NOISY_SPREAD = 0.20  # HammerDB users report 20%+ between identical trials as the point where numbers mislead
 TREND_P = 0.05
@@ -38,6 +40,7 @@ TREND_CHANGE = 0.10  # a drift of 10% of the figure over the window
 COLD_SHARE = 0.8  # a first interval at under 80% of the rest is the window still warming up
 MOVE_WARN = 0.05  # an event that moves the figure 5% or more is a warning, less is info
 MIN_INTERVALS = 3
+EVENT_GAP_S = 2.5  # a counter's growth over a longer span between two records is not placed in time
 
 Interval = tuple[float, float, float]  # start, end (Unix s), transactions/s
 
@@ -56,8 +59,8 @@ def _intervals(b: Bundle, step: Step, t0: float, t1: float) -> list[Interval]:
 
 def windows(step: Step) -> list[tuple[str, float, float]]:
     """The measured windows of a step: each complete repeat's, or the step's own."""
-    reps = [(f"repeat {r['repeat']}", float(r["t_start"]), float(r["t_end"])) for r in step.row.get("repeats") or []
-            if isinstance(r.get("t_start"), (int, float)) and isinstance(r.get("t_end"), (int, float))]
+    reps = [(f"repeat {r.repeat}", float(r.t_start), float(r.t_end)) for r in step.row.repeat_summaries
+            if r.t_start is not None and r.t_end is not None]
     return reps or [("window", step.t0, step.t1)]
 
 
@@ -71,7 +74,7 @@ def _counter_steps(recs: list[dict[str, Any]], keys: tuple[str, ...], t0: float,
     ``gap`` s are not placed (the counter is sampled too rarely to say when)."""
     have = sorted((r for r in recs if isinstance(r.get("t"), (int, float)) and any(k in r for k in keys)),
                   key=lambda r: r["t"])
-    out = []
+    out: list[tuple[float, float]] = []
     for a, z in zip(have, have[1:]):
         if z["t"] <= t0 or a["t"] >= t1 or z["t"] - a["t"] > gap:
             continue
@@ -83,29 +86,30 @@ def _counter_steps(recs: list[dict[str, Any]], keys: tuple[str, ...], t0: float,
     return out
 
 
-def _postgres_events(b: Bundle, step: Step, t0: float, t1: float) -> list[tuple[str, float, float]]:
-    """Checkpoints (pg_stat_checkpointer / pg_stat_bgwriter counts) and autovacuum I/O (pg_stat_io of the
-    autovacuum workers, in every 10th pg_stats record: placed only when two such records are close)."""
-    recs = series(b, step.engine.stats_series, step.target)
-    done = ("checkpointer.num_done",) if any("checkpointer.num_done" in r for r in recs[:3]) else \
-        ("checkpointer.num_timed", "checkpointer.num_requested")
-    out = [("checkpoint", a, z) for a, z in _counter_steps(recs, done, t0, t1, 2.5)]
-    vac = tuple(sorted({k for r in recs for k in r if k.startswith("io.autovacuum worker.relation.")
-                        and k.rsplit(".", 1)[-1] in ("reads", "writes", "hits")}))
+def background_events(b: Bundle, step: Step, t0: float, t1: float) -> list[tuple[str, float, float]]:
+    """The server's background work that can land inside a window: checkpoints (the engine's
+    ``checkpoint_counters``: pg_stat_checkpointer / pg_stat_bgwriter counts) and autovacuum I/O (its
+    ``autovacuum_io_prefix``: pg_stat_io of the autovacuum workers, in every 10th pg_stats record, placed only when
+    two such records are close). InnoDB checkpoints continuously and purges in the background: it has neither,
+    and nothing is placed (redo pressure is checkpoint_pressure's)."""
+    engine = step.engine
+    alternatives = engine.checkpoint_counters
+    if not alternatives and not engine.autovacuum_io_prefix:
+        return []
+    name = safe_name(f"{engine.stats_series}--{step.target}")
+    recs = b.series.get(name, [])
+    done = next((keys for keys in alternatives[:-1] if any(keys[0] in r for r in recs[:3])),
+                alternatives[-1] if alternatives else ())
+    times = series_times(b, name)
+    if times is not None:  # a span longer than the gap is not placed: records further out than it add nothing
+        recs = recs[bisect.bisect_left(times, t0 - EVENT_GAP_S - 1.0):bisect.bisect_right(times, t1 + EVENT_GAP_S + 1.0)]
+    out = [("checkpoint", a, z) for a, z in _counter_steps(recs, done, t0, t1, EVENT_GAP_S)] if done else []
+    prefix = engine.autovacuum_io_prefix
+    vac = tuple(sorted(k for k in series_keys(b, name) if prefix and k.startswith(prefix)
+                       and k.rsplit(".", 1)[-1] in ("reads", "writes", "hits")))
     if vac:
-        out += [("autovacuum", a, z) for a, z in _counter_steps(recs, vac, t0, t1, 2.5)]
+        out += [("autovacuum", a, z) for a, z in _counter_steps(recs, vac, t0, t1, EVENT_GAP_S)]
     return out
-
-
-def _innodb_events(b: Bundle, step: Step, t0: float, t1: float) -> list[tuple[str, float, float]]:
-    """InnoDB checkpoints continuously (fuzzy checkpointing) and purges in the background: there is no
-    discrete event to place in a window, so none is reported (redo pressure is checkpoint_pressure's)."""
-    return []
-
-
-# Explicit registry, keyed by Engine.name: the server's background work that can land inside a window.
-BACKGROUND: dict[str, Callable[[Bundle, Step, float, float], list[tuple[str, float, float]]]] = {
-    POSTGRES.name: _postgres_events, MYSQL.name: _innodb_events}
 
 
 # --------------------------------------------------------------------------- noisy_measurement
@@ -114,9 +118,9 @@ BACKGROUND: dict[str, Callable[[Bundle, Step, float, float], list[tuple[str, flo
 def _what_it_saw(b: Bundle, step: Step) -> list[dict[str, Any]]:
     """Per window: throughput, other processes' CPU, steal time, background events."""
     out = []
-    tps_of = {f"repeat {r['repeat']}": r.get("tps") for r in step.row.get("repeats") or []}
+    tps_of: dict[str, float | None] = {f"repeat {r.repeat}": r.tps for r in step.row.repeat_summaries}
     for name, t0, t1 in windows(step):
-        w: dict[str, Any] = {"window": name, "tps": tps_of.get(name, step.row.get("tps"))}
+        w: dict[str, Any] = {"window": name, "tps": tps_of.get(name, step.row.tps)}
         u = cpu_use(b, replace(step, t0=t0, t1=t1))
         if u is not None:
             w["other_processes_cpus"] = num(u.others_cores, 2)
@@ -125,7 +129,7 @@ def _what_it_saw(b: Bundle, step: Step) -> list[dict[str, Any]]:
         if steal is not None:
             w["steal_pct"] = num(steal, 2)
         w.update(_host_rates(b, t0, t1))
-        events = BACKGROUND[step.engine.name](b, step, t0, t1)
+        events = background_events(b, step, t0, t1)
         if events:
             w["background"] = sorted({e[0] for e in events})
         out.append(w)
@@ -178,8 +182,7 @@ def noisy_measurement(b: Bundle) -> list[Finding]:
     """A step whose repeats (or intervals) spread by :data:`NOISY_SPREAD` of the median or more."""
     out: list[Finding] = []
     for step in steps(b):
-        reps = [float(r["tps"]) for r in step.row.get("repeats") or []
-                if isinstance(r.get("tps"), (int, float)) and r.get("complete", True)]
+        reps = [float(r.tps) for r in step.row.repeat_summaries if r.complete]
         if len(reps) >= 2 and median(reps) <= 0 < max(reps):  # most repeats measured nothing: (max - min) /
             # median would be 0 / 0 and call the noisiest step steady; their mean is the honest scale then
             spread = (max(reps) - min(reps)) / (sum(reps) / len(reps))
@@ -193,12 +196,12 @@ def noisy_measurement(b: Bundle) -> list[Finding]:
             spread, basis = _iqr_spread(ivs), f"interquartile range / median of {len(ivs)} per-interval throughputs"
         if spread < NOISY_SPREAD:
             continue
-        ci = step.row.get("tps_ci") or {}
+        ci = step.row.interval
         saw = _what_it_saw(b, step)
         ev: dict[str, Any] = {"spread_pct": num(100 * spread), "spread_is": basis,
-                              "repeats_tps": reps or None, "median_tps": step.row.get("tps"),
-                              "interval": f"{ci['low']:,.1f} .. {ci['high']:,.1f} ({100 * ci['level']:.0f}%)"
-                              if ci else None, "what_each_window_saw": "; ".join(_saw_words(w) for w in saw)}
+                              "repeats_tps": reps or None, "median_tps": step.row.tps,
+                              "interval": f"{ci.low:,.1f} .. {ci.high:,.1f} ({100 * ci.level:.0f}%)"
+                              if ci is not None else None, "what_each_window_saw": "; ".join(_saw_words(w) for w in saw)}
         out.append(step.finding(
             "noisy_measurement", "warning",
             f"Throughput spread {num(100 * spread)}% between {'repeats' if reps else 'intervals'}: the figure "
@@ -257,7 +260,7 @@ def _unsteady(b: Bundle, step: Step, name: str, t0: float, t1: float) -> list[di
                       "rest_median_tps": num(rest), "figure_tps": num(fig), "against_tps": num(without),
                       "against": "the window without its first interval",
                       "moves_figure_pct": num(100 * (fig / without - 1))})
-    for kind, a, z in BACKGROUND[step.engine.name](b, step, t0, t1):
+    for kind, a, z in background_events(b, step, t0, t1):
         clean = [iv for iv in ivs if iv[1] <= a or iv[0] >= z]
         hit = len(ivs) - len(clean)
         entry: dict[str, Any] = {"window": name, "cause": kind, "between_s": [round(a - t0, 2), round(z - t0, 2)],

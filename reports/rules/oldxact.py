@@ -14,8 +14,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from diag.bundle import Bundle
-from reports.rules.base import Finding, Step, num, steps
+from diag.core.bundle import Bundle
+from reports.model.steps import Finding, Step, num, steps
 from reports.rules.cpu import CONDITION_WEIGHT
 
 # The backlog must grow by this many entries per transaction of the span (one changed row in ten
@@ -35,13 +35,17 @@ def old_transaction(b: Bundle) -> list[Finding]:
 
 
 def _held(step: Step) -> Finding | None:
-    rec = step.row.get("old_transaction")
+    rec = step.row.old_transaction
     if not isinstance(rec, dict) or not isinstance(rec.get("oldest"), dict):
         return None
     o: dict[str, Any] = rec["oldest"]
-    age, t1, tps = o.get("xact_age_s"), rec.get("t1"), step.row.get("tps")
-    b0, b1, t0 = rec.get("backlog_start"), rec.get("backlog_end"), rec.get("t0")
-    if not all(isinstance(x, (int, float)) for x in (age, t1, tps, b0, b1, t0)) or tps <= 0 or t1 <= t0:
+    vals = (o.get("xact_age_s"), rec.get("t1"), rec.get("backlog_start"), rec.get("backlog_end"), rec.get("t0"))
+    tps = step.row.tps
+    nums = [float(x) for x in vals if isinstance(x, (int, float))]
+    if tps is None or len(nums) < len(vals):
+        return None
+    age, t1, b0, b1, t0 = nums
+    if tps <= 0 or t1 <= t0:
         return None
     if t1 - age > step.t0:  # opened after the step began: not in the way for all of it
         return None

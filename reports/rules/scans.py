@@ -19,9 +19,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from diag.bundle import Bundle
-from diag.schema import BundleFormatError, TableStat
-from reports.rules.base import Finding, Step, counter_around, num, steps
+from diag.core.bundle import Bundle
+from diag.core.schema import BundleFormatError, TableStat
+from reports.model.steps import Finding, Step, num, steps
+from reports.rules.base import counter_around
 from reports.rules.cpu import CONDITION_WEIGHT
 from reports.rules.statements import MIN_EXAMINED_PER_CALL, full_scan
 
@@ -37,9 +38,9 @@ def table_scan(b: Bundle) -> list[Finding]:
     named = {(f.target, f.workload, f.clients) for f in full_scan(b)}
     out: list[Finding] = []
     for step in steps(b):
-        if (step.target, step.workload, step.clients) in named or step.transactions <= 0:
+        if step.key in named or step.transactions <= 0:
             continue
-        if isinstance(step.row.get("table_scans"), dict):
+        if step.row.table_scans is not None:
             out.extend(_tables(step))
         elif step.engine.scan_counters:
             f = _handler(b, step)
@@ -55,9 +56,13 @@ def _advice(what: str) -> str:
 
 def _tables(step: Step) -> list[Finding]:
     out: list[Finding] = []
-    scans = step.row["table_scans"]
-    t0, t1, tps = scans.get("t0"), scans.get("t1"), step.row.get("tps")
-    if not all(isinstance(x, (int, float)) for x in (t0, t1, tps)) or t1 <= t0 or tps <= 0:
+    scans = step.row.table_scans or {}
+    span, tps = (scans.get("t0"), scans.get("t1")), step.row.tps
+    nums = [float(x) for x in span if isinstance(x, (int, float))]
+    if tps is None or len(nums) < 2:
+        return out
+    t0, t1 = nums
+    if t1 <= t0 or tps <= 0:
         return out
     txn = tps * (t1 - t0)  # the transactions of the snapshots' span (it holds the warm-up and the end)
     for raw in scans.get("tables") or []:

@@ -3,7 +3,7 @@
 Evidence from the server's own counters, which every server has without changes: PostgreSQL's
 pg_stat_database ``temp_files`` / ``temp_bytes`` of the target's database (``pg_stats``), MySQL/MariaDB's
 ``Created_tmp_disk_tables`` and ``Sort_merge_passes`` (``my_status``); the engine names its counters
-(:attr:`diag.engines.Engine.spill_counters`). Counted from the sample before the step to the one after it, so
+(:attr:`diag.core.engines.Engine.spill_counters`). Counted from the sample before the step to the one after it, so
 a spill of the step's last second is not lost (:func:`reports.rules.base.counter_around`); the counters are
 server-wide (MySQL) or database-wide (PostgreSQL), so another session's spills count too: the evidence says so.
 
@@ -17,9 +17,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from diag.bundle import Bundle
-from diag.schema import BundleFormatError, ResultRow, StatementStat
-from reports.rules.base import Finding, Step, counter_around, num, steps
+from diag.core.bundle import Bundle
+from diag.core.schema import BundleFormatError, StatementStat
+from reports.model.steps import Finding, Step, num, steps
+from reports.rules.base import counter_around
 from reports.rules.cpu import CONDITION_WEIGHT
 
 # One spill in ten transactions, and at least a handful in the step: a sort that spills now and then is not
@@ -81,7 +82,7 @@ def _step_spills(b: Bundle, step: Step) -> Finding | None:
 def _spilling_statement(step: Step) -> tuple[StatementStat, float] | None:
     """The step's statement with the most temporary blocks and its server time per transaction (µs)."""
     try:
-        st = ResultRow.from_dict(step.row).step_statements
+        st = step.row.step_statements
     except BundleFormatError:
         return None
     if st is None:

@@ -12,9 +12,9 @@ statement explains (capped at 1).
 from __future__ import annotations
 
 from collectors.statements import explainable
-from diag.bundle import Bundle
-from diag.schema import BundleFormatError, ResultRow, StatementStat, StepStatements
-from reports.rules.base import Finding, Step, num, pct, steps
+from diag.core.bundle import Bundle
+from diag.core.schema import BundleFormatError, StatementStat, StepStatements
+from reports.model.steps import Finding, Step, num, pct, steps
 
 # A statement reading 100 rows per row it returns, and at least 1,000 rows per call, scans far more than it
 # needs (an index lookup reads about one; a range of 100 rows reads about 100); smaller tables are cheap to scan.
@@ -28,7 +28,7 @@ TEXT_CHARS = 160
 
 def _statements(step: Step) -> StepStatements | None:
     try:
-        return ResultRow.from_dict(step.row).step_statements
+        return step.row.step_statements
     except BundleFormatError:
         return None
 

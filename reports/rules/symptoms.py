@@ -1,4 +1,4 @@
-"""The wait and CPU findings, stated against the step's limit (reports.limits), never as a competing limit.
+"""The wait and CPU findings, stated against the step's limit (reports.model.limits), never as a competing limit.
 
 The detectors in :mod:`reports.rules.waits` and :mod:`reports.rules.cpu` find a class of wait that takes a
 good share of the samples inside transactions, or a busy server CPU. Said alone, such a share reads as the
@@ -6,7 +6,7 @@ cause ("commits wait for the WAL flush: 82.8% of backend time") even where the h
 saturated resource and the commit waits were queueing behind them (issue 12, seed 004). Here each of them
 is re-stated from the step's time accounting and limit:
 
-* its impact and headline number are its share of the transaction's time (reports.accounting), so it ranks
+* its impact and headline number are its share of the transaction's time (reports.model.accounting), so it ranks
   with the limit on the same scale; the in-transaction share stays in the evidence under its old key;
 * a wait for the limit's own resource is the limit's detail (its engine counters and advice): a warning,
   ranked just below the limit (the same impact, and findings.derive_findings puts the limit first);
@@ -22,10 +22,10 @@ from collections.abc import Callable
 from dataclasses import replace
 from typing import Any
 
-from diag.bundle import Bundle
-from reports.accounting import Limit, StepAccounting
+from diag.core.bundle import Bundle
+from reports.model.accounting import Limit, StepAccounting
 from reports.rules import blocking, cpu, waits
-from reports.rules.base import Finding, Step, num, pct
+from reports.model.steps import Finding, Step, num, pct
 from reports.rules.limit import key_of, step_limits
 
 # The words for a limit in another finding's title.
@@ -48,7 +48,8 @@ def _restate(b: Bundle, raw: list[Finding], key: str, kind: str, phrase: Phrase)
     limits = step_limits(b)
     out = []
     for f in raw:
-        got = limits.get(key_of(f)) if key_of(f) is not None else None
+        k = key_of(f)
+        got = limits.get(k) if k is not None else None
         if got is None:  # a step that cannot be accounted keeps the detector's words
             out.append(f)
             continue
@@ -102,7 +103,8 @@ def cpu_bound(b: Bundle) -> list[Finding]:
     limits = step_limits(b)
     out = []
     for f in cpu.cpu_bound(b):
-        got = limits.get(key_of(f)) if key_of(f) is not None else None
+        k = key_of(f)
+        got = limits.get(k) if k is not None else None
         lim: Limit | None = got[2] if got is not None else None
         if lim is not None and lim.kind in _CPU_KINDS:
             continue
@@ -119,7 +121,8 @@ def host_contention(b: Bundle) -> list[Finding]:
     limits = step_limits(b)
     out = []
     for f in cpu.host_contention(b):
-        got = limits.get(key_of(f)) if key_of(f) is not None else None
+        k = key_of(f)
+        got = limits.get(k) if k is not None else None
         if got is None or got[2].kind != "neighbours":
             out.append(f)
     return out

@@ -5,128 +5,25 @@ Source: series ``pg_waits--<label>`` (pg_stat_activity at 10 Hz) and
 states plus INNODB_TRX at 10 Hz). Each record counts (backend, tick) samples
 of sessions inside a transaction; a class's share is its samples over all
 samples in the step's window: the share of the backends' time spent there.
+The profile, who sampled it and the share thresholds are :mod:`reports.model.wait_profiles`' (the
+limits read the same ones).
 """
 
 from __future__ import annotations
 
-from collections import Counter
-from collections.abc import Callable, Iterable, Iterator
-from dataclasses import dataclass
+from collections.abc import Iterator
 from typing import Any
 
-from diag.bundle import Bundle
-from diag.engines import MYSQL, POSTGRES, WAIT_CLASSES, Engine
-from reports.durability_view import durability_rows
-from reports.rules.base import Finding, Step, counter_in_step, gauge_mean, in_window, num, pct, series, steps
+from diag.core.bundle import Bundle
+from diag.core.engines import WAIT_CLASSES
+from reports.model.durability_view import durability_rows
+from reports.model.steps import Finding, Step, num, pct, steps
+from reports.model.wait_profiles import (FLUSH_SHARE, IO_READ_SHARE, LATCH_SHARE, LOCK_SHARE, MIN_WAIT_SAMPLES,
+                                         WaitProfile, sampler, wait_profile)
 from reports.rules.blocking import advice_part, blocking_evidence, title_part
-
-# Below this many samples in a step a single sample moves a share by more than
-# 6 points: too coarse to call a cause. One busy backend sampled at 10 Hz gives
-# 30 samples in a 3 s step, so the shortest useful step still qualifies.
-MIN_WAIT_SAMPLES = 15
-
-# A lock class holding a tenth of the backends' time is already a queue: with
-# no contention it is ~0 (row locks are granted at once), so 10% cannot be noise.
-# Measured: 0% in every run without a shared row; 64-92% with 4-32 clients
-# updating one row.
-LOCK_SHARE = 0.10
-# Latches (LWLocks, InnoDB mutexes / rw-locks) are held for microseconds: 0-3%
-# of samples in every run here (LWLock:LockManager under a 4-client lock queue
-# the highest). At 10% they cost as much as a noticeable lock queue.
-LATCH_SHARE = 0.10
-# A commit that waits for its own flush shows that wait in every transaction;
-# a quarter of all backend time means the flush latency, not the work, sets the
-# pace. Measured: 73-95% for single-row durable inserts, 54% for 2,000-row
-# inserts, 0% with fsync=off.
-FLUSH_SHARE = 0.25
-# Reads that miss the cache: a fifth of backend time waiting for data files
-# means the working set does not fit in memory. Measured: 0% whenever the data
-# was cached (PostgreSQL reads from the OS cache too, even with 128 kB of
-# shared_buffers); 49% for MariaDB point selects with a 6 MB buffer pool over
-# 1M rows (O_DIRECT: every miss is a disk read).
-IO_READ_SHARE = 0.20
+from reports.rules.engines import rule_parts
 
 CLASSES = WAIT_CLASSES
-
-
-def wait_class(engine: Engine, key: str) -> str:
-    """The class of one wait-profile key (one of :data:`diag.engines.WAIT_CLASSES`): the engine maps it."""
-    return engine.wait_class(key)
-
-
-@dataclass(frozen=True)
-class WaitProfile:
-    """Samples of one step: counts per wait key, with the sampler that took them."""
-
-    engine: Engine
-    samples: int
-    counts: Counter[str]
-    source: str
-    ticks: int
-    idle: int = 0  # (backend, tick) samples of workload backends idle between transactions (not in counts)
-
-    def share(self, cls: str) -> float:
-        return self.class_samples(cls) / self.samples if self.samples else 0.0
-
-    def class_samples(self, cls: str) -> int:
-        return sum(n for k, n in self.counts.items() if wait_class(self.engine, k) == cls)
-
-    def keys_of(self, cls: str) -> list[tuple[str, int]]:
-        return sorted(((k, n) for k, n in self.counts.items() if wait_class(self.engine, k) == cls),
-                      key=lambda kv: (-kv[1], kv[0]))
-
-    def describe(self, items: Iterable[tuple[str, int]], n: int = 4) -> str:
-        """'Lock:transactionid 107 (69.0%), Lock:tuple 2 (1.3%)'."""
-        return ", ".join(f"{k} {c} ({pct(c / self.samples)})" for k, c in list(items)[:n]) if self.samples else ""
-
-    def top(self, n: int = 5) -> str:
-        return self.describe(sorted(self.counts.items(), key=lambda kv: (-kv[1], kv[0])), n)
-
-
-def wait_profile(b: Bundle, step: Step) -> WaitProfile | None:
-    """The merged wait samples of a step, or None when no wait sampler ran for its target."""
-    recs = in_window(series(b, step.engine.waits_series, step.target), step)
-    if not recs:
-        return None
-    counts: Counter[str] = Counter()
-    samples = ticks = idle = 0
-    sources: Counter[str] = Counter()
-    for r in recs:
-        waits = {k: int(v) for k, v in (r.get("waits") or {}).items() if isinstance(v, (int, float))}
-        # performance_schema does not instrument MariaDB 10.8+ redo writes and fsyncs: a commit
-        # waiting for its flush is "CPU" there, and only its thread state ("Commit") tells.
-        commit = int((r.get("cpu_states") or {}).get("Commit", 0))
-        if commit and waits.get("CPU", 0) >= commit:
-            waits["CPU"] -= commit
-            waits["State:Commit"] = waits.get("State:Commit", 0) + commit
-        counts.update(waits)
-        samples += int(r.get("samples") or 0)
-        ticks += int(r.get("ticks") or 0)
-        idle += int(r.get("idle") or 0)
-        sources[str(r.get("source") or "pg_stat_activity")] += 1
-    source = sources.most_common(1)[0][0] if sources else ""
-    # A step's workload is its clients' sessions, one per client: at most clients x ticks (backend, tick)
-    # samples. Idle sessions beyond that are someone else's, dbdiag's own collector and statement sessions
-    # among them (one session of each idles between its queries), and counting them would call their
-    # idleness the workload's round trips (measured: a lone committer on a 2 ms log device sampled 51% idle
-    # with six such sessions; polled alone at 500 Hz its backend was idle 3% of the time).
-    idle = max(0, min(idle, step.clients * ticks - samples)) if ticks else idle
-    return WaitProfile(step.engine, samples, counts, source, ticks, idle)
-
-
-def sampler(p: WaitProfile) -> str:
-    """Who took the samples of a profile, in words (its engine's sampler and source)."""
-    return _vocabulary(p.engine).sampler(p.source)
-
-
-def _pg_sampler(source: str) -> str:
-    return "pg_stat_activity sampled at 10 Hz (sessions inside a transaction)"
-
-
-def _my_sampler(source: str) -> str:
-    if source == "performance_schema":
-        return "performance_schema current waits sampled at 10 Hz (threads inside a transaction)"
-    return "processlist states and INNODB_TRX sampled at 10 Hz (threads inside a transaction; no wait events)"
 
 
 def _base_evidence(p: WaitProfile, cls: str, label: str) -> dict[str, Any]:
@@ -168,12 +65,12 @@ def lock_contention(b: Bundle) -> list[Finding]:
     out: list[Finding] = []
     for step, p, share, ev in _steps_over(b, "lock", LOCK_SHARE, "lock_waits"):
         top = p.keys_of("lock")[0][0]
-        ev.update(_vocabulary(step.engine).lock_counters(b, step))
+        ev.update(rule_parts(step.engine).lock_counters(b, step))
         ev.update(blocking_evidence(b, step))  # who blocked, how long, the chain (when a blocking sampler ran)
-        if step.row.get("retries"):
-            ev["retries"] = int(step.row["retries"])
-        errors = step.row.get("errors") or {}
-        if isinstance(errors, dict) and errors:
+        if step.row.retries:
+            ev["retries"] = step.row.retries
+        errors = step.row.errors
+        if errors:
             ev["errors"] = ", ".join(f"{k}: {v}" for k, v in sorted(errors.items()))
         out.append(_wait_finding(
             step, "lock_contention",
@@ -186,33 +83,6 @@ def lock_contention(b: Bundle) -> list[Finding]:
     return out
 
 
-def _pg_lock_counters(b: Bundle, step: Step) -> dict[str, Any]:
-    ev: dict[str, Any] = {}
-    stats = step.engine.stats_series
-    waiting = gauge_mean(in_window(series(b, stats, step.target), step), "locks.waiting")
-    if waiting is not None:
-        ev["waiting_lock_requests_avg"] = num(waiting)
-    d = counter_in_step(b, step, stats, "db.deadlocks")
-    if d:
-        ev["deadlocks"] = round(d)
-    return ev
-
-
-def _my_lock_counters(b: Bundle, step: Step) -> dict[str, Any]:
-    ev: dict[str, Any] = {}
-    stats = step.engine.stats_series
-    waits = counter_in_step(b, step, stats, "status.Innodb_row_lock_waits")
-    ms = counter_in_step(b, step, stats, "status.Innodb_row_lock_time")
-    if waits is not None:
-        ev["row_lock_waits_per_s"] = num(waits / step.duration)
-    if ms is not None and step.transactions:
-        ev["row_lock_time_ms_per_txn"] = num(ms / step.transactions, 2)
-    d = counter_in_step(b, step, stats, "status.Innodb_deadlocks")
-    if d:
-        ev["deadlocks"] = round(d)
-    return ev
-
-
 # --------------------------------------------------------------------------- latch_contention
 
 
@@ -221,7 +91,7 @@ def latch_contention(b: Bundle) -> list[Finding]:
     out: list[Finding] = []
     for step, p, share, ev in _steps_over(b, "latch", LATCH_SHARE, "latch_waits"):
         top = p.keys_of("latch")[0][0]
-        ev.update(_vocabulary(step.engine).latch_counters(b, step))
+        ev.update(rule_parts(step.engine).latch_counters(b, step))
         advice = ("Backends queue on an internal latch, not on rows. " + _LATCH_ADVICE.get(
             top.lower(), "Look at which structure the latch protects (the top waits above) and at the top "
                          "symbols of the CPU profile; fewer concurrent clients (a connection pool sized near the "
@@ -247,19 +117,6 @@ _LATCH_ADVICE = {
 }
 
 
-def _no_counters(b: Bundle, step: Step) -> dict[str, Any]:
-    return {}
-
-
-def _innodb_semaphores(b: Bundle, step: Step) -> dict[str, Any]:
-    os_waits = [counter_in_step(b, step, step.engine.stats_series, f"innodb.semaphores.{k}") for k in
-                ("mutex_os_waits", "rw_shared_os_waits", "rw_excl_os_waits", "rw_sx_os_waits")]
-    got = [w for w in os_waits if w is not None]
-    if not got or not step.transactions:
-        return {}
-    return {"innodb_latch_os_waits_per_txn": num(sum(got) / step.transactions, 3)}
-
-
 # --------------------------------------------------------------------------- commit_flush_bound
 
 
@@ -268,13 +125,13 @@ def commit_flush_bound(b: Bundle) -> list[Finding]:
     out: list[Finding] = []
     flushes = _flushes_per_commit(b)
     for step, p, share, ev in _steps_over(b, "commit_flush", FLUSH_SHARE, "flush_waits"):
-        note = _vocabulary(p.engine).flush_note(p.source)
+        note = rule_parts(p.engine).flush_note(p.source)
         if note:
             ev["note"] = note
-        f = flushes.get((step.target, step.workload, step.clients))
+        f = flushes.get(step.key)
         if f is not None:
             ev.update(f)
-        lat = step.row.get("latency_ms") or {}
+        lat = step.row.latency_ms
         if isinstance(lat.get("p50"), (int, float)):
             ev["latency_p50_ms"] = num(lat["p50"], 3)
         what = step.engine.log_name
@@ -302,7 +159,7 @@ def _flushes_per_commit(b: Bundle) -> dict[tuple[str, str, int], dict[str, Any]]
         if s.S_per_commit is not None:
             ev["flush_calls_per_commit"] = num(s.S_per_commit, 2)
             ev["flush_calls_source"] = s.S_source
-        out[(s.target, s.workload, s.clients)] = ev
+        out[s.key] = ev
     return out
 
 
@@ -313,7 +170,7 @@ def io_read_bound(b: Bundle) -> list[Finding]:
     """Data-file read waits take at least :data:`IO_READ_SHARE` of the backends' time."""
     out: list[Finding] = []
     for step, _p, share, ev in _steps_over(b, "data_io", IO_READ_SHARE, "read_waits"):
-        ev.update(_vocabulary(step.engine).cache_counters(b, step))
+        ev.update(rule_parts(step.engine).cache_counters(b, step))
         cache = step.engine.buffer_pool_setting
         out.append(_wait_finding(
             step, "io_read_bound", f"Reads from disk take {pct(share)} of backend time", ev,
@@ -323,76 +180,7 @@ def io_read_bound(b: Bundle) -> list[Finding]:
     return out
 
 
-def _pg_cache_counters(b: Bundle, step: Step) -> dict[str, Any]:
-    ev: dict[str, Any] = {}
-    txn = step.transactions
-    stats = step.engine.stats_series
-    read = counter_in_step(b, step, stats, "db.blks_read")
-    hit = counter_in_step(b, step, stats, "db.blks_hit")
-    rtime = counter_in_step(b, step, stats, "db.blk_read_time")
-    if read is not None and hit is not None and read + hit > 0:
-        ev["shared_buffers_hit_pct"] = num(100.0 * hit / (read + hit), 2)
-        if txn:
-            ev["blocks_read_per_txn"] = num(read / txn, 2)
-    if rtime and txn:
-        ev["read_time_ms_per_txn"] = num(rtime / txn, 3)
-    return ev
-
-
-def _my_cache_counters(b: Bundle, step: Step) -> dict[str, Any]:
-    ev: dict[str, Any] = {}
-    txn = step.transactions
-    stats = step.engine.stats_series
-    reads = counter_in_step(b, step, stats, "status.Innodb_buffer_pool_reads")
-    reqs = counter_in_step(b, step, stats, "status.Innodb_buffer_pool_read_requests")
-    if reads is not None and reqs:
-        ev["buffer_pool_hit_pct"] = num(100.0 * (1 - reads / reqs), 2)
-        if txn:
-            ev["pages_read_from_disk_per_txn"] = num(reads / txn, 2)
-    return ev
-
-
-# --------------------------------------------------------------------------- per-engine vocabulary
-
-Counters = Callable[[Bundle, Step], dict[str, Any]]
-
-
-@dataclass(frozen=True)
-class WaitVocabulary:
-    """How one engine's wait samples read: who sampled them, the counters beside them."""
-
-    sampler: Callable[[str], str]  # the records' source -> who sampled, in words
-    flush_note: Callable[[str], str]  # the records' source -> what to know about its flush waits ("" = nothing)
-    lock_counters: Counters  # the engine's own lock counters over a step (evidence of lock_contention)
-    latch_counters: Counters  # ... of latch_contention
-    cache_counters: Counters  # ... of io_read_bound
-
-
-def _my_flush_note(source: str) -> str:
-    if source == "performance_schema":
-        return ""
-    return ("thread state 'Commit' stands for the redo flush here: without performance_schema "
-            "there are no wait events")
-
-
-def _no_note(source: str) -> str:
-    return ""
-
-
-# Explicit registry, keyed by Engine.name.
-VOCABULARY: dict[str, WaitVocabulary] = {
-    POSTGRES.name: WaitVocabulary(_pg_sampler, _no_note, _pg_lock_counters, _no_counters,
-                                  _pg_cache_counters),
-    MYSQL.name: WaitVocabulary(_my_sampler, _my_flush_note, _my_lock_counters, _innodb_semaphores,
-                               _my_cache_counters),
-}
-
-
-def _vocabulary(engine: Engine) -> WaitVocabulary:
-    return VOCABULARY[engine.name]
-
-
 def cache_counters(b: Bundle, step: Step) -> dict[str, Any]:
     """The engine's buffer pool counters over a step: hit share and reads from outside the pool per transaction
     (the evidence of io_read_bound and of reports.rules.cache)."""
-    return _vocabulary(step.engine).cache_counters(b, step)
+    return rule_parts(step.engine).cache_counters(b, step)

@@ -2,8 +2,8 @@
 counting error (``dbdiag watch -- CMD``).
 
 The tool says how many transactions/s it ran; the server counted its commits and rollbacks
-(:mod:`workloads.watch_counters`). They measure the same thing from the two ends, so a
-gap beyond the counting error (:func:`reports.watch_view.client_vs_server`) means one of
+(:mod:`workloads.watch.watch_counters`). They measure the same thing from the two ends, so a
+gap beyond the counting error (:func:`reports.model.watch_view.client_vs_server`) means one of
 them counts something else: the tool counts only some transaction types (HammerDB's NOPM),
 its transactions span several database transactions (or none: read-only statements
 outside a transaction block on a driver that batches them), or another load ran on the
@@ -13,9 +13,9 @@ it says the figures cannot be read as one, not where the time goes.
 
 from __future__ import annotations
 
-from diag.bundle import Bundle
-from reports.rules.base import Finding, num
-from reports.watch_view import client_vs_server
+from diag.core.bundle import Bundle
+from reports.model.steps import Finding, num
+from reports.model.watch_view import client_vs_server
 
 ADVICE = ("Read the server's figure as the database's view and the tool's as the client's. If another load shares "
           "the watched database, watch a database of its own; if the tool counts several statements or only some "

@@ -22,8 +22,8 @@ from collectors.mysql.blocking import MyBlockingCollector
 from collectors.mysql.waits import MyWaitsCollector
 from collectors.pg.blocking import PgBlockingCollector
 from collectors.pg.waits import PgWaitsCollector
-from diag.db import Session
-from diag.schema.blocking import BlockingWindow
+from diag.core.db import Session
+from diag.core.schema.blocking import BlockingWindow
 
 HOLD_S = 1.2
 QUIET_S = 0.8

@@ -22,9 +22,9 @@ import pytest
 
 from collectors.base import CollectorContext
 from collectors.mysql.blocking import NO_MDL_SOURCE, MyBlockingCollector
-from diag import servers
-from diag.db import Session
-from diag.schema.blocking import BlockingWindow
+from diag.core import servers
+from diag.core.db import Session
+from diag.core.schema.blocking import BlockingWindow
 
 HOLD_S = 1.0
 

@@ -20,10 +20,10 @@ import pytest
 from collectors.base import Collector, CollectorContext
 from collectors.mysql.blocking import NO_MDL_SOURCE, MyBlockingCollector
 from collectors.pg.blocking import HIDDEN_NOTE, NOT_VISIBLE, PgBlockingCollector
-from diag import servers
-from diag.db import Session
-from diag.schema.blocking import BlockingWindow
-from diag.targets import Target, parse_target
+from diag.core import servers
+from diag.core.db import Session
+from diag.core.schema.blocking import BlockingWindow
+from diag.core.targets import Target, parse_target
 
 HOLD_S = 1.0
 USER, PASSWORD = "dbdiag_low_blk", "low-pw-1"

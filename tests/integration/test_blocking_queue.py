@@ -19,9 +19,9 @@ import pytest
 from collectors.base import CollectorContext
 from collectors.mysql.blocking import MyBlockingCollector
 from collectors.pg.blocking import PgBlockingCollector
-from diag.bundle import Bundle
-from diag.db import Session
-from reports.rules.base import steps
+from diag.core.bundle import Bundle
+from diag.core.db import Session
+from reports.model.steps import steps
 from reports.rules.blocking import blocking_evidence
 
 HOLD_S = 1.2

@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from diag import servers
+from diag.core import servers
 from tests.integration.test_findings_planted import run, summary
 
 

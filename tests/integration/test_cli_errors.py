@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from diag.db import connect
+from diag.core.db import connect
 
 
 def dbdiag(*args: str, env: dict[str, str] | None = None, timeout: float = 120) -> subprocess.CompletedProcess[str]:

@@ -7,7 +7,7 @@ import json
 
 import pytest
 
-from diag.db import Session
+from diag.core.db import Session
 from tests.integration.test_cli_errors import dbdiag
 
 CONNECTIONS_SQL = {"postgres": "SELECT sessions AS n FROM pg_stat_database WHERE datname = current_database()",

@@ -11,15 +11,15 @@ from pathlib import Path
 
 import pytest
 
-from diag import servers
-from diag.bundle import BundleWriter
-from diag.db import Session
-from diag.targets import Target, parse_target
+from diag.core import servers
+from diag.core.bundle import BundleWriter
+from diag.core.db import Session
+from diag.core.targets import Target, parse_target
 from tests.integration.test_cli_errors import assert_one_error_line, dbdiag
-from workloads.driver import DriverOptions, prepare
-from workloads.progress import SweepBar
-from workloads.room import TooManyClients
-from workloads.step import Step
+from workloads.driver import DriverOptions, StepPlan, prepare
+from workloads.steps.progress import SweepBar
+from workloads.steps.room import TooManyClients
+from workloads.steps.step import Step
 
 PG_MAX = 20
 MY_MAX, MY_USER_MAX = 30, 12
@@ -98,7 +98,8 @@ def test_refused_at_connect_time_is_one_line_and_no_step(engine, pg_small, my_sm
     before = _settled(t, 0)
     n = limit + 4
     series = bundle.series("workload--x")
-    step = Step(t, ready.product, ready.drv, ready.workloads[0], n, opts, bundle, series, None, bar, seed=1)
+    plan = StepPlan(t.label, ready.workloads[0].name, n, opts)
+    step = Step(t, ready.product, ready.drv, ready.workloads[0], plan, bundle, series, None, bar, seed=1)
     with pytest.raises(TooManyClients) as ei:
         step.run()
     series.close()

@@ -27,13 +27,13 @@ from typing import Any
 import psutil
 import pytest
 
-from diag import servers
-from diag.bundle import Bundle, BundleWriter, load_bundle, read_jsonl, safe_name
-from diag.schema import ResultRow
-from reports.rules.base import num, steps
-from reports.rules.cpu import cpu_use
+from diag.core import servers
+from diag.core.bundle import Bundle, BundleWriter, load_bundle, read_jsonl, safe_name
+from diag.core.schema import ResultRow
+from reports.model.cpu import cpu_use
+from reports.model.steps import num, steps
 from workloads import hist
-from workloads.dask_steps import connect, share_starts, split_clients
+from workloads.remote.dask_steps import connect, share_starts, split_clients
 from workloads.driver import DriverOptions, run_sweep
 
 REPO = Path(__file__).resolve().parents[2]
@@ -242,7 +242,7 @@ def repeated(pg_server: servers.ThrowawayServer, cluster: tuple[str, list[subpro
 
 def _repeat_windows(b: Bundle) -> list[Any]:
     (step,) = list(steps(b))
-    return [dataclasses.replace(step, t0=r["t_start"], t1=r["t_end"]) for r in step.row["repeats"]]
+    return [dataclasses.replace(step, t0=r.t_start, t1=r.t_end) for r in step.row.repeat_summaries]
 
 
 def _client_pids(b: Bundle, t0: float, t1: float) -> set[int]:
@@ -263,7 +263,7 @@ def test_local_workers_are_clients_in_the_host_evidence(repeated: tuple[Bundle, 
         assert len(seen) >= 6, seen  # two workers, each with its share's child and a client
         assert seen <= _client_pids(b, win.t0, win.t1), seen - _client_pids(b, win.t0, win.t1)
         # Of their size: the host series counts a process that exited between two samples in the parent that
-        # reaped it (reports.series.group_deltas), so the clients' last intervals are not lost (before that:
+        # reaped it (reports.model.series.group_deltas), so the clients' last intervals are not lost (before that:
         # 0.07 of 0.84 cores once in CI). Not exact either way, with 1 s host samples and 1.5 s windows: a
         # process first seen after it was born counts from zero, so a share child started less than a second
         # before the window brings its start-up CPU into the interval that straddles the window's start
@@ -283,13 +283,20 @@ def test_local_workers_are_clients_in_the_host_evidence(repeated: tuple[Bundle, 
 
 
 def test_an_unrelated_busy_loop_is_still_other_processes(repeated: tuple[Bundle, _CpuOf, _CpuOf]) -> None:
-    b, _, hog = repeated
+    b, workers, hog = repeated
     first, second = _repeat_windows(b)
     h = hog.cores(second.t0, second.t1)
     # On this shared 2-vCPU machine at load 8-10 the loop got 0.13 of a core: enough to be measured.
     assert h > 0.05, f"the busy loop used only {h:.2f} cores"
     u = cpu_use(b, second)
-    assert u is not None and u.others_cores >= 0.7 * h, (u.others_cores, h)
+    assert u is not None and u.client_cores is not None
+    # "Other processes" is what is left of the host's busy CPU beside the server, the clients and the
+    # collectors. On a saturated host (CI: 0.997 busy) the clients' share carries the start-up CPU of share
+    # children born less than a second before the window (see the test above: up to 2x of this test's own
+    # reading), and what it counts too much comes out of "other processes": 0.16 of the loop's 0.43 cores
+    # once, with the clients at 1.05 cores. The loop is there, less that excess.
+    excess = max(0.0, u.client_cores - workers.cores(second.t0, second.t1))
+    assert u.others_cores + excess >= 0.7 * h, (u.others_cores, excess, h)
     assert not hog.pids(second.t0, second.t1) & _client_pids(b, second.t0, second.t1)
     assert not hog.pids(first.t0, first.t1)  # it started after repeat 1
 
@@ -355,7 +362,8 @@ def test_a_dead_scheduler_is_our_one_line_on_the_terminal(
 
     threading.Thread(target=kill_later, daemon=True).start()
     # -T 1: the scheduler dies as the measured part starts, so no share can come back however long the step;
-    # the run then waits out END_GRACE_S (15 s) after the planned end before it says so (most of this test's time)
+    # the client cancels the shares when it loses the scheduler, and the run says so then (it used to ask the
+    # scheduler which workers were present first, which blocked for the client's 10 s reconnect timeout)
     p = subprocess.run([sys.executable, "-m", "diag", "run", f"db={pg_server.dsn()}", "-w", "point-select", "-c", "1",
                         "-T", "1", "--warmup", "0.5", "--no-profile", "--workers", addr, "--out", str(out)],
                        capture_output=True, text=True, timeout=300, cwd=str(REPO))

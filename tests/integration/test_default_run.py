@@ -17,8 +17,8 @@ from typing import Any
 
 import pytest
 
-from diag.bundle import load_bundle
-from reports.accounting import accounts
+from diag.core.bundle import load_bundle
+from reports.model.accounting import accounts
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -47,7 +47,7 @@ def test_default_run_covers_both_engines_at_every_default_client_count(default_r
 
 
 def test_every_default_step_names_one_limit_and_its_parts_explain_its_time(default_run: dict[str, Any]) -> None:
-    """Shares add to 1 by construction (reports.accounting._assemble), so that is not asserted; the measured
+    """Shares add to 1 by construction (reports.model.accounting._assemble), so that is not asserted; the measured
     parts overshoot the wall time by sampling error only: at most 1.3x (1.17x the most in the saved bundles,
     1.11x in a loaded sweep)."""
     steps = {(r["target"], r["workload"], r["clients"]) for r in default_run["bundle"].results}

@@ -30,11 +30,11 @@ import pytest
 
 from collectors.base import CollectorContext
 from collectors.flush import FlushCollector
-from diag import servers
-from diag.db import Session
+from diag.core import servers
+from diag.core.db import Session
 from diag.run import TargetRuntime, identify
-from diag.targets import parse_target
-from reports.durability_view import target_settings_verdict
+from diag.core.targets import parse_target
+from reports.model.durability_view import target_settings_verdict
 
 ROOT = Path(__file__).resolve().parents[2]
 STEP = ["--seconds", "2", "--warmup", "0.5"]

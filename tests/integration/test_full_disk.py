@@ -21,9 +21,9 @@ import pytest
 
 from collectors.base import Collector, CollectorContext, Probe
 from collectors.runner import CollectorRunner
-from diag.bundle import BundleWriteError, BundleWriter, load_bundle, read_jsonl
-from diag.targets import parse_target
-from reports.render import render_bundle
+from diag.core.bundle import BundleWriteError, BundleWriter, load_bundle, read_jsonl
+from diag.core.targets import parse_target
+from reports.views.render import render_bundle
 
 ROOT = Path(__file__).resolve().parents[2]
 TMPFS_KB = 8192      # holds the bundle up to the first step; the ballast takes the rest

@@ -1,4 +1,4 @@
-"""A library caller of diag.servers (bench scripts, test sessions) leaves no throwaway server behind.
+"""A library caller of diag.core.servers (bench scripts, test sessions) leaves no throwaway server behind.
 
 Each case runs a Python child that calls ``servers.start_postgres()`` or ``start_mysql()`` without
 ``supervisor=`` and prints the server's PID, directory and the default supervisor's PID. SIGKILL of the
@@ -24,7 +24,7 @@ from pathlib import Path
 
 import pytest
 
-from diag.supervisor import descendants, start_ticks
+from diag.core.supervisor import descendants, start_ticks
 
 REPO = Path(__file__).resolve().parents[2]
 GONE_WITHIN_S = 10.0  # the server's 2 s grace after its stop signal, then SIGKILL, on a loaded 2-vCPU VM
@@ -32,7 +32,7 @@ START_DEADLINE_S = 120.0  # initdb / mariadb-install-db and the server's start o
 
 CHILD = textwrap.dedent("""
     import sys, time
-    from diag import procs, servers
+    from diag.core import procs, servers
     srv = servers.start_postgres() if sys.argv[1] == "postgres" else servers.start_mysql()
     sup = procs.default_supervisor()
     print(srv.pid, srv.directory, sup.proc.pid if sup else 0, srv.supervisor is sup, flush=True)

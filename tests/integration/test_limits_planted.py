@@ -1,7 +1,8 @@
 """Every step names its limit, on real throwaway servers with planted causes (both engines each run).
 
-Each test runs ``dbdiag run`` in-process with 2 s steps and no perf profile, then reads the ``limit``
-findings as the run wrote them (findings.json), one per step, and the accounting's shares:
+Each test runs ``dbdiag run`` in-process with 2 s steps and no perf profile (the plants that commit nothing, the
+chatty and the \\set ones, also without flush tracing and the fsync test), then reads the ``limit`` findings as the
+run wrote them (findings.json), one per step, and the accounting's shares:
 
 * a chatty transaction (BEGIN, 6 trivial statements, COMMIT) at one client paced at CHATTY_TPS: nothing is
   saturated, the backend waits for the next statement -> ``round_trips``, and no ``client_bound`` (its client
@@ -28,6 +29,7 @@ statement, so its client is busy nearly all the time whatever else runs.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import io
 import json
 import os
@@ -41,10 +43,10 @@ from typing import Any
 
 import pytest
 
-from diag import servers
-from diag.bundle import load_bundle
-from diag.run import Run, RunOptions
-from reports.accounting import accounts
+from diag.core import servers
+from diag.core.bundle import load_bundle
+from diag.run import Run, RunOptions, run_plan
+from reports.model.accounting import accounts
 from tests.hostload import HostSampler, describe, host_busy
 from workloads.driver import DriverOptions
 
@@ -63,10 +65,12 @@ HEAVY_SET = "".join(f"\\set v{i % 50} ({i} * 7 + 3) % 1000\n" for i in range(300
 
 
 def run(out: Path, targets: list[str], workload: str, script: str | None = None,
-        rate: float | None = None) -> dict[str, Any]:
+        rate: float | None = None, before: bool = False, flush: bool = True) -> dict[str, Any]:
     """Run one step per target (at ``rate`` transactions/s in all, else as fast as it goes); the run's findings,
-    its results by label, and how busy /proc/stat says the machine was in the second before the run (other
-    processes only) and over the run."""
+    its results by label, and how busy /proc/stat says the machine was over the run and, with ``before``, in
+    the second before it (other processes only; a second of sampling: only for a test that reads it).
+    ``flush=False``: no flush tracing in the steps' tails and no fsync test before them (about 4 s of a
+    two-target run), for a plant that commits no writes and whose limit is not the commit flush."""
     path_script = None
     if script is not None:
         path_script = out.parent / f"{out.name}.sql"
@@ -74,16 +78,20 @@ def run(out: Path, targets: list[str], workload: str, script: str | None = None,
     drv = DriverOptions(clients=(1,), duration_s=2.0, warmup_s=0.5, script=str(path_script) if path_script else None,
                         scale=1, rate=rate)
     log = io.StringIO()
-    before = host_busy(1.0)
+    opts = RunOptions(targets=targets, workloads=[workload], driver=drv, out=out, argv=["dbdiag", "run"],
+                      profile=False, fsync_seconds=FSYNC_S)
+    if not flush:
+        opts = dataclasses.replace(opts, sources=dataclasses.replace(
+            run_plan(opts), flush=False, flush_off="not what this test plants", fsync_test_s=None))
+    idle = host_busy(1.0) if before else (None, None)
     with HostSampler() as host:
         t0 = time.time()
-        path = Run(RunOptions(targets=targets, workloads=[workload], driver=drv, out=out, argv=["dbdiag", "run"],
-                              profile=False, fsync_seconds=FSYNC_S), out=log).execute()
+        path = Run(opts, out=log).execute()
         t1 = time.time()
     found = json.loads((path / "findings.json").read_text())["findings"]
     results = json.loads((path / "results.json").read_text())["results"]
     assert len(results) == len(targets), log.getvalue()[-3000:]
-    return {"found": found, "path": path, "host": describe(host.busy(t0, t1)), "before": before,
+    return {"found": found, "path": path, "host": describe(host.busy(t0, t1)), "before": idle,
             "results": {r["target"]: r for r in results}}
 
 
@@ -104,7 +112,7 @@ def both(pg_server, my_server) -> list[str]:
 def test_chatty_transaction_is_a_round_trip_limit_not_client_bound(both: list[str], tmp_path: Path) -> None:
     """Nothing is saturated by one paced chatty client, whatever else the machine runs: the backend waits for
     its next statement (round trips, the client's pauses between transactions among them)."""
-    r = run(tmp_path / "bundle", both, "custom", CHATTY, rate=CHATTY_TPS)
+    r = run(tmp_path / "bundle", both, "custom", CHATTY, rate=CHATTY_TPS, flush=False)
     for label in ("pg", "my"):
         row = r["results"][label]
         tps = row["transactions"] / row["measured_s"]
@@ -125,7 +133,7 @@ def test_clients_saturated_by_set_work_are_client_bound(both: list[str], tmp_pat
     """The Python loop evaluates the \\set lines, as a slow application would: the native executor would run
     them in C (and refuses a program this long anyway), so the planted client work is asked for by name."""
     monkeypatch.setenv("DBDIAG_PY_LOOP", "1")
-    r = run(tmp_path / "bundle", both, "custom", HEAVY_SET)
+    r = run(tmp_path / "bundle", both, "custom", HEAVY_SET, before=True, flush=False)
     for label in ("pg", "my"):
         lim = limit_of(r["found"], label)
         if lim["extra"]["kind"] != "client_cpu" and r["before"][0] >= BUSY_BY_OTHERS:
@@ -252,7 +260,7 @@ def step_findings(found: list[dict[str, Any]], label: str, workload: str, client
 
 
 def test_every_step_names_a_limit_and_its_parts_explain_its_time(sweep: dict[str, Any]) -> None:
-    """Shares add to 1 by construction (reports.accounting._assemble): not asserted. What can fail is how far
+    """Shares add to 1 by construction (reports.model.accounting._assemble): not asserted. What can fail is how far
     the measured parts overshoot the step's wall time (sampling error, the server's background CPU): at most
     PARTS_OVER of it (the saved bundles' largest is 17%; a loaded machine stretches sampling)."""
     steps_run = {(r["target"], r["workload"], r["clients"])
@@ -299,7 +307,7 @@ def test_single_durable_committer_on_this_disk_is_a_part_of_its_serial_chain(swe
     client cannot saturate the CPUs (its backend and client take turns, under one core of two; on a machine
     busy with other work they hold less than half of it), so the limit is a part of the serial chain, or the
     log device itself when its flushes keep it busy; and the flush is a measured part of the transaction on
-    both engines. (That the named part is the largest is reports.limits' unit test, on records built there.)"""
+    both engines. (That the named part is the largest is reports.model.limits' unit test, on records built there.)"""
     for label in ("pg", "my"):
         (lim,) = [f for f in step_findings(sweep["found"], label, "insert", 1) if f["category"] == "limit"]
         _step, acc = sweep["accounts"][(label, "insert", 1)]

@@ -22,10 +22,11 @@ from typing import Any
 
 import pytest
 
-from diag import servers
-from diag.bundle import BundleWriter, load_bundle, read_jsonl
-from diag.db import Session
-from diag.errors import ServerLost
+from diag.core import servers
+from diag.core.bundle import BundleWriter, load_bundle, read_jsonl
+from diag.core.db import Session
+from diag.core.errors import ServerLost
+from diag.core.schema import ResultRow
 from workloads.driver import DriverOptions, run_sweep
 
 REPO = Path(__file__).resolve().parents[2]
@@ -111,16 +112,11 @@ def test_a_terminated_backend_reconnects_and_the_step_completes(engine: str, wor
 
 
 def test_b_a_killed_server_is_a_finding_and_the_next_target_still_runs(
-        pg_server: servers.ThrowawayServer, tmp_path: Path) -> None:
-    out = tmp_path / "run"
+        killed_server_run: tuple[Path, int, str]) -> None:
     # The run's own throwaway server, so the run knows its exit status and log; collectors on: they lose
-    # the server too, and their evidence must not be read as the step's limit.
-    p = _run(out, "gone=embedded:postgres", f"next={pg_server.dsn()}", clients="1,2", collect=True)
-    _measuring(p, out, "gone")
-    pid = {t["label"]: t for t in json.loads((out / "run.json").read_text())["targets"]}["gone"]["server_pid"]
-    time.sleep(0.7)
-    os.kill(pid, signal.SIGKILL)  # the postmaster only: its backends see it die and exit
-    rc, err = _finish(p)
+    # the server too, and their evidence must not be read as the step's limit. Its postmaster SIGKILLed 0.7 s
+    # into the first measured step (tests/conftest.py: the run test_report_reading renders too).
+    out, rc, err = killed_server_run
     assert rc == ServerLost.exit_code, err[-3000:]
     last = err.strip().splitlines()[-1]
     assert last.startswith("dbdiag: error: gone: the server went away (killed by signal 9 (SIGKILL))"), last
@@ -160,8 +156,8 @@ class _KillAfter:
             self.timer = threading.Timer(self.delay, os.kill, (self.srv.process.pid, signal.SIGKILL))
             self.timer.start()
 
-    def step_finished(self, info: Any, result: dict) -> None:
-        pass
+    def step_finished(self, info: Any, row: ResultRow) -> ResultRow:
+        return row
 
 
 def test_a_killed_mariadb_cuts_the_step_and_skips_the_rest(tmp_path: Path) -> None:

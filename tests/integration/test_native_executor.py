@@ -1,7 +1,7 @@
-"""The native executor (workloads/_native.c) on real PostgreSQL and MariaDB servers.
+"""The native executor (workloads/native/_native.c) on real PostgreSQL and MariaDB servers.
 
 The Python loop is the reference: the same program run through a Python client with the same generator
-(:func:`workloads.program.reference_txn`) must send the same statements with the same parameters, so
+(:func:`workloads.native.program.reference_txn`) must send the same statements with the same parameters, so
 the rows each statement returned and the rows written are equal, transaction for transaction. A bad
 program is a ValueError from the C loader, never a crash (fuzzed), and failures come back as the same
 error classes as the Python loop's.
@@ -21,28 +21,28 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from diag.bundle import BundleWriter
-from diag.db import Session
-from diag.errors import DbError
-from diag.schema import ResultRow
-from diag.targets import Target
+from diag.core.bundle import BundleWriter
+from diag.core.db import Session
+from diag.core.errors import DbError
+from diag.core.schema import ResultRow
+from diag.core.targets import Target
 from workloads import load as wload
-from workloads import nativelib
-from workloads.nativelib import _native as c_module
+from workloads.native import nativelib
+from workloads.native.nativelib import _native as c_module
 from workloads.base import ClientCtx
-from workloads.clientbase import Client
-from workloads.client import client_driver_text, fastest_driver, open_client
+from workloads.clients.clientbase import Client
+from workloads.clients.client import client_driver_text, fastest_driver, open_client
 from workloads.custom import Custom
 from workloads.driver import DriverOptions, run_sweep
 from workloads.insert import INSERT_SQL, Insert, insert_dataset
-from workloads.native import NativeClient, open_native
+from workloads.native.native import NativeClient, open_native
 from workloads.pgbench import ReadWrite, pgbench_dataset
-from workloads.opcodes import (F_CENTS, F_INT, F_LIT, F_SREG, OP_COL, OP_FMT, OP_JMP, OP_JZ, OP_ROWS, OP_SCOL,
+from workloads.native.opcodes import (F_CENTS, F_INT, F_LIT, F_SREG, OP_COL, OP_FMT, OP_JMP, OP_JZ, OP_ROWS, OP_SCOL,
                                OP_SEQ, OP_SORT, OP_STOREX, OP_TALLY, OP_VARX, P_CENTS, P_INT, P_SREG)
-from workloads.program import (OP_ABS, OP_ADD, OP_CONST, OP_DIV, OP_EXEC, OP_FDIV, OP_GREATEST, OP_LEAST, OP_MOD,
+from workloads.native.program import (OP_ABS, OP_ADD, OP_CONST, OP_DIV, OP_EXEC, OP_FDIV, OP_GREATEST, OP_LEAST, OP_MOD,
                                OP_MUL, OP_NEG, OP_RANDOM, OP_SIMPLE, OP_STORE, OP_SUB, OP_VAR, Draw, Param, Program,
                                Unsupported, reference_txn, seed_state)
-from workloads.sql import Stmt
+from workloads.clients.sql import Stmt
 from workloads.sysbench import POINT_SQL, RANGE_SQL, PointSelect, ReadOnly, sbtest_dataset, sbtest_rows
 
 SCALE = 0.05
@@ -53,7 +53,7 @@ TXNS = 150
 def target(request: pytest.FixtureRequest) -> Target:
     srv = request.getfixturevalue("pg_server" if request.param == "postgres" else "my_server")
     t = srv.target()
-    assert nativelib.available(t.dbms), "the native executor (workloads/_native.c) is not built: pip install -e ."
+    assert nativelib.available(t.dbms), "the native executor (workloads/native/_native.c) is not built: pip install -e ."
     with Session(t, statement_timeout_ms=0) as s:
         wload.ensure_schema(s)
         for ds in (sbtest_dataset(SCALE), pgbench_dataset(SCALE), insert_dataset(SCALE)):

@@ -14,7 +14,7 @@ import sys
 import time
 from pathlib import Path
 
-from diag import servers
+from diag.core import servers
 from tests.integration.test_findings_planted import run, summary
 
 BURN = "import time\nt = time.time() + 60\nwhile time.time() < t: pass\n"  # bounded: never outlives the test long

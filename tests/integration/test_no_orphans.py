@@ -21,7 +21,7 @@ from pathlib import Path
 import psutil
 import pytest
 
-from reports.render import render_bundle
+from reports.views.render import render_bundle
 
 REPO = Path(__file__).resolve().parents[2]
 GONE_WITHIN_S = 5.0  # the bound after a SIGKILL
@@ -87,8 +87,8 @@ def _measuring(runs: Runs, p: subprocess.Popen[str], out: Path) -> list[psutil.P
     runs.dirs.append(_pg_base(procs))
     cmds = [" ".join(c.cmdline()) for c in procs]
     pg = [c for c in cmds if "postgres" in c.split(" ")[0]]
-    supervisor = [c for c in cmds if "diag.supervisor" in c]
-    forked = [c for c in procs if c.ppid() == p.pid and "diag.supervisor" not in " ".join(c.cmdline())
+    supervisor = [c for c in cmds if "diag.core.supervisor" in c]
+    forked = [c for c in procs if c.ppid() == p.pid and "diag.core.supervisor" not in " ".join(c.cmdline())
               and c.name().startswith("python")]
     # postmaster + its background processes + one backend per client and collector
     assert len(pg) >= 4 and len(supervisor) == 1, cmds
@@ -185,8 +185,11 @@ def test_sigterm_mid_step_ends_like_ctrl_c(tmp_path: Path, runs: Runs) -> None:
 
 
 def _background_job() -> None:
-    # What a shell does for `dbdiag run ... &` without job control: SIGINT (and SIGQUIT) ignored.
+    # What a shell does for `dbdiag run ... &` without job control: SIGINT (and SIGQUIT) ignored. SIGHUP at its
+    # default, as a shell's job has it: a test session started under nohup would pass its ignored SIGHUP on, and
+    # dbdiag rightly keeps an ignored SIGHUP ignored (diag.core.procs.install_stop_signals).
     signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.signal(signal.SIGHUP, signal.SIG_DFL)
 
 
 def test_sighup_of_a_background_run_ends_like_ctrl_c(tmp_path: Path, runs: Runs) -> None:
@@ -214,7 +217,7 @@ def test_sigkill_of_server_start_removes_the_server(tmp_path: Path, runs: Runs) 
     procs = psutil.Process(p.pid).children(recursive=True)
     runs.procs += procs
     base = _pg_base(procs)
-    assert any("diag.supervisor" in " ".join(c.cmdline()) for c in procs), procs
+    assert any("diag.core.supervisor" in " ".join(c.cmdline()) for c in procs), procs
     p.kill()
     p.wait(timeout=30)
     left = _all_gone(procs, GONE_WITHIN_S)

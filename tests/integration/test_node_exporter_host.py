@@ -22,13 +22,13 @@ import pytest
 from collectors.base import CollectorContext
 from collectors.hostinfo import storage_facts
 from collectors.node_exporter import NodeExporterHost
-from diag import servers
-from diag.bundle import Bundle, Memo, load_bundle
-from diag.targets import parse_target
-from reports.durability_view import durability_rows, window_rate
-from reports.evidence import evidence_rows
-from reports.rules.base import steps
-from reports.rules.cpu import cpu_use
+from diag.core import servers
+from diag.core.bundle import Bundle, Memo, load_bundle
+from diag.core.targets import parse_target
+from reports.model.durability_view import durability_rows, window_rate
+from reports.model.evidence import evidence_rows
+from reports.model.cpu import cpu_use
+from reports.model.steps import steps
 from tests.remote_hosts import node_exporter_running, serve_node_exporter
 
 REPO = Path(__file__).resolve().parents[2]

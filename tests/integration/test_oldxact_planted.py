@@ -14,8 +14,8 @@ from typing import Any
 
 import pytest
 
-from diag.db import Session
-from diag.targets import Target, parse_target
+from diag.core.db import Session
+from diag.core.targets import Target, parse_target
 from tests.integration.test_findings_planted import run, summary
 
 UPDATE = "\\set k random(1, 100)\nUPDATE {table} SET n = n + 1 WHERE id = :k;\n"

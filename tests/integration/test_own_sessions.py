@@ -20,11 +20,11 @@ from collectors.mysql import MYSQL_COLLECTORS
 from collectors.mysql.waits import MyWaitsCollector
 from collectors.pg import PG_COLLECTORS
 from collectors.pg.waits import PgWaitsCollector
-from diag import servers
-from diag.db import Session, own_app_name
-from workloads.clientbase import APP_NAME
+from diag.core import servers
+from diag.core.db import Session, own_app_name
+from workloads.clients.clientbase import APP_NAME
 
-# The sessions dbdiag opens that are not a collector's (diag/run.py, workloads/, diag/servers.py, fsync-test)
+# The sessions dbdiag opens that are not a collector's (diag/run.py, workloads/, diag/core/servers/, fsync-test)
 OTHER_KINDS = ("run", "load", "probe", "worker", "server", "fsync-test", "watch", "room")
 
 

@@ -27,11 +27,11 @@ from collectors.pg.settings import DURABILITY, PATH_NOTE
 from collectors.pg.waits import HIDDEN_NOTE, profile
 from collectors.rates import total_delta
 from collectors.runner import CollectorRunner, probe_all
-from diag import servers
-from diag.bundle import BundleWriter, read_jsonl
-from diag.db import Session, connect
-from diag.errors import DbError
-from diag.targets import Target
+from diag.core import servers
+from diag.core.bundle import BundleWriter, read_jsonl
+from diag.core.db import Session, connect
+from diag.core.errors import DbError
+from diag.core.targets import Target
 
 SCHEMA = f"dbdiag_test_pgc_{os.getpid()}"
 N_INSERTS = 300

@@ -6,7 +6,7 @@ from pathlib import Path
 
 from collectors.base import CollectorContext
 from collectors.pg.stats import IO_EVERY, PgStatsCollector
-from diag import servers
+from diag.core import servers
 
 
 def test_pg_stat_io_at_its_own_cadence(pg_server: servers.ThrowawayServer, tmp_path: Path) -> None:

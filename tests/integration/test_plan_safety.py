@@ -29,10 +29,10 @@ import pytest
 from collectors.base import CollectorContext
 from collectors.mysql.statements import MyStatementSource
 from collectors.pg.statements import PgStatementSource
-from diag.db import Session
-from diag.errors import DbError
-from diag.targets import Target
-from workloads.options import StepInfo
+from diag.core.db import Session
+from diag.core.errors import DbError
+from diag.core.targets import Target
+from workloads.steps.options import StepInfo
 
 PG_SETUP = [
     "DROP VIEW IF EXISTS plansafe_v", "DROP TABLE IF EXISTS plansafe_log", "DROP TABLE IF EXISTS plansafe_t",
@@ -94,7 +94,7 @@ def _step(src: Any, target: Target, run_statements: Any, step_s: float = STEP_S)
         src.step_started(info)
         run_statements(info.t_start)
         time.sleep(max(0.0, info.t_start + step_s - time.time()))
-        return src.step_finished(info, {})["statements"]
+        return src.step_finished(info)["statements"]
     finally:
         src.stop()
 
@@ -108,21 +108,21 @@ def _pg_run(pg: Target, plan_others: bool, tmp_path: Path, login: str = "postgre
     low = pg.with_endpoint(pg.host, pg.port, None, "plansafe_low", pg.database)
     dbdiag = pg.with_endpoint(pg.host, pg.port, None, login, pg.database)
 
-    def statements(_t0: float) -> None:
-        # Enough calls to rank among the step's statements the source plans (connections' own set-up
-        # statements take about as long as one call).
-        with Session(low) as s:
-            for _ in range(CALLS):
-                for sql in PG_LOW:
-                    s.query(sql)
-        with Session(pg) as s:
-            for _ in range(CALLS):
-                s.query(PG_OWN)
-
     with Session(pg) as s:
         s.execute("TRUNCATE plansafe_log")
-    rec = _step(PgStatementSource(CollectorContext(target=dbdiag, artifacts=tmp_path,
-                                                   options={"plan_others": plan_others})), dbdiag, statements)
+    # The plant's sessions connect before the step starts: their set-up statements (version, statement_timeout)
+    # are then outside the step's statement counts, which hold only the planted statements to rank and plan.
+    with Session(low) as low_s, Session(pg) as own_s:
+
+        def statements(_t0: float) -> None:
+            for _ in range(CALLS):
+                for sql in PG_LOW:
+                    low_s.query(sql)
+            for _ in range(CALLS):
+                own_s.query(PG_OWN)
+
+        rec = _step(PgStatementSource(CollectorContext(target=dbdiag, artifacts=tmp_path,
+                                                       options={"plan_others": plan_others})), dbdiag, statements)
     with Session(pg) as s:
         who = [str(r["who"]) for r in s.query("SELECT who FROM plansafe_log")]
     return _by_text(rec), who

@@ -19,8 +19,8 @@ from pathlib import Path
 import pytest
 
 from collectors.profile import analyse, parse, pyspy, record
-from diag.db import Session
-from diag.targets import Target
+from diag.core.db import Session
+from diag.core.targets import Target
 
 # Functions a SELECT-by-primary-key round trip spends its time in (the 2010 oprofile
 # list in shared/seeds/002 plus what Debian's stripped 15 resolves: AllocSetAlloc is

@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from diag.bundle import load_bundle
-from diag.db import connect
+from diag.core.bundle import load_bundle
+from diag.core.db import connect
 
 REPO = Path(__file__).resolve().parents[2]
 PASSWORD = "Zq7-secret-Pw-9"

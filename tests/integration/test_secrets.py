@@ -31,8 +31,8 @@ from pathlib import Path
 import pytest
 
 from diag.cli import main
-from diag.db import Session
-from diag.targets import Target
+from diag.core.db import Session
+from diag.core.targets import Target
 from tests.integration.test_cli_errors import assert_one_error_line, dbdiag
 from tests.remote_hosts import node_exporter_with_login
 

@@ -11,8 +11,8 @@ from pathlib import Path
 
 import psutil
 
-from diag.db import Session
-from diag.targets import parse_target
+from diag.core.db import Session
+from diag.core.targets import parse_target
 
 
 def _start(*args: str) -> tuple[subprocess.Popen[str], str]:

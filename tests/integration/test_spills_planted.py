@@ -18,9 +18,9 @@ from typing import Any
 
 import pytest
 
-from diag import servers
-from diag.db import Session
-from diag.targets import Target, parse_target
+from diag.core import servers
+from diag.core.db import Session
+from diag.core.targets import Target, parse_target
 from tests.integration.test_findings_planted import run, summary
 
 PG_SORT = ("BEGIN;\nSET LOCAL work_mem = '{mem}';\n"

@@ -25,11 +25,11 @@ from collectors.hostinfo import storage_facts
 from collectors.profile.parse import load_folded
 from collectors.ssh_fsync import SshFsyncTest
 from collectors.ssh_host import SshProfileSource
-from diag import servers
-from diag.bundle import Bundle, load_bundle
-from diag.targets import parse_target
-from reports.durability_view import durability_rows, flush_capability
-from reports.evidence import evidence_rows
+from diag.core import servers
+from diag.core.bundle import Bundle, load_bundle
+from diag.core.targets import parse_target
+from reports.model.durability_view import durability_rows, flush_capability
+from reports.model.evidence import evidence_rows
 from tests.remote_hosts import node_exporter_running
 
 REPO = Path(__file__).resolve().parents[2]
@@ -191,7 +191,7 @@ def test_the_fsync_test_ran_over_ssh_and_gives_f(bundle: Bundle) -> None:
     assert fc.fsync_test is not None and "over ssh" in fc.fsync_test.notes[0]
     (s,) = durability_rows(bundle)
     # F: the test's rate, or the 1-client S when that is higher (a short test on a busy machine can land in
-    # a slow moment: reports.durability_view), as for a local fsync test.
+    # a slow moment: reports.model.durability_view), as for a local fsync test.
     assert s.F is not None and s.F == pytest.approx(max(fc.ops_per_s, s.S or 0.0)), (s.F, fc.ops_per_s, s.S)
     check = next(c for c in s.plausibility.checks if c.name == "flush_capacity")  # type: ignore[union-attr]
     assert check.status == "passed", check

@@ -27,9 +27,9 @@ from collectors.base import CollectorContext
 from collectors.mysql.statements import MyStatementSource
 from collectors.pg.statements import PgStatementSource
 from collectors.sql import MARKER
-from diag.db import Session
+from diag.core.db import Session
 from diag.run import Run, RunOptions, run_plan
-from diag.targets import Target
+from diag.core.targets import Target
 from workloads.driver import DriverOptions
 
 FULL_SCAN = """\\set id random(1, 100000)

@@ -18,10 +18,10 @@ from urllib.parse import urlsplit, urlunsplit
 
 import pytest
 
-from diag.bundle import BundleWriter
-from diag.db import Session
+from diag.core.bundle import BundleWriter
+from diag.core.db import Session
 from diag.run import Run, RunOptions
-from diag.targets import Target
+from diag.core.targets import Target
 from tests.conftest import PG_SERVICE
 from tests.terminal import FakeTTY, screen
 from workloads.driver import DriverOptions, run_sweep

@@ -16,18 +16,19 @@ from pathlib import Path
 
 import pytest
 
-from diag.bundle import BundleWriter
-from diag.db import Session
-from diag.errors import DbError
-from diag.targets import Target
+from diag.core.bundle import BundleWriter
+from diag.core.db import Session
+from diag.core.errors import DbError
+from diag.core.targets import Target
 from tests.integration.test_workload_engines import _check_tpcc
-from workloads import nativelib, tpcc_prog
+from workloads.native import nativelib
+from workloads.tpcc import tpcc_prog
 from workloads.base import ClientCtx
-from workloads.client import fastest_driver, open_client
+from workloads.clients.client import fastest_driver, open_client
 from workloads.driver import DriverOptions, prepare, run_sweep, sweep_bar
-from workloads.native import NativeClient, native_runner, open_native
-from workloads.program import Draw, reference_txn, seed_state
-from workloads.tpcc import Tpcc
+from workloads.native.native import NativeClient, native_runner, open_native
+from workloads.native.program import Draw, reference_txn, seed_state
+from workloads.tpcc.tpcc import Tpcc
 
 SCALE = 0.05
 N = 200  # transactions per loop in the comparison: ~90 New-Orders, ~85 Payments, ~8 of each other kind

@@ -15,16 +15,16 @@ from pathlib import Path
 
 import pytest
 
-from diag.bundle import BundleWriter
-from diag.db import Session
-from diag.targets import Target
+from diag.core.bundle import BundleWriter
+from diag.core.db import Session
+from diag.core.targets import Target
 from tests.integration.test_workload_engines import _check_tpcc
-from workloads import nativelib
+from workloads.native import nativelib
 from workloads.base import ClientCtx, Runner
-from workloads.client import fastest_driver, open_client
+from workloads.clients.client import fastest_driver, open_client
 from workloads.driver import DriverOptions, prepare, run_sweep, sweep_bar
-from workloads.native import native_runner
-from workloads.tpcc import Tpcc
+from workloads.native.native import native_runner
+from workloads.tpcc.tpcc import Tpcc
 
 SCALE = 0.05
 N = 150  # transactions per loop in the comparison: ~70 New-Orders, ~65 Payments

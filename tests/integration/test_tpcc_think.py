@@ -3,7 +3,7 @@
 The specification's times (seconds per transaction) would take minutes to show,
 so the test scales them down to KEY_S keying + THINK_S mean think time for every
 transaction type. Client processes are forked from the test, and ``pause_ns``
-reads ``workloads.tpcc.KEYING`` / ``THINK`` when it is called, so monkeypatching
+reads ``workloads.tpcc.tpcc.KEYING`` / ``THINK`` when it is called, so monkeypatching
 the module reaches the clients. The mini TPC-C (scale 0.05) is the one
 test_workload_engines loads on the same session servers: reused when present.
 """
@@ -15,9 +15,10 @@ from pathlib import Path
 
 import pytest
 
-from diag.bundle import BundleWriter, safe_name
-from diag.targets import Target
-from workloads import hist, tpcc
+from diag.core.bundle import BundleWriter, safe_name
+from diag.core.targets import Target
+from workloads import hist
+from workloads.tpcc import tpcc
 from workloads.driver import DriverOptions, run_sweep
 
 SCALE = 0.05

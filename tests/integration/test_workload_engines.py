@@ -21,24 +21,24 @@ from urllib.parse import urlsplit, urlunsplit
 
 import pytest
 
-from diag import servers
-from diag.bundle import BundleWriter, read_jsonl, safe_name
-from diag.db import Session
-from diag.engines import POSTGRES
-from diag.errors import UsageError
-from diag.schema import ResultRow
-from diag.targets import Target
+from diag.core import servers
+from diag.core.bundle import BundleWriter, read_jsonl, safe_name
+from diag.core.db import Session
+from diag.core.engines import POSTGRES
+from diag.core.errors import UsageError
+from diag.core.schema import ResultRow
+from diag.core.targets import Target
 from workloads import load as wload
-from workloads import nativelib
-from workloads.client import client_driver_text
+from workloads.native import nativelib
+from workloads.clients.client import client_driver_text
 from workloads.driver import DriverOptions, StepInfo, run_sweep
 from workloads.pgbench import pgbench_dataset
 from workloads.sysbench import sbtest_dataset
-from workloads.tpcc import consistency_errors, tpcc_dataset
+from workloads.tpcc.tpcc import consistency_errors, tpcc_dataset
 from tests.conftest import PG_SERVICE
 
 SCALE = 0.05  # 5,000 sbtest rows, 5,000 pgbench accounts, a one-warehouse mini TPC-C
-ROW_KEYS = {"target", "engine", "workload", "clients", "duration_s", "transactions", "tps", "qps", "latency_ms",
+ROW_KEYS = {"target", "engine", "workload", "clients", "measured_s", "transactions", "tps", "qps", "latency_ms",
             "errors", "retries", "driver", "protocol", "isolation", "client_cpu_pct", "t_start", "t_end",
             "client_cpu_s", "error_samples", "scale"}
 SERIES_KEYS = {"t", "workload", "clients", "interval_s", "transactions", "queries", "errors", "retries", "latency_ms",
@@ -54,13 +54,14 @@ def target(request: pytest.FixtureRequest) -> Target:
 class Hooks:
     def __init__(self) -> None:
         self.started: list[StepInfo] = []
-        self.finished: list[tuple[StepInfo, dict]] = []
+        self.finished: list[tuple[StepInfo, ResultRow]] = []
 
     def step_started(self, info: StepInfo) -> None:
         self.started.append(info)
 
-    def step_finished(self, info: StepInfo, result: dict) -> None:
-        self.finished.append((info, result))
+    def step_finished(self, info: StepInfo, row: ResultRow) -> ResultRow:
+        self.finished.append((info, row))
+        return row
 
 
 def _opts(**kw: Any) -> DriverOptions:
@@ -73,9 +74,11 @@ def test_all_workloads_both_engines(target: Target, tmp_path: Path) -> None:
     bundle = BundleWriter(tmp_path / "run")
     hooks = Hooks()
     names = ["point-select", "read-only", "read-write", "insert", "tpcc"]
-    # 1 s steps: ten steps per engine, and every check below is of counts within a step (one interval is enough)
+    # 1 s steps and no warm-up: ten steps per engine, and every check below is of counts within a step (one
+    # interval is enough); none reads what a warm-up would steady (0.3 s each cost 3 s per engine)
     step_s = 1.0
-    rows = run_sweep(target, names, _opts(fresh=True, duration_s=step_s), bundle, hooks=hooks, progress=None)
+    rows = run_sweep(target, names, _opts(fresh=True, duration_s=step_s, warmup_s=0.0), bundle, hooks=hooks,
+                     progress=None)
     assert [(r["workload"], r["clients"]) for r in rows] == [(n, c) for n in names for c in (1, 2)]
     for r in rows:
         assert ROW_KEYS <= set(r), set(ROW_KEYS) - set(r)
@@ -84,19 +87,19 @@ def test_all_workloads_both_engines(target: Target, tmp_path: Path) -> None:
         assert r["errors"] == {}, r["error_samples"]
         lat = r["latency_ms"]
         assert 0 < lat["p50"] <= lat["p95"] <= lat["p99"] <= lat["p999"] <= lat["max"]
-        assert abs(r["duration_s"] - step_s) < 0.05 and r["t_end"] > r["t_start"]
+        assert abs(r["measured_s"] - step_s) < 0.05 and r["t_end"] > r["t_start"]
         assert r["client_cpu_s"] > 0 and r["driver"].split()[0] in ("psycopg", "psycopg2", "libmariadb", "mysqlclient", "PyMySQL")
     tpcc = [r for r in rows if r["workload"] == "tpcc"]
     assert all(r["nopm"] > 0 and r["tpm"] >= r["nopm"] for r in tpcc)
     assert [(i.workload, i.clients) for i in hooks.started] == [(r["workload"], r["clients"]) for r in rows]
-    assert [res for _, res in hooks.finished] == rows
+    assert [res.to_dict() for _, res in hooks.finished] == rows
     assert all(len(i.client_pids) == i.clients for i in hooks.started)
     series = read_jsonl(tmp_path / "run" / "series" / f"{safe_name('workload--' + target.label)}.jsonl")
     assert series and all(SERIES_KEYS <= set(rec) for rec in series)
     for r in rows:  # the intervals add up to the step's figures
         recs = [s for s in series if s["workload"] == r["workload"] and s["clients"] == r["clients"]]
         assert sum(s["transactions"] for s in recs) == r["transactions"]
-        assert abs(sum(s["interval_s"] for s in recs) - r["duration_s"]) < 0.01
+        assert abs(sum(s["interval_s"] for s in recs) - r["measured_s"]) < 0.01
     with Session(target, statement_timeout_ms=0) as s:
         counts = wload.row_counts(s, sbtest_dataset(SCALE))
         assert counts == {"sbtest1": 5000}
@@ -222,7 +225,7 @@ def test_server_killed_mid_step_gives_error_record(engine: str, tmp_path: Path) 
     r = rows[0]
     assert r["transactions"] > 0
     assert sum(r["errors"].values()) >= 2, r  # one per client
-    assert r["duration_s"] < 3.5
+    assert r["measured_s"] < 3.5
     events = read_jsonl(tmp_path / "run" / "events.jsonl")
     assert sum(1 for e in events if e["kind"] == "workload_client_lost") == 2
     assert all(r["error_samples"].values())
@@ -238,8 +241,8 @@ class _KillAfter:
             os.killpg(self.srv.process.pid, signal.SIGKILL)  # the whole server: postmaster and backends
         threading.Timer(self.delay, kill).start()
 
-    def step_finished(self, info: StepInfo, result: dict) -> None:
-        pass
+    def step_finished(self, info: StepInfo, row: ResultRow) -> ResultRow:
+        return row
 
 
 def test_ctrl_c_stops_clients_and_keeps_the_measurement(pg_server: servers.ThrowawayServer, tmp_path: Path) -> None:
@@ -258,8 +261,8 @@ def test_ctrl_c_stops_clients_and_keeps_the_measurement(pg_server: servers.Throw
     assert time.monotonic() - t0 < 10
     results = ei.value.results  # type: ignore[attr-defined]
     assert len(results) == 1 and results[0]["interrupted"] and results[0]["transactions"] > 0
-    assert results[0]["duration_s"] < 5
-    assert hooks.finished and hooks.finished[0][1] is results[0]
+    assert results[0]["measured_s"] < 5
+    assert hooks.finished and hooks.finished[0][1].to_dict() == results[0]
     for pid in hooks.started[0].client_pids:
         assert not _alive(pid)
     events = [e["kind"] for e in read_jsonl(tmp_path / "run" / "events.jsonl")]
@@ -293,7 +296,7 @@ def test_fallback_drivers(engine: str, name: str, module: str, tmp_path: Path, m
     """The drivers used when psycopg 3 / libmariadb are missing run the same workloads, both protocols."""
     import importlib
 
-    from diag.db import DriverInfo
+    from diag.core.db import DriverInfo
     from workloads import driver as wdriver
 
     try:
@@ -312,7 +315,7 @@ def test_fallback_drivers(engine: str, name: str, module: str, tmp_path: Path, m
 
 def test_libmariadb_statement_values(my_server: servers.ThrowawayServer) -> None:
     """Binary-protocol parameters and results: strings, NULL, doubles, values longer than the buffer."""
-    from workloads import mylib
+    from workloads.clients import mylib
 
     if mylib.library() is None:
         pytest.fail("libmariadb (Debian: libmariadb3, with the MariaDB client) is not installed on this machine")
@@ -347,10 +350,10 @@ def test_keyed_txn_draws_every_key_in_range(engine: str, name: str, module: str,
     import importlib
     import random
 
-    from diag.db import DriverInfo
-    from diag.errors import DbError
-    from workloads import mylib
-    from workloads.client import open_client
+    from diag.core.db import DriverInfo
+    from diag.core.errors import DbError
+    from workloads.clients import mylib
+    from workloads.clients.client import open_client
 
     target = request.getfixturevalue("pg_server" if engine == "postgres" else "my_server").target()
     if name == "libmariadb":
@@ -469,7 +472,7 @@ def spied(cls):
 spied(sysbench.PointSelect)
 spied(pgbench.ReadWrite)
 # A client process on the native executor (the prepared read-write step) never calls client(): spied here
-from workloads import loop
+from workloads.steps import loop
 
 real_native = loop.native_runner
 
@@ -488,9 +491,9 @@ if mode == "cli":
     from diag.cli import main
     sys.exit(main(["run", dsn, "-w", "point-select", "-c", "1", "-T", "0.5", "--warmup", "0", "--no-profile",
                    "-s", "1", "-o", out]))
-from diag.bundle import BundleWriter
-from diag.targets import parse_target
-from workloads.client import client_driver_text
+from diag.core.bundle import BundleWriter
+from diag.core.targets import parse_target
+from workloads.clients.client import client_driver_text
 from workloads.driver import DriverOptions, run_sweep
 
 target = parse_target(dsn)
@@ -541,7 +544,7 @@ def test_psycopg2_fallback_without_psycopg3(pg_service_db: str, tmp_path: Path) 
     first = out["rows"][0]["driver"]
     assert out["said"] == first + (" for point-select" if nativelib.LABEL in first else ""), (out["said"], first)
     # every client process (4 steps x 2 clients) is seen once: through Pg2Client, or on the native executor for
-    # a step whose driver names it (prepared point-select and read-write: workloads.client.NATIVE_WORKLOADS)
+    # a step whose driver names it (prepared point-select and read-write: workloads.clients.client.NATIVE_WORKLOADS)
     assert len(clients) == 8 and len({c["pid"] for c in clients}) == 8, clients
     assert all(c["pid"] != out["pid"] and not c["psycopg"] for c in clients), clients
     native = [c for c in clients if c["class"] == "NativeClient"]

@@ -1,19 +1,21 @@
-"""reports.accounting and reports.limits on the saved bundles: the parts explain the wall time, every step names a
+"""reports.model.accounting and reports.model.limits on the saved bundles: the parts explain the wall time, every step names a
 limit."""
 
 from __future__ import annotations
 
 import copy
+import dataclasses
 from pathlib import Path
 
 import pytest
 
-from diag.bundle import Bundle, load_bundle
-from diag.engines import MYSQL
-from reports.accounting import WAIT_CLASSES, account_step, accounts, limit_of
-from reports.accounting_records import Component, StepAccounting
-from reports.limits import _serial_limit
-from reports.rules.base import Step, steps
+from diag.core.bundle import Bundle, load_bundle
+from diag.core.engines import MYSQL
+from diag.core.schema import ResultRow
+from reports.model.accounting import WAIT_CLASSES, account_step, accounts, limit_of
+from reports.model.accounting_records import Component, StepAccounting
+from reports.model.limits import _serial_limit
+from reports.model.steps import Step, steps
 
 DATA = Path(__file__).resolve().parents[1] / "data" / "bundles"
 BUNDLES = sorted(p.name for p in DATA.iterdir() if (p / "run.json").exists())
@@ -29,7 +31,7 @@ def load(name: str) -> Bundle:
 
 @pytest.mark.parametrize("name", BUNDLES)
 def test_the_parts_explain_the_wall_time_and_every_step_names_a_limit(name: str) -> None:
-    """The shares add to 1 by construction (reports.accounting._assemble), so that is not asserted; what can
+    """The shares add to 1 by construction (reports.model.accounting._assemble), so that is not asserted; what can
     fail is how far the measured parts overshoot the wall time (each source's sampling error and the server's
     background CPU): at most 20% of it in every saved bundle (the largest seen is 17%, the fsync-off inserts'
     132 µs transaction)."""
@@ -107,7 +109,7 @@ def test_host_saturated_by_the_run_is_host_cpu_with_both_shares() -> None:
 def test_no_transactions_gives_no_accounting() -> None:
     b = copy.deepcopy(load("point_select"))
     step = next(iter(steps(b)))
-    step.row["transactions"] = 0
+    step = dataclasses.replace(step, row=dataclasses.replace(step.row, transactions=0))
     assert account_step(b, step) is None
 
 
@@ -121,9 +123,9 @@ def test_no_transactions_gives_no_accounting() -> None:
     ({"wait:commit_flush": 20, "server_cpu_user": 15, "round_trips": 30, "client_cpu": 10}, "round_trips"),
 ])
 def test_an_unsaturated_step_names_its_largest_serial_part(us: dict[str, float], kind: str) -> None:
-    """reports.limits._serial_limit in both directions around commit_flush's 10% floor (records built here)."""
+    """reports.model.limits._serial_limit in both directions around commit_flush's 10% floor (records built here)."""
     wall = 100.0
     us = {**us, "unaccounted": wall - sum(us.values())}
     acc = StepAccounting("my", "insert", 1, wall, tuple(Component(k, k, v, v / wall, {}) for k, v in us.items()), {})
-    step = Step("my", MYSQL, "insert", 1, 0.0, 10.0, {})
+    step = Step("my", MYSQL, "insert", 1, 0.0, 10.0, ResultRow(target="my", workload="insert", clients=1))
     assert _serial_limit(load("point_select"), step, acc, None, None, {}).kind == kind

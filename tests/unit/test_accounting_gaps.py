@@ -1,5 +1,5 @@
 """What the accounting could not see: the run-queue time of the server's processes between two host records,
-and the sentence for an unaccounted rest of 10% or more (reports.accounting_gaps, reports.series)."""
+and the sentence for an unaccounted rest of 10% or more (reports.model.accounting_gaps, reports.model.series)."""
 
 from __future__ import annotations
 
@@ -9,12 +9,12 @@ from pathlib import Path
 
 import pytest
 
-from diag.bundle import load_bundle
-from diag.engines import MYSQL, POSTGRES
-from reports.accounting import accounts
-from reports.accounting_gaps import unaccounted_why
+from diag.core.bundle import load_bundle
+from diag.core.engines import MYSQL, POSTGRES
+from reports.model.accounting import accounts
+from reports.model.accounting_gaps import unaccounted_why
 from reports.rules import limit
-from reports.series import run_delay_delta
+from reports.model.series import run_delay_delta
 
 DATA = Path(__file__).resolve().parents[1] / "data" / "bundles"
 ROW = [1.0, 0.5, 10, 2, 1000, 0, 0, 100.0, 0.0, 0.0, 1]  # PROC_FIELDS up to ppid; run_delay_s appended
@@ -98,7 +98,7 @@ def test_run_queue_time_fills_the_cpu_part_on_a_host_not_busy(tmp_path: Path) ->
 
 
 def test_the_reports_accounting_section_says_why_time_is_unaccounted() -> None:
-    from reports.accounting_view import accounting_view
+    from reports.views.accounting_view import accounting_view
 
     (g,) = accounting_view(load_bundle(DATA / "point_select_pg_no_collect"))
     (lim,) = g["limits"]

@@ -18,11 +18,11 @@ import pytest
 from collectors.blocking import Seen, Wait, WindowBuilder
 from collectors.mysql.blocking import held_text, lock_wait_state, mdl_holders_from_info
 from collectors.pg.blocking import lock_text, seen_blocker, waits_of
-from diag.bundle import Bundle
-from diag.schema import BundleFormatError
-from diag.schema.blocking import BlockingWindow
-from reports.blocking_view import blocking_sections
-from reports.rules.base import steps
+from diag.core.bundle import Bundle
+from diag.core.schema import BundleFormatError
+from diag.core.schema.blocking import BlockingWindow
+from reports.views.blocking_view import blocking_sections
+from reports.model.steps import steps
 from reports.rules.blocking import advice_part, blocking_evidence, chains, step_blocking, title_part
 
 DATA = Path(__file__).resolve().parents[1] / "data" / "blocking" / "planted_run.json"

@@ -4,8 +4,8 @@ import json
 
 import pytest
 
-from diag.bundle import BundleWriter, load_bundle, read_jsonl
-from diag.errors import DiagError
+from diag.core.bundle import BundleWriter, load_bundle, read_jsonl
+from diag.core.errors import DiagError
 
 
 def test_series_append_and_cut_off_last_line(tmp_path):

@@ -5,10 +5,10 @@ from __future__ import annotations
 import copy
 from pathlib import Path
 
-from diag.bundle import load_bundle
-from reports.rules import cpu
-from reports.rules.base import steps
-from reports.series import group_series, process_group_series
+from diag.core.bundle import load_bundle
+from reports.model import cpu
+from reports.model.series import group_series, process_group_series
+from reports.model.steps import steps
 
 DATA = Path(__file__).resolve().parents[1] / "data" / "bundles"
 

@@ -1,4 +1,4 @@
-"""Causes checked / not checked per target (reports.causes_view), from saved real bundles' run.json probes."""
+"""Causes checked / not checked per target (reports.views.causes_view), from saved real bundles' run.json probes."""
 
 from __future__ import annotations
 
@@ -6,8 +6,8 @@ import json
 import shutil
 from pathlib import Path
 
-from diag.bundle import load_bundle
-from reports.causes_view import causes_checked
+from diag.core.bundle import load_bundle
+from reports.views.causes_view import causes_checked
 
 DATA = Path(__file__).resolve().parents[1] / "data" / "bundles"
 
@@ -57,7 +57,7 @@ def test_mariadb_without_performance_schema() -> None:
 
 
 def test_the_report_shows_the_causes_section(tmp_path: Path) -> None:
-    from reports.render import render_bundle
+    from reports.views.render import render_bundle
 
     dst = tmp_path / "b"
     shutil.copytree(DATA / "point_select_pg_no_collect", dst)

@@ -14,8 +14,8 @@ from pathlib import Path
 import pytest
 
 from diag import cli
-from diag.engines import ENGINES
-from workloads.tpcc import MODES
+from diag.core.engines import ENGINES
+from workloads.tpcc.tpcc import MODES
 
 ROOT = Path(__file__).resolve().parents[2]
 HEAVY = ("reports", "collectors", "workloads")
@@ -59,7 +59,7 @@ def test_the_probe_sees_what_a_command_imports() -> None:
     """The probe would notice: a command that runs loads its modules (here the report renderer)."""
     rc, loaded, err = _loaded("report", "/nonexistent/bundle")
     assert rc != 0 and "Traceback" not in err, err
-    assert "reports.render" in loaded
+    assert "reports.views.render" in loaded
 
 
 def test_parser_choices_match_their_owners() -> None:

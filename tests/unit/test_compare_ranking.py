@@ -1,4 +1,4 @@
-"""reports.compare: which side is faster, and the order the differences are ranked in.
+"""reports.model.compare: which side is faster, and the order the differences are ranked in.
 
 The ranking is what a reader of ``dbdiag compare`` acts on (the first lines are the ones read), so it is
 tested on records built here, where the right order is known by construction, and on a saved real bundle.
@@ -11,19 +11,20 @@ from typing import Any
 
 import pytest
 
-from diag.bundle import Bundle, load_bundle
-from diag.engines import POSTGRES
-from reports.accounting import Component, StepAccounting
-from reports.compare import compare, explain_pair, pair_steps
-from reports.compare_sets import compare_sets
+from diag.core.bundle import Bundle, load_bundle
+from diag.core.engines import POSTGRES
+from diag.core.schema import ResultRow
+from reports.model.accounting import Component, StepAccounting
+from reports.model.compare import compare, explain_pair, pair_steps
+from reports.model.compare_sets import compare_sets
 
 DATA = Path(__file__).resolve().parents[1] / "data" / "bundles"
 
 
 def _step(target: str, tps: float, clients: int = 2, accounting: StepAccounting | None = None,
           **per_txn: float) -> dict[str, Any]:
-    return {"target": target, "workload": "point-select", "clients": clients, "tps": tps,
-            "latency_ms": {"p95": 2000.0 / tps}, "engine_obj": POSTGRES, "run": "r", "durability": None,
+    row = ResultRow(target=target, workload="point-select", clients=clients, tps=tps, latency_ms={"p95": 2000.0 / tps})
+    return {**row.to_dict(), "row": row, "engine_obj": POSTGRES, "run": "r", "durability": None,
             "accounting": accounting, **per_txn}
 
 
@@ -83,7 +84,7 @@ def test_the_faster_side_is_the_one_with_more_tps_whatever_the_order(first: tupl
     b = _bundle([_step(first[0], first[1]), _step(second[0], second[1]), _step("z", 500.0, clients=4)])
     ((fast, slow),) = pair_steps(b)  # z ran at another client count: no pair
     expected = ("y", "x") if second[1] > first[1] else ("x", "y")
-    assert (fast["target"], slow["target"]) == expected
+    assert (fast["row"].target, slow["row"].target) == expected
     (e,) = compare(b)
     assert e["fast_tps"] == 1200.0 and e["slow_tps"] == 900.0
     assert e["tps_ratio"] == pytest.approx(1200.0 / 900.0)
@@ -153,4 +154,4 @@ def test_whole_watches_pair_whatever_their_session_counts() -> None:
     for r in driven.results:
         firsts.setdefault(r["target"], r)
     list(firsts.values())[0]["clients"] = 99
-    assert all(f["clients"] == s["clients"] for f, s in pair_steps(driven))
+    assert all(f["row"].clients == s["row"].clients for f, s in pair_steps(driven))

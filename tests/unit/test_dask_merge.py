@@ -8,10 +8,11 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from diag.errors import UsageError
+from diag.core.errors import UsageError
 from workloads import hist
-from workloads.merge import summary_ms
-from workloads.dask_steps import IntervalStream, connect, merge_interval, merge_rows, split_clients
+from workloads.steps.merge import summary_ms
+from diag.core.schema import ResultRow
+from workloads.remote.dask_steps import IntervalStream, connect, merge_interval, merge_rows, split_clients
 
 
 @given(st.integers(1, 500), st.integers(1, 20))
@@ -51,7 +52,7 @@ def test_an_answer_replaces_what_the_share_streamed() -> None:
 @given(st.lists(st.lists(st.integers(20, 50_000), max_size=200), min_size=1, max_size=4))
 def test_an_interval_histogram_is_the_hdr_sum_of_the_shares(shares: list[list[int]]) -> None:
     """Interval k of several workers: its ``hdr`` is the HDR sum of theirs, its percentiles those of the sum
-    (as a local step's interval of the same latencies, :func:`workloads.merge.summary_ms`)."""
+    (as a local step's interval of the same latencies, :func:`workloads.steps.merge.summary_ms`)."""
     parts, want, into = [], hist.new(), hist.new()
     for lat in shares:
         counts = hist.fold(us * 1000 for us in lat)
@@ -75,16 +76,18 @@ def test_merged_row_counts_add_and_its_latency_is_the_hdr_sum(shares: list[list[
         hist.record(h, hist.fold(us * 1000 for us in lat))  # latencies in ns -> {µs: count}
         want.add(h)
         hdrs.append(hist.encode(h))
-        rows.append({"transactions": h.get_total_count(), "queries": 2 * h.get_total_count(), "retries": i,
-                     "reconnects": 0, "tps": 10.0 * (i + 1), "qps": 20.0, "client_cpu_s": 0.5,
-                     "errors": {"40001": i}, "t_start": 100.0 + i, "t_end": 102.0 + i, "complete": True,
-                     "latency_ms": {}, "workload": "point-select"})
+        rows.append(ResultRow.from_dict({
+            "transactions": h.get_total_count(), "queries": 2 * h.get_total_count(), "retries": i,
+            "reconnects": 0, "tps": 10.0 * (i + 1), "qps": 20.0, "client_cpu_s": 0.5, "client_cpu_pct": 3.0,
+            "errors": {"40001": i}, "t_start": 100.0 + i, "t_end": 102.0 + i, "complete": True,
+            "latency_ms": {}, "workload": "point-select", "interval_tps": [1.0]}))
     m = merge_rows(rows, hdrs)
-    assert m["transactions"] == sum(r["transactions"] for r in rows) == want.get_total_count()
-    assert m["retries"] == sum(range(len(shares))) and m["errors"] == {"40001": sum(range(len(shares)))}
-    assert m["tps"] == round(sum(r["tps"] for r in rows), 3)
-    assert m["latency_ms"] == hist.summary_ms(want)
-    assert (m["t_start"], m["t_end"]) == (100.0, 101.0 + len(shares))
+    assert m.transactions == sum(r.transactions or 0 for r in rows) == want.get_total_count()
+    assert m.retries == sum(range(len(shares))) and m.errors == {"40001": sum(range(len(shares)))}
+    assert m.tps == round(sum(r.tps or 0 for r in rows), 3) and m.extra["queries"] == 2 * m.transactions
+    assert m.latency_ms == hist.summary_ms(want)
+    assert (m.t_start, m.t_end) == (100.0, 101.0 + len(shares))
+    assert m.client_cpu_pct is None and m.interval_tps == () and m.complete is True
 
 
 @pytest.mark.parametrize("address", ["bogus", "tcp://db1", "foo://db1:8786"])
@@ -97,7 +100,7 @@ def test_a_malformed_scheduler_address_is_one_line_at_once(address: str) -> None
 
 
 def test_a_busy_remote_worker_host_is_flagged_and_a_local_one_is_left_to_the_host_evidence() -> None:
-    from workloads.dask_steps import SATURATED_PCT, worker_saturated
+    from workloads.remote.dask_steps import SATURATED_PCT, worker_saturated
     assert worker_saturated(SATURATED_PCT, this_host=False)
     assert not worker_saturated(SATURATED_PCT - 0.1, this_host=False)
     # on the orchestrator's host the busy share includes the server: flagging it would blame the clients

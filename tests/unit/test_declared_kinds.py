@@ -12,9 +12,10 @@ import json
 import shutil
 from pathlib import Path
 
-from diag.bundle import load_bundle
-from diag.engines import POSTGRES
-from reports.rules.base import counter_in_step, steps
+from diag.core.bundle import load_bundle
+from diag.core.engines import POSTGRES
+from reports.model.steps import steps
+from reports.rules.base import counter_in_step
 
 DATA = Path(__file__).resolve().parents[1] / "data" / "bundles" / "point_select"
 

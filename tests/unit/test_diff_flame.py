@@ -1,16 +1,17 @@
-"""Differential flame graphs (reports.flamegraph.diff_flamegraph_svg, reports.diff_view) on hand-made profiles
+"""Differential flame graphs (reports.views.flamegraph.diff_flamegraph_svg, reports.views.diff_view) on hand-made profiles
 and on the saved two-engine bundle tests/data/bundles/point_select (perf profiles of both targets)."""
 
 from __future__ import annotations
 
 import re
+from dataclasses import replace
 from pathlib import Path
 
 from collectors.profile.parse import load_folded
-from diag.bundle import load_bundle
-from reports.diff_view import cpu_per_tx, with_diff_flames
-from reports.flamegraph import diff_flamegraph_svg
-from reports.render import _comparisons
+from diag.core.bundle import load_bundle
+from reports.views.diff_view import cpu_per_tx, with_diff_flames
+from reports.views.flamegraph import diff_flamegraph_svg
+from reports.views.render import _comparisons
 
 BUNDLE = Path(__file__).resolve().parents[1] / "data" / "bundles" / "point_select"
 FRAME = re.compile(r'<g><title>(?P<title>[^<]*)</title><rect [^>]*width="(?P<w>[\d.]+)"[^>]*fill="(?P<fill>[^"]+)"')
@@ -37,15 +38,17 @@ def test_red_where_b_costs_more_blue_where_less_widths_from_b() -> None:
 
 def test_per_transaction_normalisation_by_hand() -> None:
     b = load_bundle(BUNDLE)
-    row = b.results[0]
-    prof = row["profile"]
+    row = b.rows[0]
+    prof = row.profile
+    assert prof is not None
     per_tx = cpu_per_tx(b, row)
     assert per_tx is not None
     samples = sum(load_folded(BUNDLE / prof["folded"]).values())
     seconds = prof["window"][1] - prof["window"][0]
     # 185 samples at 499 Hz over 3934.67 tps x 2.4 s
-    assert abs(sum(per_tx.values()) - samples / prof["freq_hz"] * 1e6 / (row["tps"] * seconds)) < 1e-6
-    assert cpu_per_tx(b, {**row, "profile": {}}) is None and cpu_per_tx(b, {**row, "tps": 0}) is None
+    assert row.tps is not None
+    assert abs(sum(per_tx.values()) - samples / prof["freq_hz"] * 1e6 / (row.tps * seconds)) < 1e-6
+    assert cpu_per_tx(b, replace(row, profile={})) is None and cpu_per_tx(b, replace(row, tps=0)) is None
 
 
 def test_report_comparison_of_two_engines_says_why_no_diff() -> None:

@@ -19,7 +19,7 @@ from collectors.diskstats import (
     parse_mountinfo,
     read_diskstats,
 )
-from diag.errors import DiagError, ParseError
+from diag.core.errors import DiagError, ParseError
 
 DATA = Path(__file__).resolve().parents[1] / "data" / "proc"
 

@@ -1,4 +1,4 @@
-"""reports.durability: each rule fires on planted numbers, stays quiet on clean ones, and at its boundary."""
+"""reports.model.durability: each rule fires on planted numbers, stays quiet on clean ones, and at its boundary."""
 
 from __future__ import annotations
 
@@ -8,10 +8,10 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from reports import durability as du
-from reports.durability import plausibility_verdict, settings_verdict
-from diag.engines import MYSQL, POSTGRES
-from diag.errors import DiagError
+from reports.model import durability as du
+from reports.model.durability import plausibility_verdict, settings_verdict
+from diag.core.engines import MYSQL, POSTGRES
+from diag.core.errors import DiagError
 
 PG_DEFAULTS = {"fsync": "on", "synchronous_commit": "on", "full_page_writes": "on", "wal_sync_method": "fdatasync"}
 MYSQL8_DEFAULTS = {"version": "8.0.36", "innodb_flush_log_at_trx_commit": "1", "log_bin": "ON",

@@ -16,7 +16,7 @@ from collectors.pg import PgStatsCollector
 from collectors.registry import sources_for
 from diag.cli import build_parser
 from diag.commands.durability import PROBE_FLUSH_INTERVAL_S, durability_options
-from diag.targets import parse_target
+from diag.core.targets import parse_target
 
 
 def _opts(tmp_path: Path, *args: str):  # type: ignore[no-untyped-def]

@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from diag.bundle import load_bundle
-from reports.evidence import evidence_rows
+from diag.core.bundle import load_bundle
+from reports.model.evidence import evidence_rows
 
 BUNDLES = Path(__file__).resolve().parents[1] / "data" / "bundles"
 

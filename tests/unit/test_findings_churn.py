@@ -13,10 +13,11 @@ from pathlib import Path
 
 import pytest
 
-from diag.bundle import load_bundle
-from reports.accounting import accounts
+from diag.core.bundle import load_bundle
+from reports.model.accounting import accounts
 from reports.rules import churn, limit
-from reports.rules.base import counter_in_step, steps
+from reports.model.steps import steps
+from reports.rules.base import counter_in_step
 from reports.rules.cpu import CONDITION_WEIGHT
 
 DATA = Path(__file__).resolve().parents[1] / "data" / "bundles"
@@ -25,7 +26,7 @@ DATA = Path(__file__).resolve().parents[1] / "data" / "bundles"
 def test_churn_is_its_own_part_and_the_limit() -> None:
     b = load_bundle(DATA / "connect_churn_pg")
     ((step, acc),) = list(accounts(b))
-    assert step.row["connect_ms_per_txn"] == pytest.approx(45.411)
+    assert step.row.connect_ms_per_txn == pytest.approx(45.411)
     assert acc.us("connect") == pytest.approx(45411.0)
     # The parts add to the wall time without the connect counted twice (round trips less the connect).
     assert sum(c.us_per_txn for c in acc.components) == pytest.approx(acc.wall_us_per_txn, rel=0.02)

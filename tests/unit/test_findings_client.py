@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from diag.bundle import Bundle, load_bundle
+from diag.core.bundle import Bundle, load_bundle
 from reports.rules import client, limit
 
 DATA = Path(__file__).resolve().parents[1] / "data" / "bundles"

@@ -12,10 +12,11 @@ from pathlib import Path
 
 import pytest
 
-from diag.bundle import Bundle, load_bundle
-from diag.engines import ENGINES, MYSQL
+from diag.core.bundle import Bundle, load_bundle
+from diag.core.engines import ENGINES, MYSQL
+from reports.model.cpu import cpu_use
+from reports.model.steps import steps
 from reports.rules import cpu
-from reports.rules.base import steps
 
 DATA = Path(__file__).resolve().parents[1] / "data" / "bundles"
 PG = "postgres@127.0.0.1:53339"
@@ -85,13 +86,14 @@ def test_parse_plan_excludes_const_table_reads_under_the_optimizer() -> None:
 
 
 def test_every_engine_has_parse_plan_frames() -> None:
-    assert set(cpu.PARSE_PLAN) == {e.name for e in ENGINES}
+    for e in ENGINES:
+        assert e.parse_plan_frames and e.parse_plan_advice, e.name
 
 
 def test_parse_plan_quiet_without_a_profile() -> None:
     b = copy.deepcopy(load("point_select"))
-    for r in b.results:
-        r.get("profile", {}).pop("folded", None)
+    for r in b.results:  # a profile without stacks says why (diag.core.schema.profile): here, that perf failed
+        r["profile"] = {"error": "perf record failed"}
     assert cpu.cpu_parse_plan(b) == []
 
 
@@ -184,7 +186,7 @@ def test_cpu_use_weighs_host_intervals_by_overlap() -> None:
     """A 3 s step is 3 s of CPU accounting, whatever the phase of the host collector's 1 s clock."""
     b = load("point_select")
     for s in steps(b):
-        u = cpu.cpu_use(b, s)
+        u = cpu_use(b, s)
         assert u is not None and u.span_s == pytest.approx(s.duration, abs=0.01)
         # the driver's own client CPU (getrusage of its processes) agrees with the host collector's
-        assert u.client_cores == pytest.approx(s.row["client_cpu_s"] / s.duration, abs=0.03)
+        assert u.client_cores == pytest.approx((s.row.client_cpu_s or 0.0) / s.duration, abs=0.03)

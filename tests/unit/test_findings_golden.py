@@ -13,8 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from diag.bundle import load_bundle
-from reports.findings import derive_findings
+from diag.core.bundle import load_bundle
+from reports.rules.findings import derive_findings
 
 DATA = Path(__file__).resolve().parents[1] / "data"
 GOLDEN = json.loads((DATA / "findings_golden.json").read_text(encoding="utf-8"))

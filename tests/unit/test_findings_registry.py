@@ -1,4 +1,4 @@
-"""reports.findings: the registry, the ranking and the findings.json shape, on every saved bundle."""
+"""reports.rules.findings: the registry, the ranking and the findings.json shape, on every saved bundle."""
 
 from __future__ import annotations
 
@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from diag.bundle import load_bundle
-from reports.findings import RULES, SEVERITIES, derive_findings
+from diag.core.bundle import load_bundle
+from reports.rules.findings import RULES, SEVERITIES, derive_findings
 
 DATA = Path(__file__).resolve().parents[1] / "data" / "bundles"
 BUNDLES = sorted(p.name for p in DATA.iterdir() if (p / "run.json").exists())

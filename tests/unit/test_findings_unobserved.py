@@ -11,11 +11,11 @@ from __future__ import annotations
 import shutil
 from pathlib import Path
 
-from diag.bundle import Bundle, load_bundle
-from reports.findings import derive_findings
+from diag.core.bundle import Bundle, load_bundle
+from reports.rules.findings import derive_findings
 from reports.rules import limit
-from reports.rules.base import steps
-from reports.rules.cpu import cpu_use
+from reports.model.cpu import cpu_use
+from reports.model.steps import steps
 
 DATA = Path(__file__).resolve().parents[1] / "data" / "bundles"
 NOTHING = ("nothing saturated", "nothing is saturated", "no resource is saturated")

@@ -12,9 +12,12 @@ from pathlib import Path
 
 import pytest
 
-from diag.bundle import Bundle, load_bundle
-from diag.engines import ENGINES, WAIT_CLASSES, engine_for
+from diag.core.bundle import Bundle, load_bundle
+from diag.core.engines import ENGINES, WAIT_CLASSES, engine_for
+from reports.model import wait_profiles as wp
+from reports.model.steps import steps
 from reports.rules import waits as w
+from reports.rules.engines import RULE_PARTS
 
 DATA = Path(__file__).resolve().parents[1] / "data" / "bundles"
 
@@ -71,16 +74,16 @@ def by_step(findings: list, category: str | None = None) -> dict[tuple[str, int]
     ("mysql", "wait/io/socket/sql/client_connection", "client"),
 ])
 def test_wait_classes(engine: str, key: str, cls: str) -> None:
-    assert w.wait_class(engine_for(engine), key) == cls
+    assert wp.wait_class(engine_for(engine), key) == cls
 
 
 def test_every_engine_has_a_wait_vocabulary() -> None:
     """A new engine without its wait classes, sampler and counters fails here, not on its first report."""
-    assert set(w.VOCABULARY) == {e.name for e in ENGINES}
+    assert set(RULE_PARTS) == {e.name for e in ENGINES}
     for e in ENGINES:
-        assert e.waits_series and e.stats_series
-        assert w.wait_class(e, "CPU") == "cpu" and w.wait_class(e, "Lock:anything") == "lock"
-        assert w.wait_class(e, "no such wait") == "other"
+        assert e.waits_series and e.stats_series and e.wait_samplers.get("")
+        assert wp.wait_class(e, "CPU") == "cpu" and wp.wait_class(e, "Lock:anything") == "lock"
+        assert wp.wait_class(e, "no such wait") == "other"
         assert all(e.wait_label(c) for c in WAIT_CLASSES)
 
 
@@ -138,7 +141,7 @@ def test_lock_contention_needs_enough_samples() -> None:
     for i, r in enumerate(inside):
         r["waits"] = {"Lock:transactionid": 3} if i == 0 else {}
         r["samples"] = sum(r["waits"].values())
-    p = w.wait_profile(b, next(iter(w.steps(b))))
+    p = wp.wait_profile(b, next(iter(steps(b))))
     assert p is not None and p.samples == 3 and p.share("lock") == 1.0
     assert w.lock_contention(b) == []  # all lock, but 3 samples are too few to say so
 

@@ -1,10 +1,10 @@
-"""diag.fingerprint: statement texts with their literals replaced, on inputs that trip naive scrubbers."""
+"""diag.core.fingerprint: statement texts with their literals replaced, on inputs that trip naive scrubbers."""
 
 from __future__ import annotations
 
 import pytest
 
-from diag.fingerprint import fingerprint
+from diag.core.fingerprint import fingerprint
 
 PG = [
     ("SELECT * FROM t1 WHERE id = 42 AND name = 'O''Brien'", "SELECT * FROM t1 WHERE id = ? AND name = ?"),

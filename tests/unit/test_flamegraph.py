@@ -1,4 +1,4 @@
-"""reports.flamegraph: well-formed, escaped, deterministic SVG from folded stacks."""
+"""reports.views.flamegraph: well-formed, escaped, deterministic SVG from folded stacks."""
 
 from __future__ import annotations
 
@@ -10,8 +10,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from collectors.profile import parse, procs
-from reports.flamegraph import flamegraph_svg
+from collectors.pg import procs as pg_procs
+from collectors.profile import parse
+from reports.views.flamegraph import flamegraph_svg
 
 DATA = Path(__file__).resolve().parents[1] / "data" / "perf"
 SVG = "{http://www.w3.org/2000/svg}"
@@ -20,7 +21,7 @@ SVG = "{http://www.w3.org/2000/svg}"
 def pg_folded() -> dict[str, int]:
     titles = {int(k): v for k, v in json.loads((DATA / "pg15_pgbench_select.titles.json").read_text()).items()}
     text = (DATA / "pg15_pgbench_select.perf-script.txt").read_text(encoding="utf-8")
-    return parse.fold(text, lambda tid, comm: procs.postgres_title_kind(titles.get(tid, "")))
+    return parse.fold(text, lambda tid, comm: pg_procs.postgres_title_kind(titles.get(tid, "")))
 
 
 def frames(svg: str) -> list[tuple[str, float, float, int]]:

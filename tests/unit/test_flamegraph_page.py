@@ -1,11 +1,11 @@
-"""The interactive flame graph page (reports.flamegraph_page): self-contained, untrusted names inert, written
+"""The interactive flame graph page (reports.views.flamegraph_page): self-contained, untrusted names inert, written
 beside its folded file. Its zoom and search run in Chromium in tests/integration/test_profile_stacks_live.py."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
-from reports.flamegraph_page import interactive_page, write_page
+from reports.views.flamegraph_page import interactive_page, write_page
 
 HOSTILE = {"backend;postgres;<script>alert(1)</script>;f": 3, "backend;postgres;main;g&h": 2}
 

@@ -1,5 +1,5 @@
 """durability / fsync-test commands: argument parsing, flush capability for run.json (collectors.flush_capability),
-text output (reports.durability_text); real disk, no servers."""
+text output (reports.views.durability_text); real disk, no servers."""
 
 from __future__ import annotations
 
@@ -15,9 +15,9 @@ import pytest
 
 from collectors import flush_capability as fc
 from diag.cli import build_parser
-from diag.errors import DiagError
-from reports import durability_view as dv
-from reports.durability_text import format_durability
+from diag.core.errors import DiagError
+from reports.model import durability_view as dv
+from reports.views.durability_text import format_durability
 from tests.unit.test_flush_view import bundle, flush_series
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -16,9 +16,9 @@ import pytest
 
 from collectors import flush as fl
 from collectors.base import CollectorContext
-from diag.engines import MYSQL, POSTGRES
-from diag.errors import DiagError, ToolUnavailable
-from diag.targets import parse_target
+from diag.core.engines import MYSQL, POSTGRES
+from diag.core.errors import DiagError, ToolUnavailable
+from diag.core.targets import parse_target
 
 FAKE_PERF = r'''#!PYTHON
 import os, signal, sys, time

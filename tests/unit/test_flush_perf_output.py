@@ -9,7 +9,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from collectors import flush_perf as fl
-from diag.errors import ParseError
+from diag.core.errors import ParseError
 
 DATA = Path(__file__).resolve().parents[1] / "data" / "flush"
 EVENTS = ("syscalls:sys_enter_fsync", "syscalls:sys_enter_fdatasync", "syscalls:sys_enter_sync_file_range",

@@ -1,4 +1,4 @@
-"""reports.durability_view: window rates and per-step verdicts from planted bundles (no servers)."""
+"""reports.model.durability_view: window rates and per-step verdicts from planted bundles (no servers)."""
 
 from __future__ import annotations
 
@@ -11,9 +11,9 @@ from hypothesis import strategies as st
 
 from collectors.diskstats import DeviceInfo
 from collectors.fsync_test import GROUP_ONE, FsyncMethodResult, FsyncTestResult
-from diag.bundle import Bundle, safe_name
-from diag.schema import FlushDevice
-from reports import durability_view as dv
+from diag.core.bundle import Bundle, safe_name
+from diag.core.schema import FlushDevice, ResultRow
+from reports.model import durability_view as dv
 
 T0 = 1_700_000_000.0
 PG_SETTINGS = {"fsync": "on", "synchronous_commit": "on", "full_page_writes": "on", "wal_sync_method": "fdatasync"}
@@ -117,13 +117,13 @@ def test_window_rate_is_never_negative(values: list[float], rate_scale: float) -
 
 
 def test_commit_rate_by_workload() -> None:
-    assert dv.commit_rate({"workload": "insert", "tps": 500.0})[0] == 500.0
-    assert dv.commit_rate({"workload": "read-write", "tps": 500.0})[0] == 500.0
-    c, why = dv.commit_rate({"workload": "tpcc", "tps": 100.0})
+    assert dv.commit_rate(ResultRow(workload="insert", tps=500.0))[0] == 500.0
+    assert dv.commit_rate(ResultRow(workload="read-write", tps=500.0))[0] == 500.0
+    c, why = dv.commit_rate(ResultRow(workload="tpcc", tps=100.0))
     assert c == pytest.approx(90.0) and "0.9" in why
-    assert dv.commit_rate({"workload": "point-select", "tps": 9e4})[0] is None
-    assert dv.commit_rate({"workload": "custom", "tps": 10.0, "write_tps": 4.0})[0] == 4.0
-    assert dv.commit_rate({"workload": "insert"})[0] is None
+    assert dv.commit_rate(ResultRow(workload="point-select", tps=9e4))[0] is None
+    assert dv.commit_rate(ResultRow.from_dict({"workload": "custom", "tps": 10.0, "write_tps": 4.0}))[0] == 4.0
+    assert dv.commit_rate(ResultRow(workload="insert"))[0] is None
 
 
 def test_user_flush_capability_wins_over_the_test() -> None:

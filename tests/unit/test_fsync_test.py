@@ -13,7 +13,7 @@ import pytest
 
 from collectors import fsync_test as ft
 from collectors.diskstats import DeviceInfo, device_for_path, read_diskstats
-from diag.errors import DiagError
+from diag.core.errors import DiagError
 
 SECONDS = 0.2
 

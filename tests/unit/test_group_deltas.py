@@ -1,8 +1,8 @@
-"""reports.series.group_deltas: a group's CPU per interval from per-PID rows, with exited children found in
+"""reports.model.series.group_deltas: a group's CPU per interval from per-PID rows, with exited children found in
 the reaped seconds of their parent (collectors.procfs rows: ..., create_time, reaped_user_s, reaped_system_s,
 ppid) and counted once."""
 
-from reports.series import group_deltas
+from reports.model.series import group_deltas
 
 
 def row(user: float, system: float, born: float, reaped_user: float = 0.0, reaped_system: float = 0.0,

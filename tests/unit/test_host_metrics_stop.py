@@ -12,11 +12,11 @@ from pathlib import Path
 import pytest
 
 from collectors.node_exporter import scrape, scrape_reason
-from diag.bundle import Bundle
-from diag.errors import DiagError
-from reports.durability_view import remote_device_flushes
-from reports.evidence import evidence_rows
-from reports.series import source_stopped
+from diag.core.bundle import Bundle
+from diag.core.errors import DiagError
+from reports.model.durability_view import remote_device_flushes
+from reports.model.evidence import evidence_rows
+from reports.model.series import source_stopped
 
 URL = "http://db1:9100/metrics"
 T0 = 1_800_000_000.0  # the run's start; the step measures T0 + 10 .. T0 + 14

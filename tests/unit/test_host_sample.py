@@ -5,7 +5,7 @@ from pathlib import Path
 from collectors.diskstats import read_diskstats
 from collectors.host import HostCollector
 from collectors.base import CollectorContext
-from diag.targets import parse_target
+from diag.core.targets import parse_target
 
 
 def test_host_sample_has_counters_and_flushes():

@@ -1,4 +1,4 @@
-"""The interval merger (workloads.merge) fed named messages by hand: sums, latencies, edges, late clients.
+"""The interval merger (workloads.steps.merge) fed named messages by hand: sums, latencies, edges, late clients.
 
 Times are ``perf_counter_ns`` values of a made-up plan: the measured part starts
 at 10 s, intervals of 1 s, the end at 13.5 s (so the last interval is half long).
@@ -9,8 +9,8 @@ from __future__ import annotations
 import pytest
 
 from workloads import hist
-from workloads.merge import IntervalMerger, Totals
-from workloads.messages import Done, Go, IntervalCounts, decode
+from workloads.steps.merge import IntervalMerger, Totals
+from workloads.steps.messages import Done, Go, IntervalCounts, decode
 
 S = 1_000_000_000
 PLAN = Go(start_ns=9 * S, measure_ns=10 * S, end_ns=13 * S + S // 2, interval_ns=S)

@@ -7,8 +7,8 @@ import pytest
 from collectors.sql import MARKER, SqlUnavailable, sql_dir, statement_text
 from collectors.sql import pick_sql as _pick_sql
 from collectors.sql import sql_names as _sql_names
-from diag.engines import ENGINES, MYSQL
-from diag.errors import DiagError
+from diag.core.engines import ENGINES, MYSQL
+from diag.core.errors import DiagError
 
 SQL_DIR = sql_dir(MYSQL)
 

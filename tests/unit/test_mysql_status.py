@@ -9,8 +9,8 @@ from collectors.base import CollectorContext
 from collectors.mysql.common import redact_sql_secrets, to_number
 from collectors.parts import Parts
 from collectors.mysql.status import InnodbStatusArchive, MyStatusCollector, log_fsync_counter, status_record
-from diag.errors import DbError
-from diag.targets import parse_target
+from diag.core.errors import DbError
+from diag.core.targets import parse_target
 
 DATA = Path(__file__).resolve().parents[1] / "data"
 

@@ -102,3 +102,14 @@ def test_own_threads_are_not_counted():
             row(id=10, state="Commit")]
     counts, idle = classify(rows, {7: "RUNNING", 8: "RUNNING"}, PL, own=frozenset({7, 9, 10}))
     assert counts == Counter({"State:Commit": 1}) and idle == 0
+
+
+def test_classify_names_the_threads_in_a_lock_state() -> None:
+    rows = [{"id": 3, "user": "app", "command": "Query", "state": "Sending data", "info": "SELECT 1"},
+            {"id": 4, "user": "app", "command": "Query", "state": "Updating", "info": "UPDATE t SET n = 1"},
+            {"id": 5, "user": "app", "command": "Query", "state": "Waiting for table metadata lock",
+             "info": "ALTER TABLE t ADD c int"}]
+    locked: set[int] = set()
+    counts, _ = classify(rows, {3: "RUNNING", 4: "LOCK WAIT"}, PL, locked=locked)
+    assert locked == {4, 5}
+    assert counts["Lock:row"] == 1 and counts["Lock:metadata"] == 1

@@ -14,21 +14,23 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from diag.engines import ENGINES, Engine
-from workloads import custom, insert, nativelib, pgbench, program, sysbench, tpcc
+from diag.core.engines import ENGINES, Engine
+from workloads import custom, insert, pgbench, sysbench
+from workloads.native import nativelib, program
+from workloads.tpcc import tpcc
 from workloads.base import ClientCtx, Workload
-from workloads.client import NATIVE_WORKLOADS, client_driver_text
+from workloads.clients.client import NATIVE_WORKLOADS, client_driver_text
 from workloads.custom import SetCmd, parse_text
 from workloads.driver import WORKLOADS
-from workloads.messages import Ready, decode
-from workloads.program import Draw, Param, Program, Unsupported, compile_expr, reference_txn, seed_state
+from workloads.steps.messages import Ready, decode
+from workloads.native.program import Draw, Param, Program, Unsupported, compile_expr, reference_txn, seed_state
 
 CTX = ClientCtx(0, 1, 0.05, seed=3)
 
 
 def test_opcodes_and_limits_are_the_c_sides() -> None:
     mod = nativelib._native
-    assert mod is not None, "workloads/_native.c is not built: pip install -e ."
+    assert mod is not None, "workloads/native/_native.c is not built: pip install -e ."
     names = [n for n in vars(program) if n.startswith("OP_")]
     assert len(names) == 30
     for n in names + ["MAX_STR", "MAX_VARS", "MAX_STMTS", "MAX_PARAMS", "MAX_PROG", "MAX_STACK", "MAX_COLS",

@@ -1,4 +1,4 @@
-"""A compiled executor built from another _native.c than the checkout's is not called (workloads.nativelib)."""
+"""A compiled executor built from another _native.c than the checkout's is not called (workloads.native.nativelib)."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import hashlib
 from pathlib import Path
 from types import SimpleNamespace
 
-from workloads import nativelib
+from workloads.native import nativelib
 
 SOURCE = Path(nativelib.__file__).with_name("_native.c")
 
@@ -17,7 +17,7 @@ def _digest(p: Path) -> str:
 
 def test_this_checkouts_module_is_built_from_its_source() -> None:
     # pip install -e / build_ext --inplace ran before the tests: the module must be the source's
-    assert nativelib._native is not None, nativelib.STALE or "workloads._native is not compiled"
+    assert nativelib._native is not None, nativelib.STALE or "workloads.native._native is not compiled"
     assert nativelib._native.SOURCE_DIGEST == _digest(SOURCE)
     assert nativelib.STALE == ""
 
@@ -28,7 +28,7 @@ def test_a_module_of_another_source_is_stale_and_says_how_to_rebuild(tmp_path: P
     assert nativelib.stale_reason(SimpleNamespace(SOURCE_DIGEST=_digest(src)), src) == ""
     src.write_text("int x, y;\n")
     why = nativelib.stale_reason(SimpleNamespace(SOURCE_DIGEST="0123456789abcdef"), src)
-    assert "_native.c changed since workloads/_native was built" in why and "build_ext --inplace" in why
+    assert "_native.c changed since workloads/native/_native was built" in why and "build_ext --inplace" in why
 
 
 def test_unknown_digests_are_not_stale(tmp_path: Path) -> None:

@@ -18,7 +18,7 @@ from collectors.host import CPU_FIELDS, HostCollector
 from collectors.node_exporter import HOST_METRICS, host_record, missing_parts, storage_from_metrics
 from collectors.promtext import Sample, parse_line, parse_metrics
 from collectors.rates import counter_delta
-from diag.errors import ParseError
+from diag.core.errors import ParseError
 
 DATA = Path(__file__).resolve().parents[1] / "data" / "node_exporter"
 SRC = "node_exporter http://127.0.0.1:9100/metrics"

@@ -15,8 +15,8 @@ from hypothesis import strategies as st
 
 from collectors.profile import offcpu
 from collectors.profile.offcpu import SchedEvent
-from reports.offcpu_view import joined
-from diag.errors import UsageError
+from reports.views.offcpu_view import joined
+from diag.core.errors import UsageError
 
 TEXT = (Path(__file__).resolve().parents[1] / "data" / "perf" / "pg18_insert_sched.perf-script.txt").read_text()
 BACKENDS = (1901, 1902)

@@ -6,7 +6,7 @@ import pytest
 
 from collectors.parts import TIMEOUTS_BEFORE_OFF, Parts
 from collectors.sql import SqlUnavailable
-from diag.errors import DbError
+from diag.core.errors import DbError
 
 
 def _raise(err: Exception):

@@ -8,8 +8,8 @@ import pytest
 
 from collectors.sql import MARKER, SqlUnavailable, sql_dir, sql_names, statement_text
 from collectors.sql import pick_sql as _pick_sql
-from diag.engines import POSTGRES
-from diag.errors import DiagError
+from diag.core.engines import POSTGRES
+from diag.core.errors import DiagError
 
 SQL_DIR = sql_dir(POSTGRES)
 

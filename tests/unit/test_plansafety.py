@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from collectors.plansafety import plan_refusal
-from reports.render import render_bundle
+from reports.views.render import render_bundle
 
 SAVED = Path(__file__).resolve().parents[1] / "data" / "statements" / "planted_run"
 

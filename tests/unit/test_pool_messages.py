@@ -1,6 +1,6 @@
 """The pipe protocol's named messages, and the client pool with stand-in child functions (no database).
 
-The stand-ins are forked like the real client (:func:`workloads.loop.client_main`,
+The stand-ins are forked like the real client (:func:`workloads.steps.loop.client_main`,
 which the integration tests run); they only speak the protocol.
 """
 
@@ -12,8 +12,8 @@ from typing import Any
 
 import pytest
 
-from workloads.messages import Done, Fatal, Go, IntervalCounts, Lost, Ready, decode
-from workloads.pool import ClientPool
+from workloads.steps.messages import Done, Fatal, Go, IntervalCounts, Lost, Ready, decode
+from workloads.steps.pool import ClientPool
 
 
 def test_tagged_tuples_decode_to_named_messages() -> None:
@@ -127,3 +127,25 @@ def test_a_client_that_vanishes_mid_run_comes_out_as_fatal() -> None:
         pool.start(Go.plan(time.perf_counter_ns(), 0, 60, 1))
         got = _collect(pool, 10)
     assert got == [(0, Fatal("internal", "client process ended without reporting"))]
+
+
+def _group(indexes: list[int], spec: Any, pipes: list[Any], stop: Any) -> None:
+    """A stand-in for workloads.steps.mux.group_main: several clients, one process, a pipe each."""
+    for i, pipe in zip(indexes, pipes):
+        pipe.send(("ready", os.getpid(), True))
+    for i, pipe in zip(indexes, pipes):
+        assert isinstance(pipe.recv(), Go)
+        pipe.send(("iv", 0, i + 1, 1, {}, 0, {100: i + 1}, 0.0, {}))
+        pipe.send(Done(0.0, {}))
+
+
+def test_pool_groups_share_processes_and_keep_a_pipe_per_client() -> None:
+    with ClientPool(None, 7, groups=3, group_main=_group) as pool:  # type: ignore[arg-type]
+        ready = dict(pool.wait_ready(10))
+        assert sorted(ready) == list(range(7))
+        assert len({m.pid for m in ready.values()}) == 3  # contiguous shares of 2, 2 and 3 clients
+        pool.start(Go.plan(time.perf_counter_ns(), 0, 0.2, 0.1))
+        got = _collect(pool, 10)
+    ivs = sorted((i, m.transactions) for i, m in got if isinstance(m, IntervalCounts))
+    assert ivs == [(i, i + 1) for i in range(7)]
+    assert sorted(i for i, m in got if isinstance(m, Done)) == list(range(7))

@@ -106,9 +106,9 @@ def test_run_queue_wait_is_summed_over_a_threaded_process(tmp_path):
 
 def test_a_child_that_exits_between_samples_keeps_its_cpu_in_the_group():
     """A live parent's tree sampled before and after a CPU-burning child exits: the group's CPU increase
-    (reports.series.group_deltas, the host series' arithmetic) covers the child's whole run, though the
+    (reports.model.series.group_deltas, the host series' arithmetic) covers the child's whole run, though the
     second sample no longer sees the child, and counts it once."""
-    from reports.series import group_deltas
+    from reports.model.series import group_deltas
     code = ("import os, sys, time\n"
             "print('ready', flush=True)\n"
             "sys.stdin.readline()\n"

@@ -1,4 +1,4 @@
-"""diag.procs: children that die with their parent, and the supervisor that cleans up after a killed run.
+"""diag.core.procs: children that die with their parent, and the supervisor that cleans up after a killed run.
 
 Real processes only: a throwaway "run" process is SIGKILLed and what it started must go.
 """
@@ -14,7 +14,7 @@ import threading
 import time
 from pathlib import Path
 
-from diag.supervisor import start_ticks
+from diag.core.supervisor import start_ticks
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -42,7 +42,7 @@ def test_supervisor_stops_adopted_process_and_removes_its_directory_when_the_run
     run = _spawn(f"""
         import subprocess, time
         from pathlib import Path
-        from diag.procs import Supervisor
+        from diag.core.procs import Supervisor
         sup = Supervisor.start()
         Path({str(d)!r}).mkdir()
         srv = subprocess.Popen(["sleep", "300"], start_new_session=True)
@@ -65,7 +65,7 @@ def test_supervisor_touches_nothing_after_a_normal_goodbye(tmp_path: Path) -> No
     run = _spawn(f"""
         import subprocess
         from pathlib import Path
-        from diag.procs import Supervisor
+        from diag.core.procs import Supervisor
         sup = Supervisor.start()
         Path({str(d)!r}).mkdir()
         srv = subprocess.Popen(["sleep", "300"], start_new_session=True)
@@ -86,7 +86,7 @@ def test_supervisor_never_signals_a_reused_pid(tmp_path: Path) -> None:
     # A process that ended and was released by nothing: its PID's start time no longer matches.
     run = _spawn("""
         import subprocess, time
-        from diag.procs import Supervisor
+        from diag.core.procs import Supervisor
         sup = Supervisor.start()
         p = subprocess.Popen(["true"]); p.wait()
         sup.adopt(p.pid, grace_s=0.2)   # already gone: adopt records no start time
@@ -104,7 +104,7 @@ def test_die_with_parent_and_parent_watch() -> None:
     # parent -> child (guard_child) ; SIGKILL the parent, the child must end.
     parent = _spawn("""
         import os, sys, time
-        from diag.procs import guard_child
+        from diag.core.procs import guard_child
         me = os.getpid()
         pid = os.fork()
         if pid == 0:
@@ -128,7 +128,7 @@ def _ignore_sighup() -> None:
 def test_stop_signals_raise_interrupted_once_and_leave_an_ignored_sighup_ignored() -> None:
     p = subprocess.run([sys.executable, "-c", textwrap.dedent("""
         import os, signal, time
-        from diag.procs import Interrupted, install_stop_signals, interrupt_reason
+        from diag.core.procs import Interrupted, install_stop_signals, interrupt_reason
         print(install_stop_signals(), flush=True)
         try:
             os.kill(os.getpid(), signal.SIGTERM)
@@ -147,7 +147,7 @@ def test_stop_signals_raise_interrupted_once_and_leave_an_ignored_sighup_ignored
 def test_guarded_child_dies_of_sigterm_although_the_run_turned_it_into_an_exception() -> None:
     parent = _spawn("""
         import os, time
-        from diag.procs import guard_child, install_stop_signals
+        from diag.core.procs import guard_child, install_stop_signals
         install_stop_signals()
         me = os.getpid()
         pid = os.fork()
@@ -174,7 +174,7 @@ def test_guarded_child_dies_of_sigterm_although_the_run_turned_it_into_an_except
 def test_forked_child_drops_the_supervisor_pipe() -> None:
     p = _spawn("""
         import os
-        from diag.procs import Supervisor, guard_child
+        from diag.core.procs import Supervisor, guard_child
         sup = Supervisor.start()
         fd, me = sup.proc.stdin.fileno(), os.getpid()
         pid = os.fork()
@@ -196,7 +196,7 @@ def test_supervisor_kills_what_ignores_the_stop_signal_with_its_descendants_and_
     run = _spawn(f"""
         import signal, subprocess, sys, time
         from pathlib import Path
-        from diag.procs import Supervisor
+        from diag.core.procs import Supervisor
         sup = Supervisor.start()
         Path({str(early)!r}).mkdir()
         sup.adopt(None, directory={str(early)!r})
@@ -226,7 +226,7 @@ def test_supervisor_notices_the_run_is_gone_while_its_pipe_is_still_open() -> No
     # see that the run (its parent) died.
     run = _spawn("""
         import os, subprocess, time
-        from diag.procs import Supervisor
+        from diag.core.procs import Supervisor
         sup = Supervisor.start()
         srv = subprocess.Popen(["sleep", "300"], start_new_session=True)
         sup.adopt(srv.pid, grace_s=1)
@@ -255,7 +255,7 @@ def test_default_supervisor_is_started_once_and_cleans_up_after_a_killed_caller(
     run = _spawn(f"""
         import subprocess, time
         from pathlib import Path
-        from diag.procs import default_supervisor
+        from diag.core.procs import default_supervisor
         sup = default_supervisor()
         assert default_supervisor() is sup and sup.proc.poll() is None
         Path({str(d)!r}).mkdir()
@@ -274,7 +274,7 @@ def test_default_supervisor_is_started_once_and_cleans_up_after_a_killed_caller(
 
 
 def _supervisors_of(pid: int) -> list[int]:
-    """PIDs of the ``python -m diag.supervisor PID`` processes started for ``pid``, alive or not yet reaped."""
+    """PIDs of the ``python -m diag.core.supervisor PID`` processes started for ``pid``, alive or not yet reaped."""
     out = []
     for p in Path("/proc").iterdir():
         if p.name.isdigit():
@@ -282,7 +282,7 @@ def _supervisors_of(pid: int) -> list[int]:
                 argv = (p / "cmdline").read_bytes().split(b"\0")
             except OSError:
                 continue
-            if b"diag.supervisor" in argv and str(pid).encode() in argv:
+            if b"diag.core.supervisor" in argv and str(pid).encode() in argv:
                 out.append(int(p.name))
     return out
 
@@ -310,7 +310,7 @@ def test_forked_child_neither_ends_nor_uses_its_parents_default_supervisor(tmp_p
     run = _spawn(f"""
         import os, subprocess, sys, time
         from pathlib import Path
-        from diag import procs
+        from diag.core import procs
         sup = procs.default_supervisor()
         Path({str(d)!r}).mkdir()
         srv = subprocess.Popen(["sleep", "120"], start_new_session=True)
@@ -356,7 +356,7 @@ def test_default_supervisor_ends_with_a_normal_exit_and_stops_what_was_left(tmp_
     p = subprocess.run([sys.executable, "-c", textwrap.dedent(f"""
         import subprocess
         from pathlib import Path
-        from diag.procs import default_supervisor
+        from diag.core.procs import default_supervisor
         sup = default_supervisor()
         for d in ({str(kept)!r}, {str(left)!r}):
             Path(d).mkdir()

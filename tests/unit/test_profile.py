@@ -19,9 +19,11 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from collectors.profile import analyse, parse, procs, pyspy, record
-from diag.engines import MYSQL, POSTGRES
-from diag.errors import DiagError, ParseError, ToolUnavailable, UsageError
+from collectors.pg import procs as pg_procs
+from collectors.mysql import procs as my_procs
+from collectors.profile import analyse, parse, procs, proctree, pyspy, record
+from diag.core.engines import MYSQL, POSTGRES
+from diag.core.errors import DiagError, ParseError, ToolUnavailable, UsageError
 
 DATA = Path(__file__).resolve().parents[1] / "data" / "perf"
 PG_TEXT = (DATA / "pg15_pgbench_select.perf-script.txt").read_text(encoding="utf-8")
@@ -33,7 +35,7 @@ PG_CHECKPOINTER = 2190
 
 
 def pg_kind_of(tid: int, comm: str) -> str:
-    return procs.postgres_title_kind(PG_TITLES.get(tid, ""))
+    return pg_procs.postgres_title_kind(PG_TITLES.get(tid, ""))
 
 
 def headers(text: str) -> int:
@@ -132,7 +134,7 @@ def test_top_symbols_percentages_add_up(text: str) -> None:
     samples = parse.parse_perf_script(text)
     kinds = procs.stack_thread_kinds(samples)
     folded = parse.fold_samples(
-        samples, lambda tid, comm: kinds.get(tid) or procs.postgres_title_kind(PG_TITLES.get(tid, "")))
+        samples, lambda tid, comm: kinds.get(tid) or pg_procs.postgres_title_kind(PG_TITLES.get(tid, "")))
     rows = analyse.top_symbols(folded, by_kind=True, n=None)
     per_kind: dict[str, float] = {}
     for r in rows:
@@ -226,7 +228,7 @@ def test_parse_fuzz_gives_dict_or_parse_error(text: str) -> None:
     ("postgres: TimescaleDB Background Worker Scheduler", "bgworker"),
 ])
 def test_postgres_title_kind(title: str, kind: str) -> None:
-    assert procs.postgres_title_kind(title) == kind
+    assert pg_procs.postgres_title_kind(title) == kind
 
 
 def _fake_proc(root: Path, pid: int, ppid: int, comm: str, cmdline: str,
@@ -248,17 +250,17 @@ def test_postgres_process_kinds_from_proc_tree(tmp_path: Path) -> None:
     for pid, title in PG_TITLES.items():
         _fake_proc(tmp_path, pid, 1 if pid == pm else pm, "postgres", title)
     _fake_proc(tmp_path, 99, 1, "bash (odd) name", "bash")  # not a child: ignored
-    kinds = procs.postgres_process_kinds(pm, proc_root=tmp_path)
+    kinds = pg_procs.postgres_process_kinds(pm, proc_root=tmp_path)
     assert kinds == {2189: "postmaster", 2190: "checkpointer", 2191: "bgwriter", 2193: "walwriter",
                      2194: "logical replication launcher", 17021: "backend", 17023: "backend"}
     assert procs.process_kinds([17021, 2190], proc_root=tmp_path) == {17021: "backend", 2190: "checkpointer"}
-    assert procs.start_times([2190, 424242], tmp_path) == {2190: 1000 + 2190}
+    assert proctree.start_times([2190, 424242], tmp_path) == {2190: 1000 + 2190}
 
 
 def test_mysql_thread_kinds_from_names(tmp_path: Path) -> None:
     _fake_proc(tmp_path, 10, 1, "mysqld", "/usr/sbin/mysqld",
                {10: "mysqld", 11: "connection", 12: "ib_io_rd-1", 13: "ib_pg_flush_co", 14: "sig_handler"})
-    assert procs.mysql_thread_kinds(10, tmp_path) == {10: "thread", 11: "connection", 12: "innodb",
+    assert my_procs.mysql_thread_kinds(10, tmp_path) == {10: "thread", 11: "connection", 12: "innodb",
                                                   13: "innodb", 14: "sig_handler"}
     _fake_proc(tmp_path, 20, 1, "mariadbd", "/usr/sbin/mariadbd", {20: "mariadbd", 21: "mariadbd"})
     assert procs.process_kinds([20], tmp_path) == {20: "thread", 21: "thread"}

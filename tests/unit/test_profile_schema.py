@@ -1,13 +1,13 @@
-"""The typed profile record of a result row (diag.schema.profile): what the profile source writes loads, what
+"""The typed profile record of a result row (diag.core.schema.profile): what the profile source writes loads, what
 it could not have written is refused with the row named."""
 
 from __future__ import annotations
 
 import pytest
 
-from diag.schema.base import BundleFormatError
-from diag.schema.profile import OffCpuInfo, StepProfile
-from diag.schema.records import ResultRow
+from diag.core.schema.base import BundleFormatError
+from diag.core.schema.profile import OffCpuInfo, StepProfile
+from diag.core.schema.records import ResultRow
 
 # As the source wrote it in a run of the embedded PostgreSQL 18 (insert, 2 clients), by_kind_call trimmed.
 WRITTEN = {

@@ -13,11 +13,11 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from diag.errors import DbError
-from workloads import opcodes as op
-from workloads import tpcc_prog
-from workloads.program import Draw, Param, Program, Unsupported, compile_py, reference_txn, seed_state
-from workloads.progref import cents, parse_scaled
+from diag.core.errors import DbError
+from workloads.native import opcodes as op
+from workloads.tpcc import tpcc_prog
+from workloads.native.program import Draw, Param, Program, Unsupported, compile_py, reference_txn, seed_state
+from workloads.native.progref import cents, parse_scaled
 
 
 def _run(p: Program, results: Sequence[Sequence[Sequence[object]]] = (), seed: int = 1,

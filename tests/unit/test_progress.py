@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given, strategies as st
 
 from tests.terminal import FakeTTY, screen
-from workloads.progress import SweepBar, format_bar, hms
+from workloads.steps.progress import SweepBar, format_bar, hms
 
 
 

@@ -1,4 +1,4 @@
-"""diag.redact: every form a password takes in a DSN, a URL, a conninfo string or a command line, hidden."""
+"""diag.core.redact: every form a password takes in a DSN, a URL, a conninfo string or a command line, hidden."""
 
 from __future__ import annotations
 
@@ -9,11 +9,11 @@ from pathlib import Path
 
 import pytest
 
-from diag.engines.base import DriverInfo
-from diag.errors import UsageError
-from diag.redact import (MASK, RedactingStream, redact_argv, redact_text, redact_url, redact_userinfo, spellings,
+from diag.core.engines.base import DriverInfo
+from diag.core.errors import UsageError
+from diag.core.redact import (MASK, RedactingStream, redact_argv, redact_text, redact_url, redact_userinfo, spellings,
                          url_credentials)
-from diag.targets import parse_target
+from diag.core.targets import parse_target
 
 # (text as given, the password the target parses from it, the text as it must be written)
 DSN_FORMS = [

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from diag.errors import UsageError
+from diag.core.errors import UsageError
 from diag.run import Run, RunOptions
 from workloads.driver import DriverOptions
 

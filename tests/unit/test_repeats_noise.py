@@ -10,15 +10,15 @@ from pathlib import Path
 
 import pytest
 
-from diag.bundle import BundleWriter, load_bundle
-from diag.errors import DiagError
-from diag.schema import FORMAT, ResultRow
-from diag.stats import median
-from reports.compare import compare
-from reports.compare_sets import compare_sets, format_sets
+from diag.core.bundle import BundleWriter, load_bundle
+from diag.core.errors import DiagError
+from diag.core.schema import FORMAT, ResultRow
+from diag.core.stats import median
+from reports.model.compare import compare
+from reports.model.compare_sets import compare_sets, format_sets
 from reports.rules import noise
-from reports.significance import compare_samples, interval_samples, series_interval_tps
-from workloads.repeats import add_result, combine, tps_interval
+from reports.model.significance import compare_samples, interval_samples, series_interval_tps
+from workloads.steps.repeats import add_result, combine, tps_interval
 
 DATA = Path(__file__).resolve().parents[1] / "data" / "bundles"
 NOISY = DATA / "repeat_insert_pg_noisy"
@@ -27,25 +27,29 @@ SPREAD = "many_clients_pg_c200_host_stalled"
 SINGLE = sorted(p.name for p in DATA.iterdir() if (p / "run.json").exists() and p != NOISY and p.name != SPREAD)
 
 
-def _row(rep: int, tps: float, t0: float, ivs: list[float], **kw) -> dict:
-    return {"target": "a", "workload": "insert", "clients": 1, "repeat": rep, "tps": tps, "t_start": t0,
-            "t_end": t0 + 1, "transactions": int(tps), "latency_ms": {"p95": 1.0 / tps}, "interval_tps": ivs,
-            "complete": True, **kw}
+def _row(rep: int, tps: float, t0: float, ivs: list[float], **kw) -> ResultRow:
+    return ResultRow.from_dict({"target": "a", "workload": "insert", "clients": 1, "repeat": rep, "tps": tps,
+                                "t_start": t0, "t_end": t0 + 1, "transactions": int(tps),
+                                "latency_ms": {"p95": 1.0 / tps}, "interval_tps": ivs, "complete": True, **kw})
 
 
 def test_combine_takes_the_median_and_keeps_every_repeat() -> None:
     rows = [_row(1, 100.0, 10, [90, 110]), _row(2, 300.0, 20, [290, 310]), _row(3, 200.0, 30, [190, 210])]
     r = combine(rows)
-    assert r["tps"] == 200.0 and r["representative_repeat"] == 3 and (r["t_start"], r["t_end"]) == (30, 31)
-    assert [x["repeat"] for x in r["repeats"]] == [1, 2, 3] and r["repeat_count"] == 3 and "repeat" not in r
-    assert r["interval_tps"] == [90, 110, 290, 310, 190, 210]
-    ci = r["tps_ci"]  # 6 pooled intervals (< 6 repeats): [x(1), x(6)], coverage 1 - 2/64
+    assert r.tps == 200.0 and r.representative_repeat == 3 and (r.t_start, r.t_end) == (30, 31)
+    assert [x["repeat"] for x in r.repeats] == [1, 2, 3] and r.repeat_count == 3 and r.repeat is None
+    assert r.interval_tps == (90, 110, 290, 310, 190, 210)
+    assert r.tps_ci is not None
+    ci = r.tps_ci  # 6 pooled intervals (< 6 repeats): [x(1), x(6)], coverage 1 - 2/64
     assert ci["basis"] == "intervals" and (ci["low"], ci["high"], ci["level"]) == (90, 310, 0.9688)
     even = combine(rows[:2])  # of two, the lower: one repeat's own figure, with its window
-    assert even["tps"] == 100.0 and even["representative_repeat"] == 1 and even["t_start"] == 10
+    assert even.tps == 100.0 and even.representative_repeat == 1 and even.t_start == 10
     cut = combine([*rows[:2], _row(3, 5.0, 30, [5], complete=False, server_lost={"t": 31})])
-    assert cut["tps"] == 100.0 and cut["complete"] is False and cut["server_lost"] == {"t": 31}
-    assert ResultRow.from_dict(r).extra == {}  # every key is declared in the schema
+    assert cut.tps == 100.0 and cut.complete is False and cut.server_lost == {"t": 31}
+    assert ResultRow.from_dict(r.to_dict()) == r and r.extra == {}  # every key is declared in the schema
+    profiled = combine([_row(1, 100.0, 10, [100], profile={"folded": "a"}, client_profile={"b": 1}),
+                        _row(2, 300.0, 20, [300]), _row(3, 200.0, 30, [200], interrupted=True)])
+    assert profiled.profile == {"folded": "a"} and profiled.extra == {"client_profile": {"b": 1}} and profiled.interrupted
 
 
 def test_interval_basis_switches_to_repeats_at_six() -> None:
@@ -54,13 +58,13 @@ def test_interval_basis_switches_to_repeats_at_six() -> None:
 
 
 def test_add_result_rebuilds_the_step_row() -> None:
-    results: list[dict] = []
+    results: list[ResultRow] = []
     reps: dict = {}
-    add_result(results, reps, {"target": "b", "workload": "insert", "clients": 1, "tps": 5.0, "interval_tps": [4, 6]})
+    add_result(results, reps, ResultRow(target="b", workload="insert", clients=1, tps=5.0, interval_tps=(4, 6)))
     add_result(results, reps, _row(1, 100.0, 10, [100]))
     add_result(results, reps, _row(2, 120.0, 20, [120]))
-    assert [r["target"] for r in results] == ["b", "a"] and results[1]["repeat_count"] == 2
-    assert results[0]["tps_ci"]["n"] == 2
+    assert [r.target for r in results] == ["b", "a"] and results[1].repeat_count == 2
+    assert results[0].tps_ci is not None and results[0].tps_ci["n"] == 2
 
 
 def test_verdicts_on_known_values() -> None:
@@ -78,11 +82,11 @@ def test_verdicts_on_known_values() -> None:
 def test_saved_rows_read_intervals_from_the_series() -> None:
     b = load_bundle(DATA / "insert_flush_cap_120")  # format 2: no interval_tps in its rows
     assert b.source_format < 3 and b.run["format"] == FORMAT
-    row = b.results[0]
-    assert "interval_tps" not in row
+    assert "interval_tps" not in b.results[0]
+    row = b.rows[0]
     ivs = interval_samples(b, row)
     assert ivs == series_interval_tps(b, row) and len(ivs) == 3
-    assert sum(ivs) / len(ivs) == pytest.approx(row["tps"], rel=0.15)
+    assert sum(ivs) / len(ivs) == pytest.approx(row.tps, rel=0.15)
 
 
 def test_noisy_measurement_on_a_noisy_run_and_not_on_the_others() -> None:

@@ -7,11 +7,11 @@ import re
 import shutil
 from pathlib import Path
 
-from reports.charts import line_chart, reduce_series
-from reports.evidence_words import because_and_advice, evidence_items, key_figures, words
-from reports.navigation import step_id
-from reports.render import render_bundle
-from reports.unnamed import SHOWN_FROM, unnamed_note
+from reports.views.charts import line_chart, reduce_series
+from reports.views.evidence_words import because_and_advice, evidence_items, key_figures, words
+from reports.views.navigation import step_id
+from reports.views.render import render_bundle
+from reports.model.unnamed import SHOWN_FROM, unnamed_note
 
 BUNDLES = Path(__file__).resolve().parents[1] / "data" / "bundles"
 ONE_MINUTE_MAX_BYTES = 250_000  # issue 23: a one-minute run's report
@@ -100,10 +100,10 @@ def test_one_minute_report_weight_and_links(tmp_path):
 def test_compare_pages_lead_with_the_verdict(tmp_path):
     """The pair page: the verdict first, then the explanation and the statements A vs B; the sets page (--vs):
     a verdict line per step with the change and its interval."""
-    from diag.bundle import load_bundle
-    from reports.compare import compare
-    from reports.compare_report import render_comparison, render_sets
-    from reports.compare_sets import compare_sets
+    from diag.core.bundle import load_bundle
+    from reports.model.compare import compare
+    from reports.views.compare_report import render_comparison, render_sets
+    from reports.model.compare_sets import compare_sets
 
     shutil.copytree(BUNDLES / "repeat_insert_pg_noisy", tmp_path / "b")
     b = load_bundle(tmp_path / "b")

@@ -6,7 +6,7 @@ import json
 import shutil
 from pathlib import Path
 
-from reports.render import render_bundle
+from reports.views.render import render_bundle
 
 SAVED = Path(__file__).resolve().parents[1] / "data" / "bundles" / "point_select"
 

@@ -1,4 +1,4 @@
-"""Room for the clients (workloads.room, the engines' connection_limit kind): the arithmetic, the one line,
+"""Room for the clients (workloads.steps.room, the engines' connection_limit kind): the arithmetic, the one line,
 the driver's own file limit, and the refusal texts the servers send (saved from real refusals)."""
 
 from __future__ import annotations
@@ -7,9 +7,9 @@ import subprocess
 import sys
 from pathlib import Path
 
-from diag.engines import MYSQL, POSTGRES
-from diag.engines.base import ConnectionRoom, tightest
-from workloads.room import too_many_line
+from diag.core.engines import MYSQL, POSTGRES
+from diag.core.engines.base import ConnectionRoom, tightest
+from workloads.steps.room import too_many_line
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -43,7 +43,7 @@ def test_refusals_map_to_one_kind() -> None:
 
 def test_the_driver_raises_its_own_file_limit_or_says_it_cannot() -> None:
     code = ("import resource, sys\n"
-            "from workloads.room import ensure_fds, TooManyClients\n"
+            "from workloads.steps.room import ensure_fds, TooManyClients\n"
             "resource.setrlimit(resource.RLIMIT_NOFILE, (1024, 4096))\n"
             "ensure_fds(1000)\n"
             "print(resource.getrlimit(resource.RLIMIT_NOFILE)[0])\n"

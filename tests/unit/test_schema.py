@@ -1,4 +1,4 @@
-"""The bundle's typed records (diag.schema), the format stamp, and the loader's validation and migration."""
+"""The bundle's typed records (diag.core.schema), the format stamp, and the loader's validation and migration."""
 
 from __future__ import annotations
 
@@ -11,11 +11,11 @@ from pathlib import Path
 import pytest
 
 from collectors.host import PROC_FIELDS
-from diag.bundle import BundleWriter, load_bundle
-from diag.errors import DiagError
-from diag.schema import (FORMAT, FindingRecord, FlushCapabilityInfo, FlushDevice, FlushTarget, MetricDecl,
+from diag.core.bundle import BundleWriter, load_bundle
+from diag.core.errors import DiagError
+from diag.core.schema import (FORMAT, FindingRecord, FlushCapabilityInfo, FlushDevice, FlushTarget, MetricDecl,
                          MetricDeclarations, ResultRow, RunInfo, TargetInfo)
-from reports.series import (PROC_COLUMNS, SERIES_COLLECTORS, declarations, metric_series, metric_unit,
+from reports.model.series import (PROC_COLUMNS, SERIES_COLLECTORS, declarations, metric_series, metric_unit,
                             migrate_metrics)
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -68,7 +68,7 @@ def test_unknown_keys_are_kept() -> None:
 
 
 def test_finding_record_matches_the_rules_finding() -> None:
-    from reports.rules.base import Finding
+    from reports.model.steps import Finding
 
     f = Finding(category="cpu_bound", severity="warning", target="pg", title="t", evidence={"x": 1}, advice="a",
                 impact=0.5, workload="w", clients=2, extra={"k": "v"})
@@ -187,3 +187,25 @@ def test_format_1_bundle_renders_with_dbdiag_report(name: str, tmp_path: Path) -
     assert (path / "report.html").stat().st_size > 1000
     found = json.loads((path / "findings.json").read_text(encoding="utf-8"))["findings"]
     assert json.loads(json.dumps(found, sort_keys=True, default=str)) == GOLDEN[name]
+
+
+def test_a_row_states_its_measured_seconds_once(tmp_path: Path) -> None:
+    """Format 4: a row's measured seconds are ``measured_s`` only; rows of older bundles (``duration_s`` beside
+    an equal ``measured_s``, or ``duration_s`` alone before ``measured_s`` existed) load in that form, and -T
+    as planned stays run.json's ``options.duration_s``."""
+    w = BundleWriter(tmp_path / "r")
+    w.write_json("run.json", {"format": 3, "status": "complete", "options": {"duration_s": 10.0}})
+    w.write_json("results.json", {"results": [
+        {"target": "a", "workload": "insert", "clients": 1, "duration_s": 9.5, "measured_s": 9.5},
+        {"target": "a", "workload": "insert", "clients": 2, "duration_s": 10.0},  # before measured_s
+        {"target": "a", "workload": "insert", "clients": 4, "measured_s": 3.25, "complete": False}]})
+    b = load_bundle(tmp_path / "r")
+    assert b.source_format == 3 and b.run["format"] == FORMAT
+    assert [r.measured_s for r in b.rows] == [9.5, 10.0, 3.25]
+    assert not any("duration_s" in r for r in b.results) and not any("duration_s" in r.extra for r in b.rows)
+    assert b.info.planned_s == 10.0
+    # The writer writes the one form back, and the loader leaves a format-4 row as it is.
+    w.write_results(b.rows)
+    w.write_json("run.json", {**b.run})
+    again = load_bundle(tmp_path / "r")
+    assert again.source_format == FORMAT and [r.to_dict() for r in again.rows] == [r.to_dict() for r in b.rows]

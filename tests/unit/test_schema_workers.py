@@ -6,7 +6,7 @@ from typing import Any
 
 import pytest
 
-from diag.schema import BundleFormatError, ResultRow
+from diag.core.schema import BundleFormatError, ResultRow
 
 
 def _row(**extra: Any) -> dict[str, Any]:

@@ -1,7 +1,7 @@
-"""reports.sentences: the words that open each "Why is one slower" pair.
+"""reports.model.sentences: the words that open each "Why is one slower" pair.
 
 On accounting pairs built here (the right order and shares are known by construction), with settings
-verdicts from the real rules (reports.durability_settings), and on saved real bundles.
+verdicts from the real rules (reports.model.durability_settings), and on saved real bundles.
 """
 
 from __future__ import annotations
@@ -10,12 +10,12 @@ from pathlib import Path
 
 import pytest
 
-from diag.bundle import load_bundle
-from diag.engines import MYSQL, POSTGRES
-from reports.accounting import Component, StepAccounting
-from reports.compare import compare
-from reports.durability_settings import settings_verdict
-from reports.sentences import (Side, component_sentences, contributions, durability_differs, durability_sentence,
+from diag.core.bundle import load_bundle
+from diag.core.engines import MYSQL, POSTGRES
+from reports.model.accounting import Component, StepAccounting
+from reports.model.compare import compare
+from reports.model.durability_settings import settings_verdict
+from reports.model.sentences import (Side, component_sentences, contributions, durability_differs, durability_sentence,
                                joint_label, pair_sentences, side_names)
 
 DATA = Path(__file__).resolve().parents[1] / "data" / "bundles"

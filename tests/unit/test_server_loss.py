@@ -6,15 +6,15 @@ from __future__ import annotations
 import signal
 from pathlib import Path
 
-from diag.bundle import BundleWriter, load_bundle
-from diag.schema import ResultRow
+from diag.core.bundle import BundleWriter, load_bundle
+from diag.core.schema import ResultRow
 from diag.serverloss import exit_status, loss_line
-from diag.servers import free_port
-from diag.targets import parse_target
-from reports.findings import derive_findings
-from reports.rules.base import steps
-from workloads.messages import Aborted, Fatal, Lost, Reconnected, decode
-from workloads.stepend import StepCut, server_gone
+from diag.core.servers import free_port
+from diag.core.targets import parse_target
+from reports.rules.findings import derive_findings
+from reports.model.steps import steps
+from workloads.steps.messages import Aborted, Fatal, Lost, Reconnected, decode
+from workloads.steps.stepend import StepCut, server_gone
 
 S = 1_000_000_000
 

@@ -21,11 +21,12 @@ from collectors.mysql import MYSQL_COLLECTORS, MyStatusCollector
 from collectors.pg import PG_COLLECTORS, PgStatsCollector
 from collectors.registry import SourcePlan, engine_collectors, sources_for
 from collectors.step_profiles import ClientProfileSource, ServerProfileSource
-from diag.bundle import BundleWriter, read_jsonl
-from diag.engines import MYSQL, POSTGRES
-from diag.errors import DiagError
+from diag.core.bundle import BundleWriter, read_jsonl
+from diag.core.engines import MYSQL, POSTGRES
+from diag.core.errors import DiagError
+from diag.core.schema import ResultRow, UndeclaredPartError
 from diag.run import FSYNC_TEST_SECONDS, RunOptions, run_plan
-from diag.targets import parse_target
+from diag.core.targets import parse_target
 from workloads.driver import DriverOptions, StepInfo
 
 PG = parse_target("a=postgresql://u@127.0.0.1:5432/x")
@@ -77,7 +78,9 @@ class Marker(Collector):
     def step_started(self, info: Any) -> None:
         self.steps.append(info.clients)
 
-    def step_finished(self, info: Any, result: dict[str, Any]) -> dict[str, Any] | None:
+    row_fields = ("marker",)
+
+    def step_finished(self, info: Any) -> dict[str, Any] | None:
         return {"marker": len(self.steps)}
 
     def facts(self) -> dict[str, Any]:
@@ -156,9 +159,10 @@ def test_lifecycle_records_probes_metrics_and_facts_and_passes_step_hooks(tmp_pa
         info = StepInfo("a", "insert", 2, 1.0, time.time(), (11, 12))
         lc.step_started(info)
         assert lc.client_pids() == [11, 12] and marker.steps == [2]
-        row: dict[str, Any] = {"tps": 1.0}
-        lc.step_finished(info, row)
-        assert row == {"tps": 1.0, "marker": 1} and lc.client_pids() == []
+        row = ResultRow(tps=1.0)
+        got = lc.step_finished(info, row)
+        assert got.to_dict() == {**row.to_dict(), "marker": 1} and got.extra == {"marker": 1}
+        assert row.extra == {} and lc.client_pids() == []  # the step's record is not changed: a new one comes back
         time.sleep(0.3)
     finally:
         lc.stop(batch)
@@ -166,6 +170,52 @@ def test_lifecycle_records_probes_metrics_and_facts_and_passes_step_hooks(tmp_pa
     assert len(recs) >= 2 and [r["ticks"] for r in recs] == list(range(1, len(recs) + 1))
     assert lc.collector_pids() == [] and lc.batches == []
     json.dumps(run)  # run.json material
+
+
+class Overreach(Marker):
+    """Declares its marker but also writes the step's throughput."""
+
+    name = "overreach"
+
+    def step_finished(self, info: Any) -> dict[str, Any] | None:
+        return {"marker": 1, "tps": 0.0}
+
+
+def test_a_source_cannot_write_a_row_field_it_did_not_declare(tmp_path: Path) -> None:
+    lc, _run, _said = lifecycle(tmp_path)
+    batch = lc.start([Overreach(ctx(tmp_path))])
+    try:
+        info = StepInfo("a", "insert", 2, 1.0, time.time(), (11,))
+        lc.step_started(info)
+        with pytest.raises(UndeclaredPartError, match=r"overreach returned tps .*\(row_fields: marker\)"):
+            lc.step_finished(info, ResultRow(tps=1.0))
+    finally:
+        lc.stop(batch)
+
+
+class Misshapen(Marker):
+    """Declares statements but returns a list for them."""
+
+    name = "misshapen"
+    row_fields = ("statements",)
+
+    def step_finished(self, info: Any) -> dict[str, Any] | None:
+        return {"statements": ["not a record"]}
+
+
+def test_a_part_of_the_wrong_shape_is_left_out_and_said(tmp_path: Path) -> None:
+    lc, _run, _said = lifecycle(tmp_path)
+    c = ctx(tmp_path)
+    batch = lc.start([Misshapen(c), Marker(c)])
+    try:
+        info = StepInfo("a", "insert", 2, 1.0, time.time(), (11,))
+        lc.step_started(info)
+        got = lc.step_finished(info, ResultRow(target="a", workload="insert", clients=2, tps=1.0))
+    finally:
+        lc.stop(batch)
+    assert got.statements is None and got.extra == {"marker": 1}  # the other source's part is in
+    (ev,) = [e for e in read_jsonl(tmp_path / "b" / "events.jsonl") if e["kind"] == "source_part_refused"]
+    assert ev["collector"] == "misshapen" and "statements" in ev["message"]
 
 
 def test_a_source_that_does_not_get_ready_fails_a_strict_run_only(tmp_path: Path) -> None:

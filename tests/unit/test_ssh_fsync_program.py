@@ -19,7 +19,7 @@ from collectors.diskstats import device_for_path
 from collectors.fsync_test import _specs, best_flush_capability
 from collectors.ssh_fsync import SHIPPED, _result, remote_program
 from collectors.ssh_host import ssh_argv
-from diag.errors import DiagError
+from diag.core.errors import DiagError
 
 
 # CentOS/RHEL 7's python3 is 3.6: one that pyenv installed here (its python3.6 shim may not be on the version path).

@@ -3,6 +3,7 @@ parameter substitution and the cross-engine text normalisation of the A vs B tab
 
 from __future__ import annotations
 
+import copy
 import json
 from pathlib import Path
 from typing import Any
@@ -13,12 +14,15 @@ from collectors.base import CollectorContext
 from collectors.mysql.statements import MyStatementSource, substitute
 from collectors.plans import PlanFormatError, error_without_literals, my_plan_nodes, pg_plan_nodes, without_literals
 from collectors.statements import digest_delta, explainable, table_delta
-from diag.bundle import Bundle, load_bundle
-from diag.engines import MYSQL, POSTGRES
-from diag.schema import BundleFormatError, ResultRow, StatementPlan, StepStatements
-from diag.targets import parse_target
+from diag.core.bundle import Bundle, load_bundle
+from diag.core.engines import MYSQL, POSTGRES
+from diag.core.schema import BundleFormatError, ResultRow, StatementPlan, StepStatements
+from diag.core.targets import parse_target
+from reports.model.compare import compare
+from reports.model.plans import normalise, plan_difference
 from reports.rules.statements import full_scan, statement_hotspot
-from reports.statements_view import compare_pair, compare_statements, normalise, plan_difference, statement_sections
+from reports.views.statements_view import compare_pair, compare_statements, statement_sections
+from reports.views.verdict import pair_lines
 
 PLANS = Path(__file__).resolve().parents[1] / "data" / "plans"
 
@@ -179,7 +183,7 @@ def test_statement_section_and_versus_table_on_the_saved_run() -> None:
 def _custom_pair(txn_gap_us: float | None) -> dict[str, Any]:
     """The saved run's custom step compared as if both sides timed statements alike (two PostgreSQL servers)."""
     b = _saved()
-    (ra, sa), (rb, sb) = [(r, ResultRow.from_dict(r).step_statements) for r in b.results if r["workload"] == "custom"]
+    (ra, sa), (rb, sb) = [(r, r.step_statements) for r in b.rows if r.workload == "custom"]
     assert sa is not None and sb is not None
     return compare_pair("custom", 1, ra, sa, rb, sb, scopes=(POSTGRES, POSTGRES), txn_gap_us=txn_gap_us)
 
@@ -243,3 +247,22 @@ def test_plans_that_read_a_table_differently_are_said() -> None:
     said = plan_difference("q", "pg", pg, "my", my_look)  # a full scan against a key lookup of one table
     assert said == "The plans differ for 'q': pg reads sbtest1: full scan; my reads sbtest1: index", said
     assert plan_difference("q", "pg", pg, "my", None) == ""
+
+
+def test_the_comparison_says_a_plan_difference_right_after_its_headline() -> None:
+    """The saved run's lookups use the key on both engines: the pair's sentences say nothing of plans. With
+    MariaDB's lookup plan made a full read of sbtest1 (as without the primary key), the comparison says so
+    second, before the time components, and the report's verdict (its first two sentences) carries it."""
+    b = _saved()
+    (same,) = [e for e in compare(b) if e["workload"] == "custom"]
+    assert not [x for x in same["sentences"] if "plans differ" in x], same["sentences"]
+    b = copy.deepcopy(b)
+    (row,) = [r for r in b.results if r["workload"] == "custom" and r["target"] == "my"]
+    (look,) = [x for x in row["statements"]["statements"] if "where id" in x["text"].lower()]
+    look["plan"]["nodes"][0].update(node="ALL", full_scan=True)
+    (e,) = [e for e in compare(b) if e["workload"] == "custom"]
+    assert e["sentences"][1] == "The plans differ for 'SELECT c FROM dbdiag.sbtest1 WHERE id = $1': pg reads " \
+        "sbtest1: index; my reads sbtest1: full scan.", e["sentences"]
+    assert [x for x in e["sentences"] if "plans differ" in x] == [e["sentences"][1]]
+    (pair,) = pair_lines([e])
+    assert pair["sentences"][1] == e["sentences"][1]

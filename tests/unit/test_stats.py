@@ -1,9 +1,9 @@
-"""diag.stats against known values: scipy 1.17's mannwhitneyu (computed once, here as numbers), the
+"""diag.core.stats against known values: scipy 1.17's mannwhitneyu (computed once, here as numbers), the
 binomial order-statistic table for the median, R's wilcox.test interval for 10 vs 10, Mann-Kendall by hand."""
 
 import pytest
 
-from diag.stats import hodges_lehmann, mann_kendall, mann_whitney, median, median_ci, relative_spread
+from diag.core.stats import hodges_lehmann, mann_kendall, mann_whitney, median, median_ci, relative_spread
 
 
 def test_median():

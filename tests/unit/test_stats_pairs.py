@@ -1,7 +1,7 @@
 """The fast statistics give what the definitions give: checked against naive references written here.
 
-diag.stats computes S, the Theil-Sen slope and the Hodges-Lehmann shift without listing the pairs
-(diag.pairselect), and the interval of the median with one walk of the binomial sums. Each reference
+diag.core.stats computes S, the Theil-Sen slope and the Hodges-Lehmann shift without listing the pairs
+(diag.core.pairselect), and the interval of the median with one walk of the binomial sums. Each reference
 below is the textbook definition, O(n^2) or worse, written independently of the code under test (the
 median interval's is the old per-k sum). The selection's thresholds are lowered in some tests so that
 small inputs go through every path (sampling, narrowing, listing, a crowd of equal slopes). A last test
@@ -17,8 +17,8 @@ import time
 
 import pytest
 
-from diag import pairselect
-from diag.stats import hodges_lehmann, mann_kendall, median_ci
+from diag.core import pairselect
+from diag.core.stats import hodges_lehmann, mann_kendall, median_ci
 
 
 def naive_median(xs: list[float]) -> float:
@@ -70,7 +70,7 @@ KINDS = ("float", "int", "ramp", "drift", "stall", "const")
 
 @pytest.fixture
 def small_thresholds(monkeypatch: pytest.MonkeyPatch) -> None:
-    """Selection on a few hundred values instead of thousands: every path of diag.pairselect runs."""
+    """Selection on a few hundred values instead of thousands: every path of diag.core.pairselect runs."""
     monkeypatch.setattr(pairselect, "SMALL", 50)
     monkeypatch.setattr(pairselect, "ENUM_CAP", 300)
     monkeypatch.setattr(pairselect, "SAMPLE", 200)

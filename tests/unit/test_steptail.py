@@ -1,12 +1,12 @@
-"""A step's tail (workloads.steptail, workloads.merge with a tail): the load's run-on after the measured part,
+"""A step's tail (workloads.steps.steptail, workloads.steps.merge with a tail): the load's run-on after the measured part,
 where profiles record, summed apart from the step's figures."""
 
 from __future__ import annotations
 
-from workloads.merge import IntervalMerger, Totals
-from workloads.messages import Go, IntervalCounts
-from workloads.stepresult import WallClock
-from workloads.steptail import TailSum, measured_cpu, tail_line
+from workloads.steps.merge import IntervalMerger, Totals
+from workloads.steps.messages import Go, IntervalCounts
+from workloads.steps.stepresult import WallClock
+from workloads.steps.steptail import TailSum, measured_cpu, tail_line
 
 S = 1_000_000_000
 # measured part 10-13 s (3 intervals of 1 s), tail 13-15.5 s

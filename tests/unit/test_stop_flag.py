@@ -2,7 +2,7 @@
 
 The run used a ``multiprocessing.Event``: its ``set()`` waits for every sleeper in ``wait()`` to wake, and
 a sleeper killed there never does, so the run's clean-up hung and (its stop signals then ignored) only
-SIGKILL ended it. Both are shown on real forked processes: the Event hangs, :class:`diag.procs.StopFlag`
+SIGKILL ended it. Both are shown on real forked processes: the Event hangs, :class:`diag.core.procs.StopFlag`
 does not.
 """
 
@@ -17,13 +17,13 @@ import time
 from pathlib import Path
 
 from collectors.lifecycle import SharedPids
-from diag.procs import StopFlag
+from diag.core.procs import StopFlag
 
 ROOT = Path(__file__).resolve().parents[2]
 
 _KILL_A_WAITER = """
     import multiprocessing as mp, os, signal, sys, time
-    from diag.procs import StopFlag
+    from diag.core.procs import StopFlag
     ctx = mp.get_context("fork")
     flag = ctx.Event() if sys.argv[1] == "event" else StopFlag()
     kids = [ctx.Process(target=lambda: flag.wait(30), daemon=True) for _ in range(3)]

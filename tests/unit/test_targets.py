@@ -4,11 +4,11 @@ from pathlib import Path
 
 import pytest
 
-from diag import servers
-from diag.engines import ENGINES
-from diag.errors import UsageError
-from diag.redact import redact_argv
-from diag.targets import parse_target
+from diag.core import servers
+from diag.core.engines import ENGINES
+from diag.core.errors import UsageError
+from diag.core.redact import redact_argv
+from diag.core.targets import parse_target
 
 
 def test_postgres_url_with_password_and_label():

@@ -3,7 +3,7 @@
 import pytest
 
 from workloads.driver import DriverOptions, start_notes
-from workloads.tpcc import KEYING, MIX, THINK, mean_cycle_s, think_note
+from workloads.tpcc.tpcc import KEYING, MIX, THINK, mean_cycle_s, think_note
 
 
 def test_the_mean_cycle_is_the_mix_weighted_keying_and_think_time():

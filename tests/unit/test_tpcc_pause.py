@@ -12,7 +12,7 @@ from collections import Counter, defaultdict
 
 import pytest
 
-from workloads import tpcc, tpcc_sp
+from workloads.tpcc import tpcc, tpcc_sp
 from workloads.base import ClientCtx
 
 MIX = {"new_order": 0.45, "payment": 0.43, "order_status": 0.04, "delivery": 0.04, "stock_level": 0.04}

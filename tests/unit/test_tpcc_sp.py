@@ -6,12 +6,12 @@ from collections import Counter
 
 import pytest
 
-from diag.engines import MYSQL, POSTGRES
-from diag.errors import DiagError
-from diag.sqlfiles import SqlUnavailable, pick_in
-from workloads import tpcc, tpcc_sp
+from diag.core.engines import MYSQL, POSTGRES
+from diag.core.errors import DiagError
+from diag.core.sqlfiles import SqlUnavailable, pick_in
+from workloads.tpcc import tpcc, tpcc_sp
 from workloads.base import ClientCtx
-from workloads.program import Draw, reference_txn, seed_state
+from workloads.native.program import Draw, reference_txn, seed_state
 
 N = 3000
 

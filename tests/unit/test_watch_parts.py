@@ -17,14 +17,15 @@ import psutil
 import pytest
 from hypothesis import given, strategies as st
 
-from diag.errors import UsageError
-from workloads.loadcmd import LoadCommand
+from diag.core.errors import UsageError
+from diag.core.schema import ResultRow
+from workloads.watch.loadcmd import LoadCommand
 
 from collectors.peers import connected_clients, own_tree, server_addresses
-from reports.watch_view import MIN_TPS, _cores, one_step_row, phases, sample_windows, unseen
-from workloads.progress_lines import ProgressPoint, Summary, merge_summaries, parse_line
-from workloads.watch_counters import Reading, window_counts
-from workloads.watchresult import client_side, mean_clients, window_row
+from reports.model.watch_view import MIN_TPS, _cores, one_step_row, phases, sample_windows, unseen
+from workloads.watch.progress_lines import ProgressPoint, Summary, merge_summaries, parse_line
+from workloads.watch.watch_counters import Reading, window_counts
+from workloads.watch.watchresult import client_side, mean_clients, window_row
 
 DATA = Path(__file__).resolve().parents[1] / "data" / "watch"
 
@@ -114,8 +115,9 @@ def test_row_and_clients():
     c = window_counts("postgres", _reading(0, transactions=0, busy_ms=0), _reading(4, transactions=400,
                                                                                      busy_ms=200), 0)
     row = window_row("pg", "postgresql", 3, 100.0, 104.0, c, [3, 4, 4, 5])
-    assert row["workload"] == "watch#03" and row["clients"] == 4 and row["tps"] == 100.0
-    assert row["latency_ms"]["mean"] == 0.5 and row["latency_ms"]["p95"] is None
+    assert row.workload == "watch#03" and row.clients == 4 and row.tps == 100.0
+    assert row.latency_ms["mean"] == 0.5 and row.latency_ms["p95"] is None
+    assert row.watch is not None and row.watch.window == 3 and row.watch.sessions_seen == (3, 4, 4, 5)
     assert mean_clients([]) == 1 and mean_clients([0, 0]) == 1
 
 
@@ -126,9 +128,10 @@ def test_client_side_takes_the_lines_inside_the_window():
     assert client_side(pts, 103.0, 104.0) is None
 
 
-def _row(i: int, tps: float) -> dict:
-    return {"target": "pg", "workload": f"watch#{i:02d}", "window": i, "tps": tps, "transactions": tps * 2,
-            "duration_s": 2.0, "t_start": 100.0 + 2 * i, "t_end": 102.0 + 2 * i}
+def _row(i: int, tps: float, **fields: object) -> ResultRow:
+    return ResultRow.from_dict({"target": "pg", "workload": f"watch#{i:02d}", "window": i, "tps": tps,
+                                "transactions": int(tps * 2), "measured_s": 2.0, "t_start": 100.0 + 2 * i,
+                                "t_end": 102.0 + 2 * i, "source": "server", **fields})
 
 
 def test_phases_split_on_limit_and_throughput():
@@ -155,15 +158,15 @@ def test_load_command_lines_status_and_a_missing_tool(tmp_path):
 def test_compare_samples_are_the_windows_inside_the_command():
     """The window the command started in (mostly before its clients connected) and the short one it ended in
     are in the totals, not throughput samples; a stalled window inside its life is a sample (0 tps)."""
-    rows = [_row(1, 5), _row(2, 1000), _row(3, 0), _row(4, 1100), {**_row(5, 900), "duration_s": 0.3,
-                                                                    "t_end": 110.3}]
+    rows = [_row(1, 5), _row(2, 1000), _row(3, 0), _row(4, 1100), _row(5, 900, measured_s=0.3, t_end=110.3)]
     inside = sample_windows(rows, (103.5, 110.3))
-    assert [r["window"] for r in inside] == [2, 3, 4]
-    step = one_step_row([r for r in rows if r["tps"] >= MIN_TPS], inside)
-    assert step["interval_tps"] == [1000, 0, 1100] and step["transactions"] == sum(
-        r["transactions"] for r in rows if r["tps"] >= MIN_TPS)
+    assert [r.watch and r.watch.window for r in inside] == [2, 3, 4]
+    step = one_step_row([r for r in rows if (r.tps or 0) >= MIN_TPS], inside)
+    assert step.interval_tps == (1000, 0, 1100) and step.transactions == sum(
+        r.transactions or 0 for r in rows if (r.tps or 0) >= MIN_TPS)
+    assert step.workload == "watch" and step.watch is not None and step.watch.windows == (1, 2, 4, 5)
     # without a command: the loaded windows at least half as long as the longest
-    assert [r["window"] for r in sample_windows(rows, None)] == [1, 2, 4]
+    assert [r.watch and r.watch.window for r in sample_windows(rows, None)] == [1, 2, 4]
 
 
 def test_connected_clients_finds_a_local_process_on_the_port():
@@ -207,11 +210,10 @@ def test_connected_clients_finds_a_local_process_on_the_port():
 def test_unseen_says_which_local_clients_were_measured():
     class B:
         run = {"kind": "watch", "watch": {}}
-        results = [{**_row(1, 100), "source": "server", "local_clients": {"pids": [7], "names": ["pgbench"],
-                                                                          "unreadable": 0}}]
+        rows = [_row(1, 100, local_clients={"pids": [7], "names": ["pgbench"], "unreadable": 0})]
     assert any("measured for the processes of this host connected to the server (pgbench)" in u
                for u in unseen(B()))  # type: ignore[arg-type]
-    B.results = [{**_row(1, 100), "source": "server", "local_clients": {"pids": [], "names": [], "unreadable": 0}}]
+    B.rows = [_row(1, 100, local_clients={"pids": [], "names": [], "unreadable": 0})]
     assert any(u.startswith("client CPU: not known") for u in unseen(B()))  # type: ignore[arg-type]
 
 

@@ -10,12 +10,12 @@ from __future__ import annotations
 
 import pytest
 
-from diag.db import DriverInfo
-from diag.targets import parse_target
+from diag.core.db import DriverInfo
+from diag.core.targets import parse_target
 from workloads.base import ClientCtx
-from workloads.dask_steps import share_starts, split_clients
-from workloads.loop import ClientSpec
-from workloads.tpcc import Tpcc
+from workloads.remote.dask_steps import share_starts, split_clients
+from workloads.steps.loop import ClientSpec
+from workloads.tpcc.tpcc import Tpcc
 
 
 def _share_specs(n: int, workers: int, rate: float | None, scale: float = 2.0) -> list[ClientSpec]:

@@ -9,17 +9,17 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from diag.engines import ENGINES, Engine
-from diag.errors import DbError, UsageError
+from diag.core.engines import ENGINES, Engine
+from diag.core.errors import DbError, UsageError
 from workloads import hist
-from workloads import load as wload
-from workloads.client import CLIENT_CLASSES
-from workloads.load import RowFormat, dialect
+from workloads import tables
+from workloads.engines import workload_parts
+from workloads.load import RowFormat
 from workloads.pgbench import pgbench_dataset
 from workloads.sysbench import sbtest_dataset
 from workloads.custom import SetCmd, SqlCmd, parse_script, parse_text
 from workloads.driver import WORKLOADS, DriverOptions, validate
-from workloads.sql import Stmt, my_literal, pg_literal
+from workloads.clients.sql import Stmt, my_literal, pg_literal
 
 
 def _eval(cmds: list, seed: int = 1) -> dict[str, int]:
@@ -156,10 +156,10 @@ def test_keyed_shape_only_for_pgbench_s_scripts(text: str, shape: tuple[int, int
 @pytest.mark.parametrize("engine", ENGINES, ids=[e.name for e in ENGINES])
 def test_every_engine_has_workload_clients_and_a_loader(engine: Engine) -> None:
     """The per-engine registries of the workloads layer cover every engine, for every driver it may pick."""
-    assert {d for d, _ in engine.drivers} <= set(CLIENT_CLASSES[engine.name])
-    assert all(cls.engine == engine.name for cls in CLIENT_CLASSES[engine.name].values())
-    d = dialect(engine)
-    assert d is dialect(engine.name) and d.load_table is not None and d.container
+    parts = workload_parts(engine)
+    assert {d for d, _ in engine.drivers} <= set(parts.clients)
+    assert all(cls.engine == engine.name for cls in parts.clients.values())
+    assert parts.load_table is not None and engine.load_container
 
 
 def test_sbtest_rows_have_their_own_c_and_pad_in_no_id_order() -> None:
@@ -185,5 +185,5 @@ def test_point_lookup_rows_are_the_same_in_both_row_formats() -> None:
         for fmt in RowFormat:
             sep = "," if fmt is RowFormat.VALUES else ""  # VALUES chunks are joined by commas; COPY lines end in \n
             fast = sep.join(text for _, text in t.chunks(fmt))
-            generic = sep.join(text for _, text in wload._GENERIC[fmt](t.rows()))
+            generic = sep.join(text for _, text in tables._GENERIC[fmt](t.rows()))
             assert fast == generic and sum(n for n, _ in t.chunks(fmt)) == t.count, (t.name, fmt)

@@ -19,8 +19,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[3]))
 
-from diag import servers  # noqa: E402
-from diag.db import Session  # noqa: E402
+from diag.core import servers  # noqa: E402
+from diag.core.db import Session  # noqa: E402
 from diag.run import Run, RunOptions  # noqa: E402
 from workloads.driver import DriverOptions  # noqa: E402
 

@@ -1,0 +1,1 @@
+"""What the report computes from a bundle: accounting, limits, durability, series, significance, comparison."""

@@ -1,0 +1,1 @@
+"""Client load from the workers of a Dask cluster (``--workers``)."""

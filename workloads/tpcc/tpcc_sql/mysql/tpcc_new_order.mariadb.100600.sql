@@ -1,0 +1,1 @@
+tpcc_new_order.mysql.80004.sql

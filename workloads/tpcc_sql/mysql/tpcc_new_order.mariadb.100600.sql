@@ -1,1 +1,0 @@
-tpcc_new_order.mysql.80004.sql
