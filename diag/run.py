@@ -315,11 +315,13 @@ class Run:
                             rt.server.stop()
                 if self.supervisor is not None:
                     self.supervisor.close()
-                # a stop the run handled as its normal end (a watch's Ctrl-C) is not one during the clean-up
-                late = stop_requested() if status != "interrupted" and stop_count() > self.stops_handled else None
+                late = self._late_stop(status)
                 if late:  # the work was done, the clean-up was asked to stop: said so, and exit as interrupted
                     status, error = "interrupted", f"interrupted by {late} during the clean-up"
                 self._close(status, error)
+                if not late and (late := self._late_stop(status)):  # came while the report was rendered
+                    with contextlib.suppress(BundleWriteError):
+                        self._write_run_json(status="interrupted", error=f"interrupted by {late} during the clean-up")
         if late:
             raise Interrupted(late)
         if self.lost:
@@ -329,6 +331,11 @@ class Run:
         if self.aborted:
             raise StepsAborted("; ".join(self.aborted))
         return self.path
+
+    def _late_stop(self, status: str) -> str | None:
+        """The stop signal that came after the work (during the clean-up), if one did; a stop the run handled
+        as its normal end (a watch's Ctrl-C) is not one."""
+        return stop_requested() if status != "interrupted" and stop_count() > self.stops_handled else None
 
     def _close(self, status: str, error: str) -> None:
         """How the run ended into run.json and events, then the report.

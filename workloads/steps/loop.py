@@ -135,6 +135,7 @@ class ClientLoop:
         self.errors: Counter[str] = Counter()
         self.samples: dict[str, list[str]] = {}
         self.retries = self.reconnects = 0
+        self.in_statement_ns = 0  # set by a process of many clients before a report (IntervalCounts)
         if start_ns >= measure_ns:
             self.k, self.boundary = 0, measure_ns + interval_ns
             self.cpu0 = self.cpu_mark = self._cpu()
@@ -279,7 +280,8 @@ class ClientLoop:
                                       extra=dict(self.runner.extra), reconnects=self.reconnects,
                                       statement_latency_us=(self.runner.statement_latency() if
                                                             self.runner.statement_latency is not None else {}),
-                                      connect_ns=self.runner.connect_ns() if self.runner.connect_ns is not None else 0))
+                                      connect_ns=self.runner.connect_ns() if self.runner.connect_ns is not None else 0,
+                                      in_statement_ns=self.in_statement_ns))
         self.errors.clear()
         self.retries = self.reconnects = 0
         self.runner.extra.clear()

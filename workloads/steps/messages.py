@@ -86,6 +86,10 @@ class IntervalCounts(NamedTuple):
     # {statement text: {µs: count}}: per-statement latencies (the native executor's; {} from the Python loop)
     statement_latency_us: dict[str, dict[int, int]] = {}
     connect_ns: int = 0         # spent opening connections (--connect-per-transaction), part of the latencies
+    # How long the statement in flight when it reported had been running (ns; 0: between transactions). A
+    # process of many clients reports a client inside a long statement too (what it completed in the
+    # interval), so the parent takes its silence from this, not from the report's arrival.
+    in_statement_ns: int = 0
 
 
 class Lost(NamedTuple):

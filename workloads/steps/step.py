@@ -197,8 +197,8 @@ class Step:
                     self._stuck(pool, list(pool.live.values()), plan, now)
                 for idx in pool.abandon():  # close() terminates them; the stuck line above said why
                     self.totals.client_error("stuck", "client still in a statement: terminated")
-                    # Found stuck later than the first (clients sharing a process report until their own
-                    # statement is an interval old): their sessions are ended too, once the processes are gone.
+                    # Found stuck later than the first (a client whose statement started after the first's):
+                    # their sessions are ended too, once the processes are gone.
                     if self.sessions.get(idx, 0) not in self._to_end:
                         self._to_end.append(self.sessions.get(idx, 0))
                 break
@@ -220,13 +220,20 @@ class Step:
         self._write(merger.rest(self._stopped_ns))
         self.row = self._finish(interrupted=False)
 
+    def _hear(self, idx: int, msg: object) -> None:
+        """Client ``idx`` sent ``msg``: it was last between transactions now, or, reporting from inside a
+        statement (a process of many clients), when that statement started."""
+        now = time.perf_counter_ns()
+        busy = msg.in_statement_ns if isinstance(msg, IntervalCounts) else 0
+        self._heard[idx] = max(self._heard.get(idx, 0), now - busy) if busy else now
+
     def _receive(self, pool: ClientPool, timeout_s: float, until_ns: int) -> bool:
         """Handle what the clients sent (waiting up to ``timeout_s`` for the first), then read on while more is
         waiting, until ``until_ns``; True when nothing was left unread (the pipes drained)."""
         got = pool.receive(timeout_s)
         while got:
             for idx, msg in got:
-                self._heard[idx] = time.perf_counter_ns()
+                self._hear(idx, msg)
                 self._handle(idx, msg)
             if time.perf_counter_ns() >= until_ns or not pool.live:
                 return not pool.live
@@ -347,7 +354,7 @@ class Step:
             if all(now - self._heard.get(i, since) > quiet_ns for i in pool.live.values()):
                 break
             for idx, msg in pool.receive(min(max(deadline - time.monotonic(), 0), WAKE_NS / 1e9)):
-                self._heard[idx] = time.perf_counter_ns()
+                self._hear(idx, msg)
                 self._handle(idx, msg)
         if self._merger is not None:
             self._stopped_ns = min(self._merger.plan.end_ns, time.perf_counter_ns())
