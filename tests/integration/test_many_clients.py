@@ -10,12 +10,19 @@ max_connections=1100, 4 s steps; start-up (connecting every client) is its own f
 from __future__ import annotations
 
 import json
+import os
 import re
+import subprocess
+import sys
+import threading
+import time
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 
 from diag.core import servers
+from diag.core.db import Session
 from tests.integration.test_cli_errors import dbdiag
 
 SECONDS = 4
@@ -70,3 +77,54 @@ def test_many_clients_share_processes_and_every_interval_is_true(big, clients, t
     shown = [float(m.group(1)) for m in re.finditer(rf"c={clients}: tps\s+([\d.]+)", p.stderr)]
     want = [r["transactions"] / r["interval_s"] for r in recs]
     assert len(shown) == len(want) and all(abs(a - b) <= 0.06 + 1e-3 * b for a, b in zip(shown, want)), (shown, want)
+
+
+# -- a long statement inside a shared process: the interval is still whole, and on time ---------------------------
+
+LOCK_S = 4.0  # longer than an interval plus the parent's grace (2 s): a client silent through it would be late
+
+
+def _hold_lock(srv: servers.ThrowawayServer, seconds: float) -> None:
+    """Every client's next point select waits ``seconds`` behind a table lock held by another session."""
+    with Session(srv.target(), statement_timeout_ms=0) as s:
+        if srv.engine == "postgres":
+            s.execute("BEGIN")
+            s.execute("LOCK TABLE dbdiag.sbtest1 IN ACCESS EXCLUSIVE MODE")
+            time.sleep(seconds)
+            s.execute("COMMIT")
+        else:
+            s.execute("LOCK TABLES dbdiag.sbtest1 WRITE")
+            time.sleep(seconds)
+            s.execute("UNLOCK TABLES")
+
+
+def test_clients_inside_a_long_statement_still_report_their_interval(big, tmp_path):
+    """40 clients in 2 processes; a lock held 4 s mid-step keeps every client inside one statement. Before, a
+    client of a shared process in a statement longer than an interval said nothing until it returned, so what it
+    had completed before the lock reached the parent after its interval was written (counted in a later one:
+    ``intervals_late``). Now each reports on time with how long its statement has run."""
+    out = tmp_path / "b"
+    cmd = [sys.executable, "-m", "diag", "run", big.dsn(), "-c", "40", "-T", "8", "--warmup", "0.5", "--no-collect",
+           "--no-profile", "--statement-timeout", "30", "--out", str(out)]
+    env = {**os.environ, "DBDIAG_MUX": "1", "DBDIAG_MUX_PROCS": "2"}
+    p = subprocess.Popen(cmd, stderr=subprocess.PIPE, stdout=subprocess.DEVNULL, text=True, env=env,
+                         cwd=str(Path(__file__).resolve().parents[2]))
+    assert p.stderr is not None
+    lines, held = [], threading.Thread(target=_hold_lock, args=(big, LOCK_S), daemon=True)
+    for ln in p.stderr:
+        lines.append(ln)
+        if "[  1.0s] point-select c=40" in ln and not held.is_alive():
+            held.start()
+    assert p.wait(120) == 0, "".join(lines)[-3000:]
+    held.join(10)
+    (row,) = json.loads((out / "results.json").read_text())["results"]
+    assert "many connections per process" in row["driver"] and row["complete"] is True, row
+    recs = [json.loads(ln) for f in (out / "series").glob("workload--*.jsonl") for ln in f.read_text().splitlines()]
+    counts = [r["transactions"] for r in recs]
+    assert sum(counts) == row["transactions"] > 0
+    # The lock shows as intervals with no transaction, between intervals with many.
+    assert counts[0] > 0 and counts[-1] > 0 and sum(1 for c in counts if c == 0) >= 2, counts
+    events = [json.loads(ln) for ln in (out / "events.jsonl").read_text().splitlines()]
+    late = [e["message"] for e in events if e["kind"] == "intervals_late"]
+    assert not late, (late, counts)
+    assert "stuck" not in row, row["stuck"]

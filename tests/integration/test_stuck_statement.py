@@ -373,8 +373,9 @@ def test_a_stuck_commit_among_clients_sharing_a_process(stuck_pg: str, tmp_path:
 
 def test_statement_timeout_finds_a_silent_client_among_others(stuck_pg: str, tmp_path: Path, runs: list[Run],
                                                               monkeypatch: pytest.MonkeyPatch) -> None:
-    """--statement-timeout during the step: a client of a shared process whose statement has not returned goes
-    silent, as a client blocked in it would, and the step is cut at the bound."""
+    """--statement-timeout during the step: a client of a shared process whose statement has not returned is
+    found from when that statement started (its process reports it as in a statement since then), as a client
+    blocked in its own process would be by its silence, and the step is cut at the bound."""
     monkeypatch.setenv("DBDIAG_MUX", "1")
     monkeypatch.setenv("DBDIAG_MUX_PROCS", "2")
     out = tmp_path / "b"
