@@ -172,7 +172,9 @@ def test_steady_state_check_sees_a_planted_checkpoint(tmp_path: Path, pg_server)
     done: list[str] = []
     th = threading.Thread(target=_plant_checkpoint, args=(out, pg_server.dsn(), 0.6, done), daemon=True)
     th.start()
-    _run(out, f"pg={pg_server.dsn()}", "-T", "1.5", "--warmup", "0.2", "--report-interval", "0.25")
+    # 3 s: the checkpoint's span is placed between two statistics records a second apart, and a checkpoint that
+    # crosses one (CI: -0.28 .. 1.72 s) touched every interval of a 1.5 s window, leaving none to compare with.
+    _run(out, f"pg={pg_server.dsn()}", "-T", "3", "--warmup", "0.2", "--report-interval", "0.25")
     th.join(10)
     assert done, "the CHECKPOINT was not issued"
     found = json.loads((out / "findings.json").read_text())["findings"]
