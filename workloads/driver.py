@@ -24,6 +24,7 @@ from typing import TextIO
 from diag.core.bundle import BundleWriter
 from diag.core.db import DriverInfo, Session, own_app_name
 from diag.core.errors import DiagError, StatementStuck, UsageError
+from diag.core.schema import ResultRow
 from diag.core.targets import Target
 from workloads.base import Workload
 from workloads.clients.client import ISOLATION_SQL, PROTOCOLS, fastest_driver, open_client
@@ -113,7 +114,7 @@ def sweep_bar(out: TextIO | None, targets: int, workloads: list[str], opts: Driv
 
 def run_sweep(target: Target, workloads: list[str], opts: DriverOptions, bundle: BundleWriter,
               hooks: StepHooks | None = None, progress: TextIO | None = sys.stderr,
-              bar: SweepBar | None = None) -> list[dict]:
+              bar: SweepBar | None = None) -> list[ResultRow]:
     """Load data as needed, then for each workload and each client count run one step; return result rows.
 
     Lines go to ``progress`` through ``bar``, the progress bar of the whole run
@@ -197,10 +198,10 @@ def _load(s: Session, target: Target, wls: list[Workload], opts: DriverOptions, 
 
 
 def _sweep(target: Target, workloads: list[str], opts: DriverOptions, bundle: BundleWriter,
-           hooks: StepHooks | None, progress: TextIO | None, bar: SweepBar) -> list[dict]:
+           hooks: StepHooks | None, progress: TextIO | None, bar: SweepBar) -> list[ResultRow]:
     p = prepare(target, workloads, opts, bundle, progress, bar)
     wls, drv, product = p.workloads, p.drv, p.product
-    rows: list[dict] = []
+    rows: list[ResultRow] = []
     series = bundle.series(f"workload--{target.label}")
     cluster = dask_steps.Cluster(opts.workers, bundle) if opts.workers else None
     if cluster is not None:  # no tail on Dask workers: a profile there records inside the measured part
@@ -251,7 +252,7 @@ def _skip(bundle: BundleWriter, bar: SweepBar, target: Target, left: list[str],
 
 def run_interleaved(targets: list[Target], workloads: list[str], opts: DriverOptions, bundle: BundleWriter,
                     hooks: StepHooks | None = None, progress: TextIO | None = sys.stderr,
-                    bar: SweepBar | None = None) -> dict[str, list[dict]]:
+                    bar: SweepBar | None = None) -> dict[str, list[ResultRow]]:
     """Every step ``opts.repeat`` times, interleaved across targets: for each (workload, clients) repeat 1
     of every target, then repeat 2 of every target, and so on (A1 B1 A2 B2 ...), so a drift of the
     machine (other load, a warming cache, the host's own jobs) hits each target alike.
@@ -264,7 +265,7 @@ def run_interleaved(targets: list[Target], workloads: list[str], opts: DriverOpt
     own_bar = bar is None
     if bar is None:
         bar = sweep_bar(progress, len(targets), workloads, opts)
-    rows: dict[str, list[dict]] = {t.label: [] for t in targets}
+    rows: dict[str, list[ResultRow]] = {t.label: [] for t in targets}
     series = {}
     cluster = None
     try:

@@ -292,7 +292,7 @@ class DaskStep:
                                                   f"-w{i}-{tag}"))
         return futures
 
-    def run(self) -> dict[str, Any]:
+    def run(self) -> ResultRow:
         present = self._present()
         if present is None:  # the scheduler went away between two steps
             raise DiagError("--workers: the Dask scheduler is gone")
@@ -343,7 +343,7 @@ class DaskStep:
         self._events.append((int(msg["share"]), dict(msg["record"])))
 
     def _measure(self, futures: list[Any], workers: list[str], split: list[int], start: float,
-                 planned_end: float) -> dict[str, Any]:
+                 planned_end: float) -> ResultRow:
         """From the common start to the row: the step hooks at the measured part's start, the shares'
         intervals written as they come, their answers merged."""
         measure = start + self.opts.warmup_s
@@ -366,7 +366,7 @@ class DaskStep:
                           + (f", {row.extra['lost_clients']} client(s) lost with their worker" if lost else ""),
                           target=self.target.label, workload=self.wl.name, clients=self.n, complete=row.complete,
                           histogram=row.extra["histogram"], **self._rep)
-        return finished_row(self.hooks, info, row).to_dict()
+        return finished_row(self.hooks, info, row)
 
     def _write_ready(self, stream: IntervalStream) -> None:
         while self._events:

@@ -90,7 +90,7 @@ class Step:
         self.spec = ClientSpec(target, product, drv, wl, n, float(opts.scale), opts.protocol, opts.isolation,
                                opts.max_tries, opts.rate, opts.think, seed, opts.on_error, first_index, step_clients,
                                opts.connect_per_txn)
-        self.row: dict | None = None
+        self.row: ResultRow | None = None
         self.totals = Totals()
         self.tail = Totals()  # the run-on after the measured part (opts.tail_s), where profiles record
         self._tail = TailSum()
@@ -121,7 +121,7 @@ class Step:
         # as ``hdr``: a Dask worker's share streams them so the orchestrator merges interval k exactly.
         self.interval_hist: hist.HdrHistogram | None = None
 
-    def run(self) -> dict:
+    def run(self) -> ResultRow:
         try:
             return self._run()
         finally:
@@ -129,7 +129,7 @@ class Step:
                 with hold_stop_signals():
                     look(self.target, self._to_end, end=True)
 
-    def _run(self) -> dict:
+    def _run(self) -> ResultRow:
         ensure_fds(self.n)
         t_fork = time.perf_counter_ns()
         groups = mux.processes(self.spec, self.n)
@@ -436,7 +436,7 @@ class Step:
                        profile_tail=self._tail.summary(self._clock, row.tps or 0.0) if self.opts.tail_s > 0 else None,
                        complete=not (interrupted or self.lost or self.aborted or self.stuck or short))
 
-    def _finish(self, interrupted: bool) -> dict:
+    def _finish(self, interrupted: bool) -> ResultRow:
         assert self._merger is not None
         measure_ns = self._merger.plan.measure_ns
         measured_end_ns = min(self._stopped_ns, self._measured_end_ns)
@@ -467,4 +467,4 @@ class Step:
         self.bar.say(summary_line(self.key, row, self.ncpu))
         if row.profile_tail is not None and row.profile_tail.get("tps") is not None:
             self.bar.say(tail_line(row.profile_tail))
-        return finished_row(self.hooks, self.info, row).to_dict()
+        return finished_row(self.hooks, self.info, row)
