@@ -44,6 +44,7 @@ from bench.pairs import run_pairs, summarize_pairs  # noqa: E402
 from bench.tools import ours, pgbench_figures, run_tool, server_cpu, us_per_txn  # noqa: E402
 from diag.core import servers  # noqa: E402
 from diag.core.db import Session  # noqa: E402
+from diag.core.schema import ResultRow  # noqa: E402
 from workloads import load as wload  # noqa: E402
 from workloads.pgbench import pgbench_dataset  # noqa: E402
 from workloads.sysbench import sbtest_dataset  # noqa: E402
@@ -70,10 +71,11 @@ def _load() -> list[float]:
     return [round(x, 2) for x in os.getloadavg()]
 
 
-def _ours_cols(prefix: str, res: dict, server_s: float) -> dict:
+def _ours_cols(prefix: str, res: ResultRow, server_s: float) -> dict:
     """TPS, client and server µs per transaction of one of our result rows, as ``<prefix>_...`` keys."""
-    return {f"{prefix}_tps": res["tps"], f"{prefix}_us_per_txn": us_per_txn(res["client_cpu_s"], res["transactions"]),
-            f"{prefix}_server_us_per_txn": us_per_txn(server_s, res["transactions"])}
+    txns = res.transactions or 0
+    return {f"{prefix}_tps": res.tps, f"{prefix}_us_per_txn": us_per_txn(res.client_cpu_s or 0.0, txns),
+            f"{prefix}_server_us_per_txn": us_per_txn(server_s, txns)}
 
 
 def _cpu_ratio(row: dict, theirs: str, ours_: str) -> float:
@@ -165,8 +167,8 @@ def pg_section(args: argparse.Namespace, report: dict) -> None:
                        **_ours_cols("ours_python_loop", py, got["py"][1]),
                        "pgbench_f_tps": round(tps_f, 1), "pgbench_f_us_per_txn": us_per_txn(cpu_f, txns_f),
                        "pgbench_f_server_us_per_txn": us_per_txn(pgf_s, txns_f),
-                       "driver": ps["driver"], "driver_pgbench_script": cs["driver"],
-                       "driver_python_loop": py["driver"]}
+                       "driver": ps.driver, "driver_pgbench_script": cs.driver,
+                       "driver_python_loop": py.driver}
                 # What the CPU cost per transaction implies when the machine's CPUs are the limit
                 # (client and server share them): insensitive to other tenants' load.
                 row["cpu_ratio_point_select"] = _cpu_ratio(row, "pgbench", "ours_point_select")
@@ -174,9 +176,9 @@ def pg_section(args: argparse.Namespace, report: dict) -> None:
                 row["cpu_ratio_python_loop"] = _cpu_ratio(row, "pgbench", "ours_python_loop")
                 row["ratio_point_select"] = round(row["ours_point_select_tps"] / tps, 3)
                 row["ratio_pgbench_script"] = round(row["ours_pgbench_script_tps"] / tps, 3)
-                row["ratio_python_loop"] = round(py["tps"] / tps, 3)
+                row["ratio_python_loop"] = round((py.tps or 0.0) / tps, 3)
                 # The same statement on the same table from pgbench and from us: the driver alone.
-                row["ratio_point_select_same_query"] = round(ps["tps"] / tps_f, 3)
+                row["ratio_point_select_same_query"] = round((ps.tps or 0.0) / tps_f, 3)
                 row["cpu_ratio_point_select_same_query"] = _cpu_ratio(row, "pgbench_f", "ours_point_select")
                 rows.append(row)
                 print("pg", row, flush=True)
@@ -249,11 +251,11 @@ def my_section(args: argparse.Namespace, report: dict) -> None:
                        round(cpu / txns * 1e6, 2), "sysbench_server_us_per_txn": us_per_txn(sb_s, txns),
                        **_ours_cols("ours_point_select", ps, got["ps"][1]),
                        **_ours_cols("ours_python_loop", py, got["py"][1]),
-                       "driver": ps["driver"], "driver_python_loop": py["driver"]}
+                       "driver": ps.driver, "driver_python_loop": py.driver}
                 row["cpu_ratio_point_select"] = _cpu_ratio(row, "sysbench", "ours_point_select")
                 row["cpu_ratio_python_loop"] = _cpu_ratio(row, "sysbench", "ours_python_loop")
-                row["ratio_point_select"] = round(ps["tps"] / tps, 3)
-                row["ratio_python_loop"] = round(py["tps"] / tps, 3)
+                row["ratio_point_select"] = round((ps.tps or 0.0) / tps, 3)
+                row["ratio_python_loop"] = round((py.tps or 0.0) / tps, 3)
                 rows.append(row)
                 print("my", row, flush=True)
         report["my_tps"] = {"command": " ".join(sb).replace(str(srv.port), "PORT") +

@@ -36,8 +36,8 @@ def ours(srv: servers.ThrowawayServer, clients: int, duration: float, churn: boo
     with tempfile.TemporaryDirectory(prefix="dbdiag-bench-") as d:
         row = run_sweep(srv.target(), ["point-select"], opts, BundleWriter(Path(d)), progress=None)[0]
     if not churn:
-        return {"tps": row["tps"], "startup_s": row["startup_s"], "intervals": row["interval_tps"]}
-    return {"tps": row["tps"], "connect_ms": row["connect_ms_per_txn"]}
+        return {"tps": row.tps, "startup_s": row.startup_s, "intervals": list(row.interval_tps)}
+    return {"tps": row.tps, "connect_ms": row.connect_ms_per_txn}
 
 
 def pgbench(srv: servers.ThrowawayServer, script: str, clients: int, duration: float, churn: bool = True) -> dict:

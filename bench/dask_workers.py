@@ -56,8 +56,9 @@ def step(srv: servers.ThrowawayServer, clients: int, duration: float, workers: s
         (row,) = run_sweep(srv.target(), ["point-select"],
                            DriverOptions(clients=(clients,), duration_s=duration, warmup_s=1.0, workers=workers),
                            BundleWriter(Path(d) / "b"), progress=None)
-    return {"tps": row["tps"], "complete": row.get("complete", True),
-            "workers": [{k: w[k] for k in ("clients", "tps", "host_cpu_busy_pct")} for w in row.get("workers", [])]}
+    return {"tps": row.tps, "complete": True if row.complete is None else row.complete,
+            "workers": [{k: w[k] for k in ("clients", "tps", "host_cpu_busy_pct")}
+                        for w in row.extra.get("workers", [])]}
 
 
 def main() -> int:

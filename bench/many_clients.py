@@ -59,9 +59,9 @@ def ours(srv: servers.ThrowawayServer, clients: int, duration: float, mux: str =
     finally:
         if mux:
             os.environ.pop("DBDIAG_MUX") if old is None else os.environ.__setitem__("DBDIAG_MUX", old)
-    return {"tps": row["tps"], "us_per_txn": us_per_txn(row["client_cpu_s"], row["transactions"]),
-            "startup_s": row.get("startup_s"), "interval_tps": row.get("interval_tps"), "driver": row["driver"],
-            "complete": row["complete"], "errors": row["errors"]}
+    return {"tps": row.tps, "us_per_txn": us_per_txn(row.client_cpu_s or 0.0, row.transactions or 0),
+            "startup_s": row.startup_s, "interval_tps": list(row.interval_tps) or None, "driver": row.driver,
+            "complete": row.complete, "errors": dict(row.errors)}
 
 
 def tool_cmd(engine: str, srv: servers.ThrowawayServer, script: str, clients: int, duration: float) -> list[str]:

@@ -112,9 +112,10 @@ def _pair(srv: servers.ThrowawayServer, name: str, workload: str, scale: float, 
                 before_ours()
                 s0 = server_cpu(srv)
                 res = ours(t, workload, n, args.duration, scale=scale, script=script)
-                row.update(ours_tps=res["tps"], ours_us_per_txn=us_per_txn(res["client_cpu_s"], res["transactions"]),
-                           ours_server_us_per_txn=us_per_txn(server_cpu(srv) - s0, res["transactions"]),
-                           driver=res["driver"], errors=res["errors"])
+                txns = res.transactions or 0
+                row.update(ours_tps=res.tps, ours_us_per_txn=us_per_txn(res.client_cpu_s or 0.0, txns),
+                           ours_server_us_per_txn=us_per_txn(server_cpu(srv) - s0, txns),
+                           driver=res.driver, errors=dict(res.errors))
         row["ratio"] = round(row["ours_tps"] / row["tool_tps"], 3) if row["tool_tps"] else 0.0
         rows.append(row)
         print(name, row, flush=True)

@@ -51,8 +51,8 @@ t = Target(label="", engine=POSTGRES.name, embedded=True).with_endpoint("127.0.0
 opts = DriverOptions(clients=(int(sys.argv[2]),), duration_s=float(sys.argv[3]), warmup_s=0.0)
 with tempfile.TemporaryDirectory(prefix="dbdiag-bench-") as d:
     row = run_sweep(t, ["point-select"], opts, BundleWriter(Path(d)), progress=None)[0]
-print(json.dumps({"tps": row["tps"], "transactions": row["transactions"], "client_cpu_s": row["client_cpu_s"],
-                  "driver": row["driver"]}))
+print(json.dumps({"tps": row.tps, "transactions": row.transactions, "client_cpu_s": row.client_cpu_s,
+                  "driver": row.driver}))
 """
 
 

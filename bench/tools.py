@@ -17,6 +17,7 @@ from typing import Any
 
 from diag.core import servers
 from diag.core.bundle import BundleWriter
+from diag.core.schema import ResultRow
 from workloads.driver import DriverOptions, run_sweep
 
 
@@ -52,7 +53,7 @@ def run_tool(cmd: list[str], timeout: float) -> tuple[str, float, float]:
 
 
 def ours(target: Any, workload: str, clients: int, duration: float, scale: float = 1, script: str | None = None,
-         protocol: str = "prepared", py_loop: bool = False) -> dict:
+         protocol: str = "prepared", py_loop: bool = False) -> ResultRow:
     """One step of our driver; ``py_loop`` runs the Python query loop instead of the native executor
     (DBDIAG_PY_LOOP=1, inherited by the forked clients)."""
     if py_loop:

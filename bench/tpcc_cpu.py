@@ -32,12 +32,13 @@ from bench.compare import _load, alternated  # noqa: E402
 from bench.tools import us_per_txn  # noqa: E402
 from diag.core import servers  # noqa: E402
 from diag.core.bundle import BundleWriter  # noqa: E402
+from diag.core.schema import ResultRow  # noqa: E402
 from workloads.driver import DriverOptions, run_sweep  # noqa: E402
 
 SIDES = (("client", "client", False), ("client-py", "client", True), ("sp", "sp", False), ("sp-py", "sp", True))
 
 
-def step(target: Any, mode: str, py_loop: bool, clients: int, duration: float, scale: float) -> dict:
+def step(target: Any, mode: str, py_loop: bool, clients: int, duration: float, scale: float) -> ResultRow:
     """One measured tpcc step (no warmup, as bench.compare's sides); ``py_loop``: DBDIAG_PY_LOOP=1."""
     if py_loop:
         os.environ["DBDIAG_PY_LOOP"] = "1"
@@ -48,10 +49,10 @@ def step(target: Any, mode: str, py_loop: bool, clients: int, duration: float, s
             row = run_sweep(target, ["tpcc"], opts, BundleWriter(Path(d)), progress=None)[0]
     finally:
         os.environ.pop("DBDIAG_PY_LOOP", None)
-    if row["errors"] or not row["transactions"]:  # a broken side must not become a row of figures
-        raise SystemExit(f"tpcc {mode} (py_loop={py_loop}) failed: {row['errors']} {row.get('error_samples')}")
-    if ("native executor" in row["driver"]) == py_loop:
-        raise SystemExit(f"tpcc {mode} (py_loop={py_loop}) ran on {row['driver']!r}, not the loop this side names")
+    if row.errors or not row.transactions:  # a broken side must not become a row of figures
+        raise SystemExit(f"tpcc {mode} (py_loop={py_loop}) failed: {dict(row.errors)} {dict(row.error_samples)}")
+    if ("native executor" in row.driver) == py_loop:
+        raise SystemExit(f"tpcc {mode} (py_loop={py_loop}) ran on {row.driver!r}, not the loop this side names")
     return row
 
 
@@ -68,10 +69,11 @@ def engine_rounds(srv: servers.ThrowawayServer, name: str, args: argparse.Namesp
         got = alternated(srv, r, sides)
         for side, (res, server_s) in got.items():
             rows.append({"engine": name, "round": r, "side": side, "order": list(got), "load": _load(),
-                         "tps": res["tps"], "nopm": res["nopm"], "tpm": res["tpm"], "transactions": res["transactions"],
-                         "errors": res["errors"], "retries": res["retries"], "driver": res["driver"],
-                         "client_us_per_txn": us_per_txn(res["client_cpu_s"], res["transactions"]),
-                         "server_us_per_txn": us_per_txn(server_s, res["transactions"])})
+                         "tps": res.tps, "nopm": res.extra["nopm"], "tpm": res.extra["tpm"],
+                         "transactions": res.transactions, "errors": dict(res.errors), "retries": res.retries,
+                         "driver": res.driver,
+                         "client_us_per_txn": us_per_txn(res.client_cpu_s or 0.0, res.transactions or 0),
+                         "server_us_per_txn": us_per_txn(server_s, res.transactions or 0)})
             print(json.dumps(rows[-1]), flush=True)
     return rows
 

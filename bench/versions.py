@@ -39,8 +39,10 @@ with tempfile.TemporaryDirectory() as d:
                      DriverOptions(clients=(clients,), duration_s=duration, warmup_s=1.0, protocol="prepared"),
                      BundleWriter(Path(d) / "b"), progress=None)
 import workloads.driver as wd
-print(json.dumps({"tps": rows[0]["tps"], "driver": rows[0]["driver"], "client_cpu_s": rows[0].get("client_cpu_s"),
-                  "transactions": rows[0]["transactions"], "code": wd.__file__}))
+# A typed ResultRow from this tree's driver; an older tree's (OLD_TREE) returns the row as a dict.
+row = rows[0].to_dict() if hasattr(rows[0], "to_dict") else rows[0]
+print(json.dumps({"tps": row["tps"], "driver": row["driver"], "client_cpu_s": row.get("client_cpu_s"),
+                  "transactions": row["transactions"], "code": wd.__file__}))
 """
 
 

@@ -448,25 +448,25 @@ class Run:
                 for b in reversed(batches):
                     self.sources.stop(b)
 
-    def _note_cuts(self, rt: TargetRuntime, rows: list[dict[str, Any]]) -> None:
+    def _note_cuts(self, rt: TargetRuntime, rows: list[ResultRow]) -> None:
         """Steps that --on-error abort or a stuck statement ended: one line each, for run.json and the exit."""
-        self.aborted += [aborted_line(rt.target.label, r) for r in rows if r.get("aborted")]
-        self.stuck += [stuck_line(rt.target.label, r) for r in rows if r.get("stuck")]
+        self.aborted += [aborted_line(rt.target.label, r) for r in rows if r.aborted]
+        self.stuck += [stuck_line(rt.target.label, r) for r in rows if r.stuck]
 
-    def _note_lost(self, rt: TargetRuntime, rows: list[dict[str, Any]]) -> None:
+    def _note_lost(self, rt: TargetRuntime, rows: list[ResultRow]) -> None:
         """If the sweep lost its server: how the server ended and its last log lines into run.json's target
         and an event (read now: the directory goes when the server is stopped), one line on the console."""
-        row = next((r for r in rows if r.get("server_lost")), None)
-        if row is None:
+        row = next((r for r in rows if r.server_lost), None)
+        if row is None or row.server_lost is None:
             return
         facts = loss_facts(rt.server, rt.pid if rt.target.is_local() else None)
-        rt.info["lost"] = {**facts, "step": f"{row.get('workload')} c={row.get('clients')}",
-                           **{k: v for k, v in row["server_lost"].items() if k in ("t", "after_s")}}
+        rt.info["lost"] = {**facts, "step": f"{row.workload} c={row.clients}",
+                           **{k: v for k, v in row.server_lost.items() if k in ("t", "after_s")}}
         line = loss_line(rt.target.label, row, facts)
         self.lost.append(line)
         self._write_run_json(targets=[x.info for x in self.runtimes])
-        self.bundle.event("server_lost", line, target=rt.target.label, workload=row.get("workload"),
-                          clients=row.get("clients"), **facts)
+        self.bundle.event("server_lost", line, target=rt.target.label, workload=row.workload,
+                          clients=row.clients, **facts)
         self.say(f"dbdiag: {line}" + (f"; its log ends: {facts['log_tail'][-1]}" if facts.get("log_tail") else ""))
 
     def _finish(self) -> None:

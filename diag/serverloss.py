@@ -15,6 +15,7 @@ from typing import Any
 
 import psutil
 
+from diag.core.schema import ResultRow
 from diag.core.servers import ThrowawayServer
 
 EXIT_WAIT_S = 2.0   # a server that lost its clients may still be on its way out: wait this long for its status
@@ -52,27 +53,27 @@ def loss_facts(server: ThrowawayServer | None, pid: int | None = None,
             "log_tail": tail.split(" | ") if tail else []}
 
 
-def loss_line(label: str, row: dict[str, Any], facts: dict[str, Any]) -> str:
+def loss_line(label: str, row: ResultRow, facts: dict[str, Any]) -> str:
     """One line for the console and run.json's ``error``: which target, when, in which step, how it ended."""
-    cut = row.get("server_lost") or {}
+    cut = row.server_lost or {}
     after = cut.get("after_s")
     when = f"{after:.1f} s into" if isinstance(after, (int, float)) and after >= 0 else "in the warmup of"
     how = f" ({facts['exit_status']})" if facts.get("exit_status") else ""
-    return f"{label}: the server went away{how} {when} {row.get('workload')} with {row.get('clients')} clients"
+    return f"{label}: the server went away{how} {when} {row.workload} with {row.clients} clients"
 
 
-def aborted_line(label: str, row: dict[str, Any]) -> str:
+def aborted_line(label: str, row: ResultRow) -> str:
     """One line for a step ``--on-error abort`` ended: which target and step, when, and the first error."""
-    cut = row.get("aborted") or {}
+    cut = row.aborted or {}
     after = cut.get("after_s")
     when = f"{after:.1f} s into its measured part" if isinstance(after, (int, float)) and after >= 0 else \
         "in its warmup"
     code = f"{cut.get('code')}: " if cut.get("code") else ""
-    return (f"{label}: --on-error abort ended {row.get('workload')} with {row.get('clients')} clients {when}, "
+    return (f"{label}: --on-error abort ended {row.workload} with {row.clients} clients {when}, "
             f"at its first error ({code}{cut.get('message') or 'no message'})")
 
 
-def stuck_line(label: str, row: dict[str, Any]) -> str:
+def stuck_line(label: str, row: ResultRow) -> str:
     """One line for a step a stuck statement ended: which target and step, and what the statement waited for."""
-    cut = row.get("stuck") or {}
-    return f"{label}: {row.get('workload')} with {row.get('clients')} clients: {cut.get('message') or 'stuck'}"
+    cut = row.stuck or {}
+    return f"{label}: {row.workload} with {row.clients} clients: {cut.get('message') or 'stuck'}"

@@ -21,9 +21,10 @@ import sys
 from dataclasses import dataclass
 from typing import TextIO
 
-from diag.core.bundle import BundleWriter
+from diag.core.bundle import BundleWriter, SeriesWriter
 from diag.core.db import DriverInfo, Session, own_app_name
 from diag.core.errors import DiagError, StatementStuck, UsageError
+from diag.core.schema import ResultRow
 from diag.core.targets import Target
 from workloads.base import Workload
 from workloads.clients.client import ISOLATION_SQL, PROTOCOLS, fastest_driver, open_client
@@ -113,7 +114,7 @@ def sweep_bar(out: TextIO | None, targets: int, workloads: list[str], opts: Driv
 
 def run_sweep(target: Target, workloads: list[str], opts: DriverOptions, bundle: BundleWriter,
               hooks: StepHooks | None = None, progress: TextIO | None = sys.stderr,
-              bar: SweepBar | None = None) -> list[dict]:
+              bar: SweepBar | None = None) -> list[ResultRow]:
     """Load data as needed, then for each workload and each client count run one step; return result rows.
 
     Lines go to ``progress`` through ``bar``, the progress bar of the whole run
@@ -197,10 +198,10 @@ def _load(s: Session, target: Target, wls: list[Workload], opts: DriverOptions, 
 
 
 def _sweep(target: Target, workloads: list[str], opts: DriverOptions, bundle: BundleWriter,
-           hooks: StepHooks | None, progress: TextIO | None, bar: SweepBar) -> list[dict]:
+           hooks: StepHooks | None, progress: TextIO | None, bar: SweepBar) -> list[ResultRow]:
     p = prepare(target, workloads, opts, bundle, progress, bar)
-    wls, drv, product = p.workloads, p.drv, p.product
-    rows: list[dict] = []
+    wls = p.workloads
+    rows: list[ResultRow] = []
     series = bundle.series(f"workload--{target.label}")
     cluster = dask_steps.Cluster(opts.workers, bundle) if opts.workers else None
     if cluster is not None:  # no tail on Dask workers: a profile there records inside the measured part
@@ -211,30 +212,46 @@ def _sweep(target: Target, workloads: list[str], opts: DriverOptions, bundle: Bu
             n = plan.clients
             bar.begin_step(f"{target.label}: {wl.name}, {n} client{'s' if n > 1 else ''}, "
                            f"warmup {opts.warmup_s:g} s, measure {plan.duration_s:g} s")
-            if cluster is not None:  # the clients run on the Dask workers
-                rows.append(dask_steps.DaskStep(cluster.client, target, wl, plan, bundle, series, i, hooks).run())
-                bar.end_step()
-                continue
-            step = Step(target, product, drv, wl, plan, bundle, series, hooks, bar, seed=i)
+            step = _step(cluster, p, wl, plan, bundle, series, hooks, bar, seed=i)
             try:
                 rows.append(step.run())
                 bar.end_step()
-                if step.lost is not None:  # no use running the rest against a server that is gone
-                    _skip(bundle, bar, target, [f"{w.name} c={p.clients}" for w, p in steps[i:]])
-                    break
-                if step.stuck is not None and opts.on_error == "abort":  # the run ends here for this target
-                    _skip(bundle, bar, target, [f"{w.name} c={p.clients}" for w, p in steps[i:]], "a statement was stuck")
-                    break
             except KeyboardInterrupt as ki:
                 if step.row is not None:
                     rows.append(step.row)
                 ki.results = rows  # type: ignore[attr-defined]
                 raise
+            why = _ends_target(step, opts)
+            if why is not None:
+                _skip(bundle, bar, target, [f"{w.name} c={p.clients}" for w, p in steps[i:]], why)
+                break
     finally:
         series.close()
         if cluster is not None:
             cluster.close()
     return rows
+
+
+def _step(cluster: dask_steps.Cluster | None, p: Prepared, wl: Workload, plan: StepPlan, bundle: BundleWriter,
+          series: SeriesWriter, hooks: StepHooks | None, bar: SweepBar, seed: int) -> Step | dask_steps.DaskStep:
+    """The step of ``plan``: one window (:class:`workloads.steps.window.StepWindow`) filled by local client
+    processes, or by the shares of the Dask workers of ``cluster`` (``--workers``)."""
+    if cluster is not None:
+        return dask_steps.DaskStep(cluster.client, p.target, wl, plan, bundle, series, seed, hooks)
+    return Step(p.target, p.product, p.drv, wl, plan, bundle, series, hooks, bar, seed=seed)
+
+
+def _ends_target(step: Step | dask_steps.DaskStep, opts: DriverOptions) -> str | None:
+    """Why the target's remaining steps are not run after ``step`` (None: they are): its server is gone (no
+    use running the rest against it), or a statement was stuck under ``--on-error abort``. A step on Dask
+    workers ends neither way (a lost worker is its own, counted in the row)."""
+    if not isinstance(step, Step):
+        return None
+    if step.lost is not None:
+        return "the server was lost"
+    if step.stuck is not None and opts.on_error == "abort":
+        return "a statement was stuck"
+    return None
 
 
 def _skip(bundle: BundleWriter, bar: SweepBar, target: Target, left: list[str],
@@ -251,7 +268,7 @@ def _skip(bundle: BundleWriter, bar: SweepBar, target: Target, left: list[str],
 
 def run_interleaved(targets: list[Target], workloads: list[str], opts: DriverOptions, bundle: BundleWriter,
                     hooks: StepHooks | None = None, progress: TextIO | None = sys.stderr,
-                    bar: SweepBar | None = None) -> dict[str, list[dict]]:
+                    bar: SweepBar | None = None) -> dict[str, list[ResultRow]]:
     """Every step ``opts.repeat`` times, interleaved across targets: for each (workload, clients) repeat 1
     of every target, then repeat 2 of every target, and so on (A1 B1 A2 B2 ...), so a drift of the
     machine (other load, a warming cache, the host's own jobs) hits each target alike.
@@ -264,7 +281,7 @@ def run_interleaved(targets: list[Target], workloads: list[str], opts: DriverOpt
     own_bar = bar is None
     if bar is None:
         bar = sweep_bar(progress, len(targets), workloads, opts)
-    rows: dict[str, list[dict]] = {t.label: [] for t in targets}
+    rows: dict[str, list[ResultRow]] = {t.label: [] for t in targets}
     series = {}
     cluster = None
     try:
@@ -285,13 +302,7 @@ def run_interleaved(targets: list[Target], workloads: list[str], opts: DriverOpt
                 plan = StepPlan(label, wl.name, n, opts, r)
                 bar.begin_step(f"{label}: {wl.name}, {n} client{'s' if n > 1 else ''}, repeat {r}/{opts.repeat}, "
                                f"warmup {opts.warmup_s:g} s, measure {plan.duration_s:g} s")
-                if cluster is not None:  # each repeat a step on the Dask workers
-                    rows[label].append(dask_steps.DaskStep(cluster.client, p.target, wl, plan, bundle,
-                                                           series[label], i + 10_000 * (r - 1), hooks).run())
-                    bar.end_step()
-                    continue
-                step = Step(p.target, p.product, p.drv, wl, plan, bundle, series[label], hooks, bar,
-                            seed=i + 10_000 * (r - 1))
+                step = _step(cluster, p, wl, plan, bundle, series[label], hooks, bar, seed=i + 10_000 * (r - 1))
                 try:
                     rows[label].append(step.run())
                     bar.end_step()
@@ -300,12 +311,11 @@ def run_interleaved(targets: list[Target], workloads: list[str], opts: DriverOpt
                         rows[label].append(step.row)
                     ki.results = [x for v in rows.values() for x in v]  # type: ignore[attr-defined]
                     raise
-                stuck_abort = step.stuck is not None and opts.on_error == "abort"
-                if step.lost is not None or stuck_abort:
+                why = _ends_target(step, opts)
+                if why is not None:
                     lost.add(label)
                     _skip(bundle, bar, p.target, [f"{p.workloads[w2].name} c={n2} repeat {r2}"
-                                                  for _, w2, n2, r2 in runs[k + 1:]],
-                          "a statement was stuck" if step.lost is None else "the server was lost")
+                                                  for _, w2, n2, r2 in runs[k + 1:]], why)
     finally:
         for s in series.values():
             s.close()

@@ -34,7 +34,8 @@ from reports.model.cpu import cpu_use
 from reports.model.steps import num, steps
 from workloads import hist
 from workloads.remote.dask_steps import connect, share_starts, split_clients
-from workloads.driver import DriverOptions, run_sweep
+from workloads.driver import DriverOptions
+from tests.sweep import sweep_rows
 
 REPO = Path(__file__).resolve().parents[2]
 # The workers import this checkout's code (not an installed dbdiag), as the orchestrator does.
@@ -79,7 +80,7 @@ def _sweep(pg_server: servers.ThrowawayServer, addr: str, out: Path, clients: in
     opts = DriverOptions(clients=(clients,), duration_s=seconds, warmup_s=0.5, workers=addr, rate=rate)
     if during is not None:
         threading.Thread(target=during, daemon=True).start()
-    (row,) = run_sweep(pg_server.target(), ["point-select"], opts, bundle, progress=None)
+    (row,) = sweep_rows(pg_server.target(), ["point-select"], opts, bundle, progress=None)
     return row, out
 
 

@@ -27,7 +27,8 @@ from diag.core.bundle import BundleWriter, load_bundle, read_jsonl
 from diag.core.db import Session
 from diag.core.errors import ServerLost
 from diag.core.schema import ResultRow
-from workloads.driver import DriverOptions, run_sweep
+from workloads.driver import DriverOptions
+from tests.sweep import sweep_rows
 
 REPO = Path(__file__).resolve().parents[2]
 START_DEADLINE_S = 150.0  # server start and data load on a busy 2-vCPU machine
@@ -167,8 +168,8 @@ def test_a_killed_mariadb_cuts_the_step_and_skips_the_rest(tmp_path: Path) -> No
     srv = servers.start_mysql()
     try:
         opts = DriverOptions(clients=(2, 4), duration_s=STEP_S, warmup_s=0.2, scale=0.02)
-        rows = run_sweep(srv.target(), ["point-select"], opts, BundleWriter(tmp_path / "run"),
-                         hooks=_KillAfter(srv, 0.7), progress=None)
+        rows = sweep_rows(srv.target(), ["point-select"], opts, BundleWriter(tmp_path / "run"),
+                          hooks=_KillAfter(srv, 0.7), progress=None)
     finally:
         srv.stop()
     (row,) = rows
@@ -187,7 +188,7 @@ def test_on_error_abort_ends_the_step_at_the_first_error_and_continue_counts_on(
     rows = {}
     for mode in ("abort", "continue"):
         opts = DriverOptions(clients=(2,), duration_s=1.5, warmup_s=0.0, script=str(script), on_error=mode)
-        (rows[mode],) = run_sweep(pg_server.target(), ["custom"], opts, BundleWriter(tmp_path / mode), progress=None)
+        (rows[mode],) = sweep_rows(pg_server.target(), ["custom"], opts, BundleWriter(tmp_path / mode), progress=None)
     ab, co = rows["abort"], rows["continue"]
     assert ab["complete"] is False and ab["aborted"]["code"] == "22012" and "server_lost" not in ab
     assert ab["measured_s"] < 1.0 and 1 <= ab["errors"]["22012"] < co["errors"]["22012"]

@@ -33,7 +33,8 @@ from workloads.base import ClientCtx
 from workloads.clients.clientbase import Client
 from workloads.clients.client import client_driver_text, fastest_driver, open_client
 from workloads.custom import Custom
-from workloads.driver import DriverOptions, run_sweep
+from workloads.driver import DriverOptions
+from tests.sweep import sweep_rows
 from workloads.insert import INSERT_SQL, Insert, insert_dataset
 from workloads.native.native import NativeClient, open_native
 from workloads.pgbench import ReadWrite, pgbench_dataset
@@ -351,9 +352,9 @@ def test_lost_connection_is_lost_and_the_step_reconnects(target: Target, tmp_pat
     result: dict[str, Any] = {}
 
     def run() -> None:
-        result["rows"] = run_sweep(target, ["read-write"], DriverOptions(clients=(2,), duration_s=2.0, warmup_s=0.2,
-                                                                         scale=SCALE), BundleWriter(tmp_path / "r"),
-                                   progress=None)
+        result["rows"] = sweep_rows(target, ["read-write"], DriverOptions(clients=(2,), duration_s=2.0, warmup_s=0.2,
+                                                                          scale=SCALE), BundleWriter(tmp_path / "r"),
+                                    progress=None)
     th = threading.Thread(target=run)
     th.start()
     time.sleep(1.2)
@@ -666,8 +667,8 @@ def test_result_row_and_start_up_line_name_the_loop_that_ran(target: Target, tmp
     DBDIAG_PY_LOOP=1 run the Python loop, and neither names a C loop."""
     def step(names: tuple[str, ...] = ("insert",), **kw: Any) -> dict:
         opts = DriverOptions(clients=(2,), duration_s=0.6, warmup_s=0.1, scale=SCALE, **kw)
-        rows = run_sweep(target, list(names), opts, BundleWriter(tmp_path / f"r{len(kw)}{len(str(kw))}"),
-                         progress=None)
+        rows = sweep_rows(target, list(names), opts, BundleWriter(tmp_path / f"r{len(kw)}{len(str(kw))}"),
+                          progress=None)
         return rows[0] if len(rows) == 1 else rows
     from_line = client_driver_text(target.dbms, "prepared", ["insert"])
     closed, ro = step(("insert", "read-only"))

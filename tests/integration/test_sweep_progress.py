@@ -25,6 +25,7 @@ from diag.core.targets import Target
 from tests.conftest import PG_SERVICE
 from tests.terminal import FakeTTY, screen
 from workloads.driver import DriverOptions, run_sweep
+from tests.sweep import sweep_rows
 
 DB = f"dbdiag_test_progress_{os.getpid()}"
 OPTS = DriverOptions(clients=(1, 2), duration_s=1.0, warmup_s=0.0, scale=0.01)
@@ -71,7 +72,7 @@ def _check_terminal(text: str, total: str) -> list[str]:
 
 def test_bar_on_a_terminal(scratch: Target, tmp_path: Path) -> None:
     out = FakeTTY()
-    rows = run_sweep(scratch, ["point-select"], OPTS, BundleWriter(tmp_path / "run"), progress=out)
+    rows = sweep_rows(scratch, ["point-select"], OPTS, BundleWriter(tmp_path / "run"), progress=out)
     assert [r["clients"] for r in rows] == [1, 2] and all(r["transactions"] > 0 for r in rows)
     shown = _check_terminal(out.getvalue(), "3s")  # 2 steps x (0 s warmup + 1 s + 0.5 s start-up)
     headers = [ln for ln in shown if ln.startswith("[step ")]

@@ -25,7 +25,8 @@ from workloads.native import nativelib
 from workloads.tpcc import tpcc_prog
 from workloads.base import ClientCtx
 from workloads.clients.client import fastest_driver, open_client
-from workloads.driver import DriverOptions, prepare, run_sweep, sweep_bar
+from workloads.driver import DriverOptions, prepare, sweep_bar
+from tests.sweep import sweep_rows
 from workloads.native.native import NativeClient, native_runner, open_native
 from workloads.native.program import Draw, reference_txn, seed_state
 from workloads.tpcc.tpcc import Tpcc
@@ -50,9 +51,9 @@ def test_client_mode_on_both_loops_keeps_the_data_consistent(target: Target, tmp
                                                               monkeypatch: pytest.MonkeyPatch) -> None:
     opts = DriverOptions(clients=(2,), duration_s=1.5, warmup_s=0.3, scale=SCALE)
     available = nativelib.available(target.dbms)
-    native = run_sweep(target, ["tpcc"], opts, BundleWriter(tmp_path / "native"), progress=None)[0]
+    native = sweep_rows(target, ["tpcc"], opts, BundleWriter(tmp_path / "native"), progress=None)[0]
     monkeypatch.setenv("DBDIAG_PY_LOOP", "1")
-    python = run_sweep(target, ["tpcc"], opts, BundleWriter(tmp_path / "python"), progress=None)[0]
+    python = sweep_rows(target, ["tpcc"], opts, BundleWriter(tmp_path / "python"), progress=None)[0]
     assert ("native executor" in native["driver"]) == available, native["driver"]
     assert "native executor" not in python["driver"]
     for r in (native, python):

@@ -22,7 +22,8 @@ from tests.integration.test_workload_engines import _check_tpcc
 from workloads.native import nativelib
 from workloads.base import ClientCtx, Runner
 from workloads.clients.client import fastest_driver, open_client
-from workloads.driver import DriverOptions, prepare, run_sweep, sweep_bar
+from workloads.driver import DriverOptions, prepare, sweep_bar
+from tests.sweep import sweep_rows
 from workloads.native.native import native_runner
 from workloads.tpcc.tpcc import Tpcc
 
@@ -40,9 +41,9 @@ def test_sp_mode_on_both_loops_keeps_the_data_consistent(target: Target, tmp_pat
                                                           monkeypatch: pytest.MonkeyPatch) -> None:
     opts = DriverOptions(clients=(2,), duration_s=1.5, warmup_s=0.3, scale=SCALE, tpcc_mode="sp")
     available = nativelib.available(target.dbms)
-    native = run_sweep(target, ["tpcc"], opts, BundleWriter(tmp_path / "native"), progress=None)[0]
+    native = sweep_rows(target, ["tpcc"], opts, BundleWriter(tmp_path / "native"), progress=None)[0]
     monkeypatch.setenv("DBDIAG_PY_LOOP", "1")
-    python = run_sweep(target, ["tpcc"], opts, BundleWriter(tmp_path / "python"), progress=None)[0]
+    python = sweep_rows(target, ["tpcc"], opts, BundleWriter(tmp_path / "python"), progress=None)[0]
     assert ("native executor" in native["driver"]) == available, native["driver"]
     assert "native executor" not in python["driver"]
     for r in (native, python):

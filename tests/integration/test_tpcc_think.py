@@ -19,7 +19,8 @@ from diag.core.bundle import BundleWriter, safe_name
 from diag.core.targets import Target
 from workloads import hist
 from workloads.tpcc import tpcc
-from workloads.driver import DriverOptions, run_sweep
+from workloads.driver import DriverOptions
+from tests.sweep import sweep_rows
 
 SCALE = 0.05
 KEY_S, THINK_S = 0.06, 0.09  # every type: 0.15 s of pause per transaction on average
@@ -40,11 +41,11 @@ def _mean_latency_s(bundle: Path, label: str) -> float:
 def test_think_paces_clients_and_stays_out_of_latency(target: Target, tmp_path: Path,
                                                        monkeypatch: pytest.MonkeyPatch) -> None:
     opts = DriverOptions(clients=(CLIENTS,), duration_s=1.0, warmup_s=0.0, scale=SCALE)
-    free = run_sweep(target, ["tpcc"], opts, BundleWriter(tmp_path / "free"), progress=None)[0]
+    free = sweep_rows(target, ["tpcc"], opts, BundleWriter(tmp_path / "free"), progress=None)[0]
     monkeypatch.setattr(tpcc, "KEYING", {k: KEY_S for k in tpcc.KEYING})
     monkeypatch.setattr(tpcc, "THINK", {k: THINK_S for k in tpcc.THINK})
-    paced = run_sweep(target, ["tpcc"], replace(opts, think=True, duration_s=2.5), BundleWriter(tmp_path / "paced"),
-                      progress=None)[0]
+    paced = sweep_rows(target, ["tpcc"], replace(opts, think=True, duration_s=2.5), BundleWriter(tmp_path / "paced"),
+                       progress=None)[0]
     assert free["errors"] == {} and paced["errors"] == {}, (free["error_samples"], paced["error_samples"])
     # Latency runs from each transaction's actual start: no keying or think time in it.
     lat_s = _mean_latency_s(tmp_path / "paced", target.label)

@@ -32,6 +32,7 @@ from workloads import load as wload
 from workloads.native import nativelib
 from workloads.clients.client import client_driver_text
 from workloads.driver import DriverOptions, StepInfo, run_sweep
+from tests.sweep import sweep_rows
 from workloads.pgbench import pgbench_dataset
 from workloads.sysbench import sbtest_dataset
 from workloads.tpcc.tpcc import consistency_errors, tpcc_dataset
@@ -77,8 +78,8 @@ def test_all_workloads_both_engines(target: Target, tmp_path: Path) -> None:
     # 1 s steps and no warm-up: ten steps per engine, and every check below is of counts within a step (one
     # interval is enough); none reads what a warm-up would steady (0.3 s each cost 3 s per engine)
     step_s = 1.0
-    rows = run_sweep(target, names, _opts(fresh=True, duration_s=step_s, warmup_s=0.0), bundle, hooks=hooks,
-                     progress=None)
+    rows = sweep_rows(target, names, _opts(fresh=True, duration_s=step_s, warmup_s=0.0), bundle, hooks=hooks,
+                      progress=None)
     assert [(r["workload"], r["clients"]) for r in rows] == [(n, c) for n in names for c in (1, 2)]
     for r in rows:
         assert ROW_KEYS <= set(r), set(ROW_KEYS) - set(r)
@@ -109,8 +110,8 @@ def test_all_workloads_both_engines(target: Target, tmp_path: Path) -> None:
         assert counts["pgbench_history"] >= sum(r["transactions"] for r in rows if r["workload"] == "read-write")
         _check_tpcc(s)
     # Data are reused when version and scale match.
-    again = run_sweep(target, ["point-select"], _opts(clients=(1,), duration_s=0.5, warmup_s=0), bundle,
-                      progress=None)
+    again = sweep_rows(target, ["point-select"], _opts(clients=(1,), duration_s=0.5, warmup_s=0), bundle,
+                       progress=None)
     assert again[0]["transactions"] > 0
     assert sum(1 for e in read_jsonl(tmp_path / "run" / "events.jsonl") if e["kind"] == "workload_load") == 4
 
@@ -141,8 +142,8 @@ def test_insert_count_equals_rows_added(target: Target, tmp_path: Path) -> None:
     with Session(target, statement_timeout_ms=0) as s:
         wload.ensure_schema(s)
         before = _count(s, "dbdiag.insert_data")
-    rows = run_sweep(target, ["insert"], _opts(clients=(2,), warmup_s=0, duration_s=1.0),
-                     BundleWriter(tmp_path / "run"), progress=None)
+    rows = sweep_rows(target, ["insert"], _opts(clients=(2,), warmup_s=0, duration_s=1.0),
+                      BundleWriter(tmp_path / "run"), progress=None)
     with Session(target, statement_timeout_ms=0) as s:
         after = _count(s, "dbdiag.insert_data")
     assert rows[0]["transactions"] > 0
@@ -158,11 +159,11 @@ def _count(s: Session, table: str) -> int:
 
 def test_simple_protocol_and_rate(target: Target, tmp_path: Path) -> None:
     bundle = BundleWriter(tmp_path / "run")
-    simple = run_sweep(target, ["point-select"], _opts(clients=(2,), duration_s=1.0, protocol="simple"), bundle,
-                       progress=None)[0]
+    simple = sweep_rows(target, ["point-select"], _opts(clients=(2,), duration_s=1.0, protocol="simple"), bundle,
+                        progress=None)[0]
     assert simple["protocol"] == "simple" and simple["transactions"] > 0 and simple["errors"] == {}
-    paced = run_sweep(target, ["point-select"], _opts(clients=(2,), duration_s=2.0, rate=200.0), bundle,
-                      progress=None)[0]
+    paced = sweep_rows(target, ["point-select"], _opts(clients=(2,), duration_s=2.0, rate=200.0), bundle,
+                       progress=None)[0]
     # --rate caps the rate; the floor is what this machine reached unpaced in the same test, when lower.
     assert min(120.0, 0.5 * simple["tps"]) <= paced["tps"] <= 260, (paced["tps"], simple["tps"])
 
@@ -184,9 +185,9 @@ def test_serializable_contention_is_retried_and_counted(target: Target, tmp_path
         s.execute("INSERT INTO dbdiag.contended VALUES (1, 0), (2, 0)")
     script = tmp_path / "contended.sql"
     script.write_text(CONTENDED)
-    rows = run_sweep(target, ["custom"], _opts(clients=(4,), duration_s=2.0, isolation="serializable",
-                                               script=str(script), max_tries=3),
-                     BundleWriter(tmp_path / "run"), progress=None)
+    rows = sweep_rows(target, ["custom"], _opts(clients=(4,), duration_s=2.0, isolation="serializable",
+                                                script=str(script), max_tries=3),
+                      BundleWriter(tmp_path / "run"), progress=None)
     r = rows[0]
     assert r["isolation"] == "serializable" and r["transactions"] > 0
     assert r["retries"] > 0, r
@@ -218,8 +219,8 @@ def test_server_killed_mid_step_gives_error_record(engine: str, tmp_path: Path) 
     try:
         t = srv.target()
         killer = _KillAfter(srv, 0.7)
-        rows = run_sweep(t, ["point-select"], _opts(clients=(2,), duration_s=4.0, warmup_s=0.2, scale=0.02),
-                         BundleWriter(tmp_path / "run"), hooks=killer, progress=None)
+        rows = sweep_rows(t, ["point-select"], _opts(clients=(2,), duration_s=4.0, warmup_s=0.2, scale=0.02),
+                          BundleWriter(tmp_path / "run"), hooks=killer, progress=None)
     finally:
         srv.stop()
     r = rows[0]
@@ -259,7 +260,7 @@ def test_ctrl_c_stops_clients_and_keeps_the_measurement(pg_server: servers.Throw
         run_sweep(t, ["point-select"], _opts(clients=(2, 4), duration_s=30.0, warmup_s=0.2),
                   BundleWriter(tmp_path / "run"), hooks=hooks, progress=None)
     assert time.monotonic() - t0 < 10
-    results = ei.value.results  # type: ignore[attr-defined]
+    results = [r.to_dict() for r in ei.value.results]  # type: ignore[attr-defined]
     assert len(results) == 1 and results[0]["interrupted"] and results[0]["transactions"] > 0
     assert results[0]["measured_s"] < 5
     assert hooks.finished and hooks.finished[0][1].to_dict() == results[0]
@@ -307,8 +308,8 @@ def test_fallback_drivers(engine: str, name: str, module: str, tmp_path: Path, m
     monkeypatch.setattr(wdriver, "fastest_driver", lambda engine: drv)
     bundle = BundleWriter(tmp_path / "run")
     for protocol in ("prepared", "simple"):
-        rows = run_sweep(target, ["point-select", "read-write"], _opts(clients=(2,), duration_s=0.7, warmup_s=0.1,
-                                                                       protocol=protocol), bundle, progress=None)
+        rows = sweep_rows(target, ["point-select", "read-write"], _opts(clients=(2,), duration_s=0.7, warmup_s=0.1,
+                                                                        protocol=protocol), bundle, progress=None)
         for r in rows:
             assert r["driver"].startswith(name + " ") and r["transactions"] > 0 and r["errors"] == {}, r
 
@@ -392,8 +393,8 @@ def test_point_select_loop_is_recorded_in_the_result(target: Target, py_loop: st
     """point-select runs on the native executor unless DBDIAG_PY_LOOP=1, and the result says which ran;
     both give the same kind of result."""
     monkeypatch.setenv("DBDIAG_PY_LOOP", py_loop)
-    rows = run_sweep(target, ["point-select"], _opts(clients=(2,), duration_s=1.0, warmup_s=0.2),
-                     BundleWriter(tmp_path / "run"), progress=None)
+    rows = sweep_rows(target, ["point-select"], _opts(clients=(2,), duration_s=1.0, warmup_s=0.2),
+                      BundleWriter(tmp_path / "run"), progress=None)
     r = rows[0]
     assert r["transactions"] > 0 and r["errors"] == {} and r["qps"] == r["tps"], r
     # Every key the driver writes is declared in the bundle schema (a new key must be added there).
@@ -500,7 +501,8 @@ target = parse_target(dsn)
 rows = []
 for protocol in ("prepared", "simple"):
     opts = DriverOptions(clients=(2,), duration_s=0.7, warmup_s=0.1, scale=0.01, protocol=protocol)
-    rows += run_sweep(target, ["point-select", "read-write"], opts, BundleWriter(Path(out)), progress=None)
+    rows += [r.to_dict() for r in run_sweep(target, ["point-select", "read-write"], opts, BundleWriter(Path(out)),
+                                            progress=None)]
 print(json.dumps({"pid": os.getpid(), "rows": rows, "psycopg": "psycopg" in sys.modules,
                   "said": client_driver_text(target.dbms, "prepared", ["point-select"])}))
 """

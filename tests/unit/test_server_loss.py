@@ -94,6 +94,6 @@ def test_rows_without_the_new_fields_read_as_before() -> None:
 
 
 def test_the_console_line_of_a_lost_server() -> None:
-    row = {"workload": "read-write", "clients": 2, "server_lost": {"after_s": 1.25}}
+    row = ResultRow(workload="read-write", clients=2, server_lost={"after_s": 1.25})
     assert loss_line("pg", row, {"exit_status": "killed by signal 9 (SIGKILL)"}) == \
         "pg: the server went away (killed by signal 9 (SIGKILL)) 1.2 s into read-write with 2 clients"

@@ -57,9 +57,9 @@ from diag.core.schema import ResultRow
 from diag.core.targets import Target
 from workloads import hist
 from workloads.base import Workload
-from workloads.steps.options import DriverOptions, StepHooks, StepInfo, StepPlan, finished_row
+from workloads.steps.options import StepHooks, StepPlan
 from workloads.remote.remote_step import WorkerSpec, on_this_host, whoami, worker_task
-from workloads.steps.step import FULL_INTERVAL
+from workloads.steps.window import StepWindow
 
 START_DELAY_S = 2.0   # between submitting and the common start: the tasks reach every worker first
 END_GRACE_S = 15.0    # past the step's planned end (clients connect, the child process starts)
@@ -264,21 +264,27 @@ def merge_rows(rows: Sequence[ResultRow], hdrs: Sequence[str]) -> ResultRow:
 
 
 class DaskStep:
-    """One step spread over the workers of ``client`` (a dask.distributed Client); :meth:`run` returns its row."""
+    """One step spread over the workers of ``client`` (a dask.distributed Client); :meth:`run` returns its row.
+
+    The step's lifecycle is :class:`~workloads.steps.window.StepWindow`'s, as a local step's: this fills the
+    window with the workers' shares (their streamed intervals merged into the step's series, their rows and
+    histograms into its row)."""
 
     def __init__(self, client: Any, target: Target, wl: Workload, plan: StepPlan,
                  bundle: BundleWriter, series: SeriesWriter, seed: int, hooks: StepHooks | None = None) -> None:
-        n, opts, repeat = plan.clients, plan.options, plan.repeat
         self.plan = plan
-        self.client, self.target, self.wl, self.n, self.opts = client, target, wl, n, opts
-        self.bundle, self.series, self.seed, self.hooks = bundle, series, seed, hooks
-        self.repeat = repeat  # 1..N under --repeat N > 1, else 0 (as workloads.steps.step.Step)
-        self._rep = {"repeat": repeat} if repeat else {}  # in the row, its events and its series records
-        self.interval_tps: list[float] = []  # transactions/s of each full merged interval (the row's samples)
+        self.client, self.target, self.wl, self.n, self.opts = client, target, wl, plan.clients, plan.options
+        self.bundle, self.seed = bundle, seed
+        self.window = StepWindow(plan, bundle, series, hooks)  # the step's lifecycle; this fills it
         self._workers: list[str] = []
         self._parts: SeriesWriter | None = None  # series/workers--<target>: each share's interval k as merged
         self._events: deque[tuple[int, dict[str, Any]]] = deque()  # (share, interval) from the workers
         self._here: dict[str, int] = {}  # the step's workers on this host: address -> PID
+
+    @property
+    def row(self) -> ResultRow | None:
+        """The step's result row, once written (None when it was cut before: a Dask step writes no cut row)."""
+        return self.window.row
 
     def _submit(self, workers: list[str], split: list[int], start: float, timeout_s: float, topic: str
                 ) -> list[Any]:
@@ -292,7 +298,7 @@ class DaskStep:
                                                   f"-w{i}-{tag}"))
         return futures
 
-    def run(self) -> dict[str, Any]:
+    def run(self) -> ResultRow:
         present = self._present()
         if present is None:  # the scheduler went away between two steps
             raise DiagError("--workers: the Dask scheduler is gone")
@@ -343,43 +349,31 @@ class DaskStep:
         self._events.append((int(msg["share"]), dict(msg["record"])))
 
     def _measure(self, futures: list[Any], workers: list[str], split: list[int], start: float,
-                 planned_end: float) -> dict[str, Any]:
+                 planned_end: float) -> ResultRow:
         """From the common start to the row: the step hooks at the measured part's start, the shares'
         intervals written as they come, their answers merged."""
         measure = start + self.opts.warmup_s
         time.sleep(max(0.0, measure - time.time()))
-        info = StepInfo(self.target.label, self.wl.name, self.n, self.plan.duration_s, measure, (),
-                        tuple(self._here.values()))
-        self.bundle.event("step_started", f"{self.target.label}: {self.wl.name} with {self.n} clients on "
-                          f"{len(workers)} Dask worker(s)" + (f" (repeat {self.repeat})" if self.repeat else ""),
-                          target=self.target.label, workload=self.wl.name, clients=self.n, t_start=measure,
-                          workers=workers, **self._rep)
-        if self.hooks is not None:
-            self.hooks.step_started(info)
+        self.window.start(self.plan.duration_s, measure, (), tuple(self._here.values()),
+                          how=f" on {len(workers)} Dask worker(s)", workers=workers)
         stream = IntervalStream(len(futures))
         shares, lost = self._gather(futures, workers, split, planned_end + END_GRACE_S, stream)
         row = self._finish(shares, lost)
         row = replace(row, extra={**row.extra, "lost_transactions": sum(
             int(r.get("transactions") or 0) for i in (w["share"] for w in lost) for r in stream.recs[i])})
-        self.bundle.event("step_finished", f"{self.target.label}: {self.wl.name} with {self.n} clients: "
-                          f"{row.tps or 0:g} tps from {len(shares)} worker(s)"
-                          + (f", {row.extra['lost_clients']} client(s) lost with their worker" if lost else ""),
-                          target=self.target.label, workload=self.wl.name, clients=self.n, complete=row.complete,
-                          histogram=row.extra["histogram"], **self._rep)
-        return finished_row(self.hooks, info, row).to_dict()
+        return self.window.finish(row, f"{row.tps or 0:g} tps from {len(shares)} worker(s)"
+                                  + (f", {row.extra['lost_clients']} client(s) lost with their worker" if lost else ""))
 
     def _write_ready(self, stream: IntervalStream) -> None:
         while self._events:
             stream.add(*self._events.popleft())
+        rep = self.window.rep
         for rec, parts in stream.ready():
-            rec.update(self._rep)
-            self.series.write(rec)
-            # A short last interval (the step's end, a cut) is noisier: only full ones are samples (as a local step).
-            if rec["interval_s"] >= FULL_INTERVAL * self.opts.report_interval_s:
-                self.interval_tps.append(round(rec["transactions"] / rec["interval_s"], 2))
+            rec.update(rep)
+            self.window.interval(rec, rec["interval_s"], rec["transactions"])
             if self._parts is not None:
                 for i, part in parts:
-                    self._parts.write({**part, "share": i, "worker": self._workers[i], **self._rep})
+                    self._parts.write({**part, "share": i, "worker": self._workers[i], **rep})
 
     def _gather(self, futures: list[Any], workers: list[str], split: list[int], deadline: float,
                 stream: IntervalStream) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
@@ -432,14 +426,12 @@ class DaskStep:
         return shares, lost
 
     def _finish(self, shares: list[dict[str, Any]], lost: list[dict[str, Any]]) -> ResultRow:
-        label, name = self.target.label, self.wl.name
         for w in lost:
-            msg = f"{label}: {name} with {self.n} clients: worker {w['worker']} lost ({w['reason']}): " \
+            msg = f"{self.window.name}: worker {w['worker']} lost ({w['reason']}): " \
                   f"its {w['clients']} client(s) counted as lost, the step is incomplete"
-            self.bundle.event("workload_worker_lost", msg, target=label, workload=name, clients=self.n,
-                              worker=w["worker"], lost_clients=w["clients"])
+            self.window.event("workload_worker_lost", msg, worker=w["worker"], lost_clients=w["clients"])
         if not shares:
-            raise DiagError(f"{label}: {name} with {self.n} clients: no Dask worker returned its share "
+            raise DiagError(f"{self.window.name}: no Dask worker returned its share "
                             f"({'; '.join(w['reason'] for w in lost)})")
         rows = [ResultRow.from_dict(s["row"], f"worker {s['worker']}'s row") for s in shares]
         merged = merge_rows(rows, [s["hdr"] for s in shares])
@@ -451,18 +443,15 @@ class DaskStep:
                    for s, r in zip(shares, rows)]
         for w in workers:
             if w["saturated"]:
-                self.bundle.event("workload_worker_saturated", f"{label}: {name} with {self.n} clients: worker "
-                                  f"host {w['host']} was {w['host_cpu_busy_pct']:g}% CPU busy: its clients may be "
-                                  "the limit", target=label, workload=name, clients=self.n, worker=w["worker"])
-        base = f"workload--{safe_name(label)}--{name}--c{self.n}" + (f"--r{self.repeat}" if self.repeat else "")
+                self.window.event("workload_worker_saturated", f"{self.window.name}: worker host {w['host']} was "
+                                  f"{w['host_cpu_busy_pct']:g}% CPU busy: its clients may be the limit",
+                                  worker=w["worker"])
         h = hist.new()
         for i, (s, w) in enumerate(zip(shares, workers)):
             if s["hdr"]:
                 h.add(hist.decode(s["hdr"]))
-                w["histogram"] = f"artifacts/{base}--w{i}.hdr"
-                self.bundle.artifact(f"{base}--w{i}.hdr").write_text(s["hdr"] + "\n", encoding="ascii")
-        self.bundle.artifact(f"{base}.hdr").write_text(hist.encode(h) + "\n", encoding="ascii")
+                w["histogram"] = self.window.histogram(s["hdr"], f"--w{i}")
+        histogram = self.window.histogram(hist.encode(h))
         return replace(merged, clients=self.n, complete=bool(merged.complete) and not lost,
-                       interval_tps=tuple(self.interval_tps), repeat=self.repeat or merged.repeat,
                        extra={**merged.extra, "workers": workers, "workers_lost": lost,
-                              "lost_clients": sum(w["clients"] for w in lost), "histogram": f"artifacts/{base}.hdr"})
+                              "lost_clients": sum(w["clients"] for w in lost), "histogram": histogram})

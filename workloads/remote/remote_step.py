@@ -133,7 +133,7 @@ def run_share(spec: WorkerSpec, tmp: Path) -> dict[str, Any]:
         series.close()
         intervals = list(read_jsonl(tmp / "series" / f"{safe_name(f'workload--{spec.target.label}')}.jsonl"))
         hdr = "".join(p.read_text(encoding="ascii").strip() for p in (tmp / "artifacts").glob("*.hdr"))
-        return {"row": row, "intervals": intervals, "hdr": hdr,
+        return {"row": row.to_dict(), "intervals": intervals, "hdr": hdr,
                 "host": {"hostname": socket.gethostname(), "ncpu": psutil.cpu_count() or 1,
                          "busy_pct": round(100 * _busy(cpu0, cpu1), 1)}}
     finally:

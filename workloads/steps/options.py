@@ -8,8 +8,7 @@ them without importing the driver.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from collections.abc import Mapping
-from typing import Any, Protocol
+from typing import Protocol
 
 from diag.core.argtypes import client_counts, step_seconds
 from diag.core.schema import ResultRow
@@ -112,10 +111,8 @@ class StepHooks(Protocol):
         ...
 
 
-def finished_row(hooks: StepHooks | None, info: StepInfo | None, row: ResultRow | Mapping[str, Any]) -> ResultRow:
+def finished_row(hooks: StepHooks | None, info: StepInfo | None, row: ResultRow) -> ResultRow:
     """A step's one result record: what the step measured (``row``, as :func:`workloads.steps.stepresult.result_row`
-    or the Dask merge built it) made a :class:`ResultRow` once, then the hooks' parts in it. A local step and a
-    step on Dask workers both end here."""
-    rec = row if isinstance(row, ResultRow) else ResultRow.from_dict(
-        row, f"the row of {row.get('target')} {row.get('workload')} c{row.get('clients')}")
-    return hooks.step_finished(info, rec) if hooks is not None and info is not None else rec
+    or the Dask merge built it), then the hooks' parts in it. A local step and a step on Dask workers both end
+    here."""
+    return hooks.step_finished(info, row) if hooks is not None and info is not None else row

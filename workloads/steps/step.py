@@ -1,9 +1,12 @@
-"""One (workload, client count) step: start the clients, gather, write, sum up.
+"""One (workload, client count) step filled by local client processes: start them, gather, sum up.
 
-The pieces: :class:`~workloads.steps.pool.ClientPool` (the processes and their pipes),
+The step's lifecycle (its start and end events, the hooks, the series, the row's samples, its histogram and
+the finished row) is :class:`~workloads.steps.window.StepWindow`'s, which a step on Dask workers shares
+(:mod:`workloads.remote.dask_steps`); this module fills that window. The pieces:
+:class:`~workloads.steps.pool.ClientPool` (the processes and their pipes),
 :class:`~workloads.steps.merge.IntervalMerger` (per-interval figures of all clients),
 :mod:`workloads.steps.stepresult` (series record, console lines, result row). This
-module only wires them to the clock, the bundle, the progress bar and the hooks.
+module only wires them to the clock, the window and the progress bar.
 
 Ctrl-C: the clients ignore SIGINT; the step sets their stop flag, collects what
 they measured (``STOP_GRACE_S`` at most), writes the cut step's row (kept on
@@ -29,9 +32,9 @@ import contextlib
 import os
 import time
 from dataclasses import replace
-from typing import Any, Protocol
+from typing import Any
 
-from diag.core.bundle import BundleWriter, safe_name
+from diag.core.bundle import BundleWriter
 from diag.core.db import DriverInfo
 from diag.core.procs import hold_stop_signals, interrupt_reason
 from diag.core.schema import ResultRow
@@ -43,7 +46,7 @@ from workloads.steps.loop import LOST_KINDS, ClientSpec
 from workloads.steps.merge import IntervalMerger, Merged, Totals
 from workloads.steps import mux
 from workloads.steps.messages import Aborted, Done, Fatal, FromClient, Go, IntervalCounts, Lost, Reconnected
-from workloads.steps.options import StepHooks, StepInfo, StepPlan, finished_row
+from workloads.steps.options import StepHooks, StepInfo, StepPlan
 from workloads.steps.pool import ClientPool
 from workloads.steps.progress import SweepBar
 from workloads.steps.room import LIMIT_KIND, TooManyClients, ensure_fds, refused_line
@@ -53,6 +56,7 @@ from workloads.steps.stepresult import (Startup, StepKey, WallClock, busiest_cli
                                   saturation_message, series_record, summary_line)
 from workloads.steps.steptail import TailSum, tail_line
 from workloads.steps.steptail import measured_cpu as _measured_cpu
+from workloads.steps.window import SeriesSink, StepWindow
 
 READY_TIMEOUT_S = 60.0
 READY_S_PER_CLIENT = 0.2  # and this long per client: forks and connects came at 20-37/s at 200 clients here
@@ -60,14 +64,6 @@ STUCK_STOP_S = 2.0      # after a stuck statement ends the step: the other clien
 STOP_GRACE_S = 2.0      # on Ctrl-C
 WAKE_NS = 250_000_000   # the parent looks at the clock at least this often (intervals, the bar)
 RECONNECT_EVENTS = 20   # per step: a flapping connection is counted in full, but told only this often
-FULL_INTERVAL = 0.9     # an interval at least this share of --report-interval long is a full one
-
-
-class SeriesSink(Protocol):
-    """Where the step's interval records go: the bundle's series file (:class:`diag.bundle.SeriesWriter`), or
-    that and a Dask worker's stdout (:mod:`workloads.remote_step`)."""
-
-    def write(self, record: dict[str, Any]) -> None: ...
 
 
 class Step:
@@ -82,15 +78,12 @@ class Step:
         n, opts, repeat = plan.clients, plan.options, plan.repeat
         self.plan = plan
         self.target, self.drv, self.wl, self.n, self.opts = target, drv, wl, n, opts
-        self.bundle, self.series, self.hooks, self.bar = bundle, series, hooks, bar
+        self.bundle, self.bar = bundle, bar
+        self.window = StepWindow(plan, bundle, series, hooks, bar)  # the step's lifecycle; this fills it
         self.key = StepKey(target.label, product, wl.name, n, repeat)
-        self.repeat = repeat  # 1..N under --repeat N > 1, else 0
-        self._rep = {"repeat": repeat} if repeat else {}  # the repeat in every event of the step
-        self.interval_tps: list[float] = []  # transactions/s of each full measured interval
         self.spec = ClientSpec(target, product, drv, wl, n, float(opts.scale), opts.protocol, opts.isolation,
                                opts.max_tries, opts.rate, opts.think, seed, opts.on_error, first_index, step_clients,
                                opts.connect_per_txn)
-        self.row: dict | None = None
         self.totals = Totals()
         self.tail = Totals()  # the run-on after the measured part (opts.tail_s), where profiles record
         self._tail = TailSum()
@@ -102,7 +95,6 @@ class Step:
         self.loops: list[str] = []          # per ready client: the name of its C loop ("": the Python loop)
         self.connect_s: list[float] = []    # per ready client: seconds to connect and prepare
         self.startup: Startup | None = None  # the clients' start-up, before the step's window
-        self.info: StepInfo | None = None   # set when the measured part begins
         self.ncpu = os.cpu_count() or 1
         self._merger: IntervalMerger | None = None
         self._clock = WallClock(0)
@@ -121,7 +113,17 @@ class Step:
         # as ``hdr``: a Dask worker's share streams them so the orchestrator merges interval k exactly.
         self.interval_hist: hist.HdrHistogram | None = None
 
-    def run(self) -> dict:
+    @property
+    def info(self) -> StepInfo | None:
+        """The step as its hooks see it; None until the measured part begins."""
+        return self.window.info
+
+    @property
+    def row(self) -> ResultRow | None:
+        """The step's result row, once written (a step cut by Ctrl-C has one when its measured part began)."""
+        return self.window.row
+
+    def run(self) -> ResultRow:
         try:
             return self._run()
         finally:
@@ -129,7 +131,7 @@ class Step:
                 with hold_stop_signals():
                     look(self.target, self._to_end, end=True)
 
-    def _run(self) -> dict:
+    def _run(self) -> ResultRow:
         ensure_fds(self.n)
         t_fork = time.perf_counter_ns()
         groups = mux.processes(self.spec, self.n)
@@ -162,11 +164,9 @@ class Step:
                     self._drain(pool, time.monotonic() + STOP_GRACE_S)
                     # Still in a statement after the grace: their sessions are ended once they are gone.
                     self._to_end += [self.sessions.get(i, 0) for i in pool.live.values()]
-                    self.bundle.event("step_interrupted", f"{self.target.label}: {self.wl.name} with {self.n} "
-                                      f"clients cut short by {interrupt_reason(ki)}", target=self.target.label,
-                                      workload=self.wl.name, clients=self.n)
+                    self.window.event("step_interrupted", f"{self.window.name} cut short by {interrupt_reason(ki)}")
                     if self.info is not None:
-                        self.row = self._finish(interrupted=True)
+                        self._finish(interrupted=True)
                 raise
         assert self.row is not None
         return self.row
@@ -218,7 +218,7 @@ class Step:
         if self.lost is not None:  # nothing was measured after the loss: the clients were reconnecting
             self._stopped_ns = min(self._stopped_ns, max(self.lost.t_ns, plan.measure_ns))
         self._write(merger.rest(self._stopped_ns))
-        self.row = self._finish(interrupted=False)
+        self._finish(interrupted=False)
 
     def _hear(self, idx: int, msg: object) -> None:
         """Client ``idx`` sent ``msg``: it was last between transactions now, or, reporting from inside a
@@ -250,9 +250,8 @@ class Step:
         elif isinstance(msg, Reconnected):
             self._reconnected(idx, msg)
         elif isinstance(msg, Lost):
-            self.bundle.event("workload_client_lost", f"{self.target.label}: client {idx}: {msg.message}",
-                              target=self.target.label, workload=self.wl.name, clients=self.n, client=idx,
-                              code=msg.code)
+            self.window.event("workload_client_lost", f"{self.target.label}: client {idx}: {msg.message}",
+                              client=idx, code=msg.code)
             self.bar.say(f"  client {idx}: {msg.message}")
             self._suspect(idx, msg.code, msg.message, msg.t_ns)
             if self.opts.on_error == "abort":
@@ -270,8 +269,7 @@ class Step:
         """Some clients were refused at the server's connection limit: the step does not run with the others
         (its row would claim clients that never ran); one event and one line, the run stops."""
         line = refused_line(self.target, self.n, len(messages), messages[0])
-        self.bundle.event("step_refused", line, target=self.target.label, workload=self.wl.name, clients=self.n,
-                          refused=len(messages), **self._rep)
+        self.window.event("step_refused", line, with_repeat=True, refused=len(messages))
         raise TooManyClients(line)
 
     def _reconnected(self, idx: int, msg: Reconnected) -> None:
@@ -279,8 +277,7 @@ class Step:
         if self._reconnect_events > RECONNECT_EVENTS:
             return
         text = f"{self.target.label}: client {idx}: reconnected after {msg.waited_s:g} s ({msg.message})"
-        self.bundle.event("workload_client_reconnected", text, target=self.target.label, workload=self.wl.name,
-                          clients=self.n, client=idx, code=msg.code, waited_s=msg.waited_s)
+        self.window.event("workload_client_reconnected", text, client=idx, code=msg.code, waited_s=msg.waited_s)
         self.bar.say(f"  client {idx}: reconnected after {msg.waited_s:g} s ({msg.message})")
 
     def _suspect(self, idx: int, code: str, message: str, t_ns: int) -> None:
@@ -322,9 +319,7 @@ class Step:
         self.stuck = StepCut(first, "stuck", message, now)  # when it was found; the view says since when
         self.stuck_view = {"stuck_clients": sorted(idxs), **(view.to_row() if view is not None else {})}
         self._to_end = [self.sessions.get(i, 0) for i in idxs]  # once their processes are gone (ClientPool.close)
-        self.bundle.event("step_stuck", f"{self.target.label}: {self.wl.name} with {self.n} clients: {message}; "
-                          "the step was ended", target=self.target.label, workload=self.wl.name, clients=self.n,
-                          **self.stuck_view)
+        self.window.event("step_stuck", f"{self.window.name}: {message}; the step was ended", **self.stuck_view)
         self.bar.say(f"  {self.target.label}: {message}: ending the step")
         pool.stop()
 
@@ -333,9 +328,8 @@ class Step:
         if self.aborted is not None or self.lost is not None:
             return
         self.aborted = StepCut(idx, code, message, t_ns or time.perf_counter_ns())
-        self.bundle.event("step_aborted", f"{self.target.label}: {self.wl.name} with {self.n} clients ended by "
-                          f"--on-error abort: client {idx}: {message}", target=self.target.label,
-                          workload=self.wl.name, clients=self.n, client=idx, code=code)
+        self.window.event("step_aborted", f"{self.window.name} ended by --on-error abort: client {idx}: {message}",
+                          client=idx, code=code)
         self.bar.say(f"  client {idx}: {message}: --on-error abort ends the step")
         if self._pool is not None:
             self._pool.stop()
@@ -362,19 +356,13 @@ class Step:
 
     def _started(self, plan: Go) -> None:
         tail_s = (plan.end_ns - self._measured_end_ns) / 1e9 if self.opts.tail_s > 0 else 0.0
-        self.info = StepInfo(self.target.label, self.wl.name, self.n, (self._measured_end_ns - plan.measure_ns) / 1e9,
-                             self._clock.unix(plan.measure_ns), tuple(self.pids), tail_s=tail_s)
-        self.bundle.event("step_started", f"{self.target.label}: {self.wl.name} with {self.n} clients"
-                          + (f" (repeat {self.repeat})" if self.repeat else ""),
-                          target=self.target.label, workload=self.wl.name, clients=self.n,
-                          t_start=self.info.t_start, **self._rep)
-        if self.hooks is not None:
-            self.hooks.step_started(self.info)
+        self.window.start((self._measured_end_ns - plan.measure_ns) / 1e9, self._clock.unix(plan.measure_ns),
+                          self.pids, tail_s=tail_s)
 
     def _client_error(self, idx: int, code: str, message: str) -> None:
         self.totals.client_error(code, message)
-        self.bundle.event("workload_client_error", f"{self.target.label}: client {idx}: {message}",
-                          target=self.target.label, workload=self.wl.name, clients=self.n, client=idx, code=code)
+        self.window.event("workload_client_error", f"{self.target.label}: client {idx}: {message}", client=idx,
+                          code=code)
         self.bar.say(f"  client {idx}: {message}")
 
     def _write(self, merged: list[Merged]) -> None:
@@ -393,10 +381,7 @@ class Step:
                 self._tail.add(m)
             else:
                 self._measured_cpu_s += m.cpu_s
-            self.series.write(rec)
-            # A short last interval (the step's end, a cut) is noisier: only full ones are samples.
-            if not tail and m.seconds >= FULL_INTERVAL * self.opts.report_interval_s:
-                self.interval_tps.append(round(m.transactions / m.seconds, 2))
+            self.window.interval(rec, m.seconds, m.transactions, tail)
             if self.bar.out is not None:
                 self.bar.say(interval_line(self.key, m, measure_ns, self.ncpu)
                              + ("  (observed tail: not in the step's figures)" if tail else ""))
@@ -416,7 +401,7 @@ class Step:
         t = self.totals
         row = ResultRow.from_dict({**result_row(self.key, t, self.opts, self._driver_label(),
                                                 self._clock.unix(measure_ns), self._clock.unix(measured_end_ns),
-                                                duration, self.ncpu, self.interval_tps),
+                                                duration, self.ncpu),
                                    **self.wl.result_extra(t.extra, t.transactions, duration)},
                                   f"the row of {self.target.label} {self.wl.name} c{self.n}")
         cuts = {key: cut.to_row(self._clock.unix(cut.t_ns), measure_ns)
@@ -436,7 +421,7 @@ class Step:
                        profile_tail=self._tail.summary(self._clock, row.tps or 0.0) if self.opts.tail_s > 0 else None,
                        complete=not (interrupted or self.lost or self.aborted or self.stuck or short))
 
-    def _finish(self, interrupted: bool) -> dict:
+    def _finish(self, interrupted: bool) -> ResultRow:
         assert self._merger is not None
         measure_ns = self._merger.plan.measure_ns
         measured_end_ns = min(self._stopped_ns, self._measured_end_ns)
@@ -446,25 +431,18 @@ class Step:
             _measured_cpu(t, self._measured_cpu_s)
         row = self._record(interrupted, measure_ns, measured_end_ns, duration)
         if self._merger.moved:  # reports that came after their interval was written (a client silent > grace)
-            self.bundle.event("intervals_late", f"{self.target.label}: {self.wl.name} with {self.n} clients: "
-                              f"{self._merger.moved} transactions reported after their interval was written were "
-                              "counted in the next one", target=self.target.label, workload=self.wl.name,
-                              clients=self.n, transactions=self._merger.moved, **self._rep)
-        name = (f"workload--{safe_name(self.target.label)}--{self.wl.name}--c{self.n}"
-                + (f"--r{self.repeat}" if self.repeat else "") + ".hdr")
+            self.window.event("intervals_late", f"{self.window.name}: {self._merger.moved} transactions reported "
+                              "after their interval was written were counted in the next one", with_repeat=True,
+                              transactions=self._merger.moved)
         with contextlib.suppress(OSError):
-            self.bundle.artifact(name).write_text(hist.encode(t.latency) + "\n", encoding="ascii")
+            self.window.histogram(hist.encode(t.latency))
         busiest = busiest_client_pct(t, duration)
         warning = saturation_message(self.key, busiest)
         if warning is not None:
-            self.bundle.event("driver_saturated", warning, target=self.target.label, workload=self.wl.name,
-                              clients=self.n, busiest_client_pct=round(busiest, 1))
+            self.window.event("driver_saturated", warning, busiest_client_pct=round(busiest, 1))
             self.bar.say("  warning: " + warning)
         cut_words = "" if row.complete else f", cut short after {row.measured_s:g} s"
-        self.bundle.event("step_finished", f"{self.target.label}: {self.wl.name} with {self.n} clients: "
-                          f"{row.tps:.1f} tps{cut_words}", target=self.target.label, workload=self.wl.name,
-                          clients=self.n, complete=row.complete, histogram=f"artifacts/{name}", **self._rep)
-        self.bar.say(summary_line(self.key, row, self.ncpu))
-        if row.profile_tail is not None and row.profile_tail.get("tps") is not None:
-            self.bar.say(tail_line(row.profile_tail))
-        return finished_row(self.hooks, self.info, row).to_dict()
+        tail = row.profile_tail
+        return self.window.finish(row, f"{row.tps:.1f} tps{cut_words}",
+                                  [summary_line(self.key, row, self.ncpu),
+                                   *([tail_line(tail)] if tail is not None and tail.get("tps") is not None else [])])

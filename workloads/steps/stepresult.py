@@ -102,15 +102,15 @@ def interval_line(key: StepKey, m: Merged, measure_ns: int, ncpu: int) -> str:
 
 
 def result_row(key: StepKey, t: Totals, opts: DriverOptions, driver: str, t_start: float, t_end: float,
-               duration_s: float, ncpu: int, interval_tps: list[float] | None = None) -> dict[str, Any]:
+               duration_s: float, ncpu: int) -> dict[str, Any]:
     """The step's result row (run.json ``results``), before the workload's own fields.
 
     ``t_start`` / ``t_end``: the measured part in unix seconds; ``duration_s`` its length (> 0), written as
     ``measured_s``, the row's one form of it (a cut step has less than ``-T``, which is the plan's). The
-    caller sets ``complete`` False for a cut step. ``interval_tps``: transactions/s of each full report
-    interval of the measured part (the samples of significance tests and intervals); ``repeat`` is
-    written under ``--repeat``."""
-    return {**({"repeat": key.repeat} if key.repeat else {}), "interval_tps": list(interval_tps or []),
+    caller sets ``complete`` False for a cut step. The step's window adds its repeat (under ``--repeat``) and
+    ``interval_tps``, transactions/s of each full report interval of the measured part (the samples of
+    significance tests and intervals): :meth:`workloads.steps.window.StepWindow.finish`."""
+    return {
         "target": key.target, "engine": key.product, "workload": key.workload, "clients": key.clients,
         "transactions": t.transactions,
         "tps": round(t.transactions / duration_s, 2), "qps": round(t.queries / duration_s, 2),
