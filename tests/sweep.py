@@ -7,11 +7,31 @@ the written form (its keys, a workload's own fields such as TPC-C's ``tpm``, the
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any
 
+from diag.core.schema import ResultRow
 from workloads.driver import run_sweep
+from workloads.steps.options import StepInfo
 
 
 def sweep_rows(*args: Any, **kwargs: Any) -> list[dict[str, Any]]:
     """:func:`run_sweep`'s rows, each as results.json stores it."""
     return [r.to_dict() for r in run_sweep(*args, **kwargs)]
+
+
+class RecordingHooks:
+    """Step hooks that record what a step tells them; with ``part``, they add it to the row's extra as a source
+    adds its part."""
+
+    def __init__(self, part: dict[str, Any] | None = None) -> None:
+        self.part = part or {}
+        self.started: list[StepInfo] = []
+        self.finished: list[tuple[StepInfo, ResultRow]] = []
+
+    def step_started(self, info: StepInfo) -> None:
+        self.started.append(info)
+
+    def step_finished(self, info: StepInfo, row: ResultRow) -> ResultRow:
+        self.finished.append((info, row))
+        return replace(row, extra={**row.extra, **self.part}) if self.part else row

@@ -32,7 +32,7 @@ from workloads import load as wload
 from workloads.native import nativelib
 from workloads.clients.client import client_driver_text
 from workloads.driver import DriverOptions, StepInfo, run_sweep
-from tests.sweep import sweep_rows
+from tests.sweep import RecordingHooks, sweep_rows
 from workloads.pgbench import pgbench_dataset
 from workloads.sysbench import sbtest_dataset
 from workloads.tpcc.tpcc import consistency_errors, tpcc_dataset
@@ -52,17 +52,6 @@ def target(request: pytest.FixtureRequest) -> Target:
     return srv.target()
 
 
-class Hooks:
-    def __init__(self) -> None:
-        self.started: list[StepInfo] = []
-        self.finished: list[tuple[StepInfo, ResultRow]] = []
-
-    def step_started(self, info: StepInfo) -> None:
-        self.started.append(info)
-
-    def step_finished(self, info: StepInfo, row: ResultRow) -> ResultRow:
-        self.finished.append((info, row))
-        return row
 
 
 def _opts(**kw: Any) -> DriverOptions:
@@ -73,7 +62,7 @@ def _opts(**kw: Any) -> DriverOptions:
 
 def test_all_workloads_both_engines(target: Target, tmp_path: Path) -> None:
     bundle = BundleWriter(tmp_path / "run")
-    hooks = Hooks()
+    hooks = RecordingHooks()
     names = ["point-select", "read-only", "read-write", "insert", "tpcc"]
     # 1 s steps and no warm-up: ten steps per engine, and every check below is of counts within a step (one
     # interval is enough); none reads what a warm-up would steady (0.3 s each cost 3 s per engine)
@@ -249,7 +238,7 @@ class _KillAfter:
 def test_ctrl_c_stops_clients_and_keeps_the_measurement(pg_server: servers.ThrowawayServer, tmp_path: Path) -> None:
     t = pg_server.target()
 
-    class Interrupt(Hooks):
+    class Interrupt(RecordingHooks):
         def step_started(self, info: StepInfo) -> None:
             super().step_started(info)
             threading.Timer(0.8, _thread.interrupt_main).start()  # as a Ctrl-C reaching the main thread

@@ -8,33 +8,20 @@ test_dask_workers, test_stuck_statement, test_repeat_significance).
 from __future__ import annotations
 
 import json
-from dataclasses import replace
 from pathlib import Path
 
 from diag.core.bundle import BundleWriter, read_jsonl
 from diag.core.schema import ResultRow
-from workloads.steps.options import DriverOptions, StepInfo, StepPlan
+from workloads.steps.options import DriverOptions, StepPlan
 from workloads.steps.window import StepWindow
+from tests.sweep import RecordingHooks
 
 
-class Hooks:
-    """Records what a step tells its hooks; adds a part to the row as a source would."""
-
-    def __init__(self) -> None:
-        self.started: list[StepInfo] = []
-        self.finished: list[tuple[StepInfo, ResultRow]] = []
-
-    def step_started(self, info: StepInfo) -> None:
-        self.started.append(info)
-
-    def step_finished(self, info: StepInfo, row: ResultRow) -> ResultRow:
-        self.finished.append((info, row))
-        return replace(row, extra={**row.extra, "source_part": 1})
 
 
-def _window(tmp_path: Path, repeat: int = 0) -> tuple[StepWindow, BundleWriter, Hooks]:
+def _window(tmp_path: Path, repeat: int = 0) -> tuple[StepWindow, BundleWriter, RecordingHooks]:
     bundle = BundleWriter(tmp_path / "run")
-    hooks = Hooks()
+    hooks = RecordingHooks({"source_part": 1})
     plan = StepPlan("pg", "point-select", 4, DriverOptions(clients=(4,), duration_s=3.0, report_interval_s=1.0),
                     repeat)
     return StepWindow(plan, bundle, bundle.series("workload--pg"), hooks), bundle, hooks
