@@ -38,11 +38,12 @@ from diag.core.procs import interrupt_reason, stop_count
 from diag.run import Run, RunOptions, TargetRuntime
 from reports.model.watch_view import MIN_TPS
 from workloads.watch.loadcmd import LoadCommand
-from workloads.steps.options import StepInfo
+from workloads.steps.options import DriverOptions, StepPlan
+from workloads.steps.window import StepWindow
 from workloads.watch.progress_lines import ProgressPoint, Summary, merge_summaries, parse_line
 from workloads.watch.watch_counters import (CounterReader, Reading, own_reads_per_s, own_reads_per_window,
                                       window_counts)
-from workloads.watch.watchresult import client_side, window_row, with_statement_rates
+from workloads.watch.watchresult import client_side, window_name, window_row, with_statement_rates
 
 LOOK_S = 0.5  # how often the watch looks at sessions inside a window
 MIN_WINDOW_S = 0.5
@@ -143,16 +144,15 @@ class Watch(Run):
             index += 1
             t0 = time.time()
             roots = (self.command.pid,) if self.command else ()
-            infos: dict[str, StepInfo] = {}
+            windows: dict[str, StepWindow] = {}
             try:
                 pids = self._peers(watched)
-                infos = {w.rt.target.label: StepInfo(w.rt.target.label, f"watch#{index:02d}", 1,
-                                                     self.plan_w.window_s, t0, pids, roots) for w in watched}
-                for info in infos.values():
-                    self.sources.step_started(info)
+                windows = {w.rt.target.label: self._window(w.rt.target.label, index) for w in watched}
+                for win in windows.values():
+                    win.start(self.plan_w.window_s, t0, pids, roots)
             except KeyboardInterrupt as e:  # the window is opened for every source or for none worth closing
                 self._stopped(e)
-                if not infos:  # stopped before the window opened: the last one closed is the watch's end
+                if not windows:  # stopped before the window opened: the last one closed is the watch's end
                     break
             # A window ends a --window after the last one did: a slow close (a profile's report) shortens the
             # next window instead of stretching it.
@@ -164,12 +164,19 @@ class Watch(Run):
             if not self.ended_by and time.time() >= end - 0.05:
                 self.ended_by = "watch duration reached"
             try:
-                self._close_window(watched, infos, index, t0)
+                self._close_window(watched, windows, index)
             except KeyboardInterrupt as e:  # a stop request while closing: this window's row may be missing
                 self.ended_by = self.ended_by or f"stopped by {interrupt_reason(e)} while closing window {index}"
                 self.stops_handled = stop_count()
                 self.bundle.event("window_cut", f"window {index} not closed: {self.ended_by}")
         self.bundle.event("watch_ended", self.ended_by)
+
+    def _window(self, label: str, index: int) -> StepWindow:
+        """Window ``index`` on target ``label``: a step's lifecycle (workloads.steps.window), as a run's steps and
+        its Dask steps have, filled by a load dbdiag does not drive; its plan is its length (nothing is driven:
+        the clients are counted when it closes), and it has no intervals and no histogram."""
+        plan = StepPlan(label, window_name(index), 1, DriverOptions(duration_s=self.plan_w.window_s, warmup_s=0.0))
+        return StepWindow(plan, self.bundle, None, self.sources, title=f"{label}: {plan.workload}")
 
     def _stopped(self, e: BaseException) -> None:
         """A stop request (Ctrl-C, SIGTERM, SIGHUP) ends the watch: the run's normal end, not an interruption."""
@@ -225,7 +232,7 @@ class Watch(Run):
             w.sessions.append(r.clients(w.baseline))
             w.hidden = max(w.hidden, r.hidden)
 
-    def _close_window(self, watched: list[_Watched], infos: dict[str, StepInfo], index: int, t0: float) -> None:
+    def _close_window(self, watched: list[_Watched], windows: dict[str, StepWindow], index: int) -> None:
         for w in watched:
             label = w.rt.target.label
             try:
@@ -251,7 +258,8 @@ class Watch(Run):
             if w.own_pids:
                 seen["own_backends"] = list(w.own_pids)
             rec = ResultRow.from_dict({**row.to_dict(), **seen}, f"{label} {row.workload}")  # the window's record
-            rec = with_statement_rates(self.sources.step_finished(infos[label], rec))
+            rec = with_statement_rates(windows[label].finish(rec, f"{rec.tps or 0:g} tps (server counters)",
+                                                             histogram=False))
             self.results.append(rec)
             self.bundle.write_results(self.results)
             self.say(f"  {label} {rec.workload}: {rec.tps or 0:.1f} tps (server), {rec.clients} session"

@@ -262,14 +262,20 @@ def step_findings(found: list[dict[str, Any]], label: str, workload: str, client
 def test_every_step_names_a_limit_and_its_parts_explain_its_time(sweep: dict[str, Any]) -> None:
     """Shares add to 1 by construction (reports.model.accounting._assemble): not asserted. What can fail is how far
     the measured parts overshoot the step's wall time (sampling error, the server's background CPU): at most
-    PARTS_OVER of it (the saved bundles' largest is 17%; a loaded machine stretches sampling)."""
+    PARTS_OVER of it (the saved bundles' largest is 17%; a loaded machine stretches sampling), once the part two
+    parts share is counted once: a commit flush is timed from the flush call's entry to its return, and the kernel
+    CPU the server spends inside that call (the file system's journal, the block layer) is its system CPU too, so
+    up to the smaller of the two is in both (MariaDB durable inserts at 1 client, 4 runs on a quiet machine:
+    parts 1.13-1.35x the wall time, flush 103-128 µs and server system CPU 37-49 µs of 155-179 µs)."""
     steps_run = {(r["target"], r["workload"], r["clients"])
                  for b in sweep["bundles"] for r in load_bundle(b.path).results}
     assert len(steps_run) == 8, sweep["log"][-2000:]
     assert set(sweep["accounts"]) == steps_run
     for key, (_step, acc) in sweep["accounts"].items():
-        measured = sum(c.us_per_txn for c in acc.components if c.key != "unaccounted")
-        assert measured <= PARTS_OVER * acc.wall_us_per_txn, (key, acc.wall_us_per_txn, acc.components)
+        parts = {c.key: c.us_per_txn for c in acc.components}
+        measured = sum(v for k, v in parts.items() if k != "unaccounted")
+        both = min(parts.get("wait:commit_flush", 0.0), parts.get("server_cpu_system", 0.0))
+        assert measured - both <= PARTS_OVER * acc.wall_us_per_txn, (key, acc.wall_us_per_txn, acc.components)
         assert acc.get("unaccounted") is not None
         lims = [f for f in step_findings(sweep["found"], *key) if f["category"] == "limit"]
         assert len(lims) == 1, key

@@ -9,9 +9,10 @@ event carries it), its HDR histogram artifacts, and its end (the ``step_finished
 the hooks' parts in the row).
 
 What differs is who fills the window and how its figures come in: local client processes, their intervals merged
-here (:class:`workloads.steps.step.Step`), or the shares of Dask workers, their streamed intervals merged by the
-orchestrator (:class:`workloads.remote.dask_steps.DaskStep`). Both build the window's series records and result
-row from their own figures and hand them to this one lifecycle.
+here (:class:`workloads.steps.step.Step`), the shares of Dask workers, their streamed intervals merged by the
+orchestrator (:class:`workloads.remote.dask_steps.DaskStep`), or a load dbdiag does not drive, counted from the
+server's own counters (``dbdiag watch``, :mod:`diag.watch`: no intervals, no histogram). Each builds the window's
+result row from its own figures and hands it to this one lifecycle.
 """
 
 from __future__ import annotations
@@ -40,10 +41,13 @@ class StepWindow:
     written (:meth:`interval`), finished once (:meth:`finish`, which returns the step's row and keeps it as
     :attr:`row`). ``bar``: the sweep's progress bar, where the step says its lines (None: no console)."""
 
-    def __init__(self, plan: StepPlan, bundle: BundleWriter, series: SeriesSink, hooks: StepHooks | None,
-                 bar: SweepBar | None = None) -> None:
+    def __init__(self, plan: StepPlan, bundle: BundleWriter, series: SeriesSink | None, hooks: StepHooks | None,
+                 bar: SweepBar | None = None, title: str = "") -> None:
+        """``series``: None for a window without intervals (a watch's); ``title``: how its lines and events name it,
+        when not "<target>: <workload> with <clients> clients" (:attr:`name`)."""
         self.plan = plan
         self.bundle, self.series, self.hooks, self.bar = bundle, series, hooks, bar
+        self._title = title
         self.info: StepInfo | None = None   # set when the measured part begins
         self.interval_tps: list[float] = []  # transactions/s of each full measured interval (the row's samples)
         self.row: ResultRow | None = None    # the step's row, once finished (a step cut by Ctrl-C too)
@@ -56,8 +60,8 @@ class StepWindow:
 
     @property
     def name(self) -> str:
-        """How the step's lines and events name it: "<target>: <workload> with <clients> clients"."""
-        return f"{self.plan.target}: {self.plan.workload} with {self.plan.clients} clients"
+        """How the step's lines and events name it: "<target>: <workload> with <clients> clients" (or its title)."""
+        return self._title or f"{self.plan.target}: {self.plan.workload} with {self.plan.clients} clients"
 
     def event(self, kind: str, message: str, *, with_repeat: bool = False, **fields: Any) -> None:
         """An event of this step: its target, workload and clients, then ``fields`` (and its repeat when
@@ -87,6 +91,7 @@ class StepWindow:
         """One interval of the step into the series; a full one that is not in the tail (the run-on after the
         measured part) is a sample of the row's ``interval_tps`` (a short last interval, at the step's end or a
         cut, is noisier)."""
+        assert self.series is not None, "a window without a series has no intervals"
         self.series.write(record)
         if not tail and seconds >= FULL_INTERVAL * self.plan.options.report_interval_s:
             self.interval_tps.append(round(transactions / seconds, 2))
@@ -108,14 +113,15 @@ class StepWindow:
         self.bundle.artifact(f"{self.histogram_base}{suffix}.hdr").write_text(text + "\n", encoding="ascii")
         return self.histogram_path(suffix)
 
-    def finish(self, row: ResultRow, said: str, lines: Sequence[str] = ()) -> ResultRow:
+    def finish(self, row: ResultRow, said: str, lines: Sequence[str] = (), histogram: bool = True) -> ResultRow:
         """The step's end: ``row`` (what the filler measured) takes the window's repeat and samples
         (``interval_tps``); the ``step_finished`` event (``said``: what it measured, after the step's name) names
-        the step's histogram (:meth:`histogram_path`); its console ``lines``; then its one result record with the
-        hooks' parts (:func:`~workloads.steps.options.finished_row`), kept as :attr:`row` and returned."""
+        the step's histogram (:meth:`histogram_path`; ``histogram`` False: the window has none); its console
+        ``lines``; then its one result record with the hooks' parts (:func:`~workloads.steps.options.finished_row`),
+        kept as :attr:`row` and returned."""
         row = replace(row, interval_tps=tuple(self.interval_tps), repeat=self.plan.repeat or None)
         self.event("step_finished", f"{self.name}: {said}", with_repeat=True, complete=row.complete,
-                   histogram=self.histogram_path())
+                   **({"histogram": self.histogram_path()} if histogram else {}))
         for line in lines:
             self.say(line)
         self.row = finished_row(self.hooks, self.info, row)
