@@ -135,7 +135,6 @@ class ClientLoop:
         self.errors: Counter[str] = Counter()
         self.samples: dict[str, list[str]] = {}
         self.retries = self.reconnects = 0
-        self.in_statement_ns = 0  # set by a process of many clients before a report (IntervalCounts)
         if start_ns >= measure_ns:
             self.k, self.boundary = 0, measure_ns + interval_ns
             self.cpu0 = self.cpu_mark = self._cpu()
@@ -250,20 +249,21 @@ class ClientLoop:
 
     # -- ticks ----------------------------------------------------------------------
 
-    def tick(self, t1: int, lat: list[int], nq: int) -> tuple[int, int]:
+    def tick(self, t1: int, lat: list[int], nq: int, in_statement_ns: int = 0) -> tuple[int, int]:
         """Flush at interval boundaries: (the next tick time or 0 to stop, the query count
-        going on: 0 after a flush, else ``nq``)."""
+        going on: 0 after a flush, else ``nq``). ``in_statement_ns``: how long the client's statement in flight
+        has run (a process of many clients reports a client inside one; 0: between transactions)."""
         if t1 >= self.end_ns or self.stop.value:
-            self.flush(lat, nq)
+            self.flush(lat, nq, in_statement_ns)
             return 0, 0
         if t1 >= self.boundary:
-            self.flush(lat, nq)
+            self.flush(lat, nq, in_statement_ns)
             self.k = (t1 - self.measure_ns) // self.interval_ns
             self.boundary = self.measure_ns + (self.k + 1) * self.interval_ns
             nq = 0
         return min(t1 + TICK_NS, self.boundary, self.end_ns), nq
 
-    def flush(self, lat: list[int], nq: int) -> None:
+    def flush(self, lat: list[int], nq: int, in_statement_ns: int = 0) -> None:
         if self.k < 0:  # warmup: nothing counts
             self.errors.clear()
             self.retries = self.reconnects = 0
@@ -281,7 +281,7 @@ class ClientLoop:
                                       statement_latency_us=(self.runner.statement_latency() if
                                                             self.runner.statement_latency is not None else {}),
                                       connect_ns=self.runner.connect_ns() if self.runner.connect_ns is not None else 0,
-                                      in_statement_ns=self.in_statement_ns))
+                                      in_statement_ns=in_statement_ns))
         self.errors.clear()
         self.retries = self.reconnects = 0
         self.runner.extra.clear()

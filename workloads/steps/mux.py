@@ -19,8 +19,8 @@ What differs from one process per client, and why:
   interval, with how long that statement has been running (``in_statement_ns``): the parent counts its
   silence from the statement's start, so ``--statement-timeout`` and the step's end find a blocked client as
   they find one blocked in its own process, while the interval is written whole and on time (a client of
-  its own process, blocked in the statement, reports only once it returns). At the step's end no new transaction starts, those in flight
-  finish, each client reports and sends Done; a client still in a statement never does, and the step's
+  its own process, blocked in the statement, reports only once it returns). At the step's end no new
+  transaction starts, those in flight finish, each client reports and sends Done; a client still in a statement never does, and the step's
   stuck-statement handling names it and terminates the process (its other clients have reported).
 - A retried transaction (serialization failure, deadlock) runs synchronously on its connection while the
   process's other connections wait: rare, and bounded by ``--max-tries``.
@@ -273,16 +273,16 @@ class _Group:
             # has been in that statement: the interval is then whole at its end, however long a statement
             # takes under load (1,000 MariaDB sessions on 2 CPUs: seconds), and the parent takes the
             # client's silence (--statement-timeout, a stop) from when the statement started.
-            loop.in_statement_ns = now - self.busy[i] if self.busy[i] else 0
-            self._report(m, now)
+            self._report(m, now, now - self.busy[i] if self.busy[i] else 0)
             boundary = loop.boundary
         if ending:
             return now + END_TICK_NS
         end = min((m.loop.end_ns for m in self.m if m.loop is not None), default=now)
         return min(boundary or now + TICK_NS, end)
 
-    def _report(self, m: _Member, now: int) -> None:
-        """Client ``m``'s tick: at a boundary (or the end) it reports the interval."""
+    def _report(self, m: _Member, now: int, in_statement_ns: int = 0) -> None:
+        """Client ``m``'s tick: at a boundary (or the end) it reports the interval (``in_statement_ns``: how long
+        its statement in flight has run; 0: none)."""
         loop = m.loop
         assert loop is not None
         if now < loop.boundary and now < loop.end_ns and not self.stop.value:
@@ -291,7 +291,7 @@ class _Group:
             m.client.drain_statements()
         if m.client.counted:
             m.nq += m.client._take_counts()
-        _, left = loop.tick(now, m.lat, self._nq(m))
+        _, left = loop.tick(now, m.lat, self._nq(m), in_statement_ns)
         m.nq = left if m.client.counted else 0
 
     def _done(self, m: _Member) -> None:
