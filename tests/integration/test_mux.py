@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import time
 from array import array
+from collections import Counter
 from collections.abc import Iterator
 
 import psycopg
@@ -18,6 +19,7 @@ import pytest
 from diag.core import servers
 from diag.core.db import Session
 from diag.core.targets import Target
+from workloads import hist
 from workloads import load as wload
 from workloads.clients.client import fastest_driver
 from workloads.native.native import NativeClient, open_native
@@ -151,6 +153,81 @@ def test_every_transaction_counted_is_one_the_server_committed(quiet: Target) ->
     assert all(n > 0 for n in per), per  # every connection ran: none starved by the others
     assert server == sum(per), (server, sum(per), setup)
     assert len(lats) == sum(per) and all(v > 0 for v in lats)
+
+
+def _mx_folding(ncs: list[NativeClient], seconds: float) -> tuple[list[int], dict[int, int], int]:
+    """As _mx on a folding group (the step's): (transactions per connection, {µs bucket: count}, the longest
+    wall time of one mx_run call in ns)."""
+    group = _native.mx_group(len(ncs), True)
+    caps = tuple(nc.cap for nc in ncs)
+    on = bytearray(b"\x01" * len(ncs))
+    out = array("q", bytes(16))  # a folding group writes no pairs: out needs no room
+    busy = array("q", bytes(8 * len(ncs)))
+    per, lat = [0] * len(ncs), Counter[int]()
+    ended, longest = 0, 0
+    end = time.perf_counter_ns() + int(seconds * 1e9)
+    while True:
+        now = time.perf_counter_ns()
+        if now >= end:
+            on[:] = bytes(len(ncs))
+        got, errs = _native.mx_run(group, caps, on, max(end, now + 20_000_000), out, busy)
+        longest = max(longest, time.perf_counter_ns() - now)
+        assert errs == []
+        ended += got
+        counts, h = _native.mx_take(group)
+        for i, c in enumerate(array("q", counts)):
+            per[i] += c
+        lat.update(h)
+        if now >= end and not any(busy):
+            assert ended == sum(per)  # mx_run's count is what it folded
+            return per, dict(lat), longest
+
+
+def test_a_folding_group_counts_what_the_server_committed(quiet: Target) -> None:
+    """The step's groups count in C (mx_take): per connection, the server's commits; the latencies, one count
+    per transaction, each key the lowest value of its histogram bucket, none longer than the run."""
+    c = Commits(quiet)
+    try:
+        base = c.settled()
+        for nc in _open(quiet, CONNS, 1000):
+            nc.close()
+        mid = c.settled()
+        setup = mid - base
+        ncs = _open(quiet, CONNS)
+        try:
+            per, lat, longest = _mx_folding(ncs, 1.5)
+        finally:
+            for nc in ncs:
+                nc.close()
+        server = c.settled() - mid - setup
+    finally:
+        c.close()
+    assert sum(per) > CONNS * 5 and all(n > 0 for n in per), per
+    assert server == sum(per), (server, sum(per), setup)
+    assert sum(lat.values()) == sum(per)
+    assert all(hist.bucket(us) == us and us >= 1 for us in lat), sorted(lat)[:20]
+    assert max(lat) * 1000 <= longest + 1_000_000, (max(lat), longest)  # µs bucket lows within a call
+
+
+def test_a_folding_group_buckets_as_the_parent_does(quiet: Target) -> None:
+    """Past 2,048 µs a folding group keys each latency by its bucket of the parent's histograms (as
+    workloads.hist.fold): transactions that sleep 3.1 ms land at or above hist.bucket(3,100), never below."""
+    p = Program()
+    p.simple("SELECT pg_sleep(0.0031)" if quiet.engine == "postgres" else "DO SLEEP(0.0031)")
+    ncs = []
+    for i in range(4):
+        nc = open_native(quiet, "", fastest_driver(quiet.dbms), "read-committed", p, 500 + i, nonblock=True)
+        assert nc is not None and _native.mx_init(nc.cap, nc.state) is True
+        ncs.append(nc)
+    try:
+        per, lat, longest = _mx_folding(ncs, 0.6)
+    finally:
+        for nc in ncs:
+            nc.close()
+    assert sum(per) >= 4 * 10 and sum(lat.values()) == sum(per), (per, lat)
+    assert min(lat) >= hist.bucket(3100), sorted(lat)
+    assert all(us > 2048 and hist.bucket(us) == us for us in lat), sorted(lat)
+    assert max(lat) * 1000 <= longest + 1_000_000, (max(lat), longest)
 
 
 def test_statements_and_rows_equal_one_connection_runs(quiet: Target) -> None:

@@ -1945,7 +1945,40 @@ typedef struct {
     uint32_t *events;  /* the events registered per slot */
     long long waits;   /* epoll_wait calls so far (mx_stats) */
     long long ctls;    /* epoll_ctl calls so far (mx_stats) */
+    /* A folding group (mx_group(n, True)) counts each ended transaction here instead of handing its pair to
+     * Python: per slot, and the group's latencies in one histogram of the parent's buckets (mx_take). At 200
+     * PostgreSQL clients the pairs turned into Python lists, folded per client and merged per client by the
+     * orchestrator cost the clients and the orchestrator about a third of what pgbench's client spends per
+     * transaction, and the server ran slower beside them (issue 26). */
+    int fold;
+    int64_t *cnt;      /* transactions per slot since mx_take */
+    uint32_t *hist;    /* MX_HB buckets: latencies since mx_take */
 } mxgroup_t;
+
+/* The histogram buckets of a folding group: workloads.hist.bucket's, exact below 2,048 µs, then 1,024 per
+ * doubling up to 2,047 << 21 µs (71 minutes; longer ones count in the last bucket: the parent clamps at an
+ * hour anyway). */
+#define MX_HB (2048 + 21 * 1024)
+
+/* The bucket of a latency of ns nanoseconds (0 µs counts as 1, as workloads.hist.fold). */
+static inline int mx_bucket(int64_t ns) {
+    int64_t us = ns / 1000;
+    if (us < 1)
+        return 1;
+    if (us < 2048)
+        return (int)us;
+    int sh = 64 - __builtin_clzll((unsigned long long)us) - 11;
+    int64_t b = 2048 + (int64_t)(sh - 1) * 1024 + ((us >> sh) - 1024);
+    return b < MX_HB ? (int)b : MX_HB - 1;
+}
+
+/* The lowest µs of bucket b (mx_bucket's inverse). */
+static inline long long mx_bucket_us(int b) {
+    if (b < 2048)
+        return b;
+    int sh = (b - 2048) / 1024 + 1;
+    return (long long)((b - 2048) % 1024 + 1024) << sh;
+}
 
 /* epoll_ctl on the group's set, counted. */
 static int mx_ctl(mxgroup_t *g, int op, int fd, struct epoll_event *e) {
@@ -1964,6 +1997,8 @@ static void mx_unwatch(mxgroup_t *g, int i) {
 static void mx_free(mxgroup_t *g) {
     if (g->ep >= 0)
         close(g->ep);
+    free(g->cnt);
+    free(g->hist);
     free(g->conn);
     free(g->fd);
     free(g->events);
@@ -1976,11 +2011,12 @@ static void mx_destroy(PyObject *cap) {
         mx_free(g);
 }
 
-/* mx_group(n) -> a group capsule for n connection slots (the caps are given to each mx_run) */
+/* mx_group(n[, fold]) -> a group capsule for n connection slots (the caps are given to each mx_run); fold: the
+ * group counts its transactions itself (mx_take) and mx_run writes no pairs */
 static PyObject *mx_group(PyObject *self, PyObject *args) {
     (void)self;
-    int k;
-    if (!PyArg_ParseTuple(args, "i", &k))
+    int k, fold = 0;
+    if (!PyArg_ParseTuple(args, "i|p", &k, &fold))
         return NULL;
     if (k < 1 || k > 1000000) {
         PyErr_SetString(PyExc_ValueError, "mx_group: bad size");
@@ -1994,7 +2030,12 @@ static PyObject *mx_group(PyObject *self, PyObject *args) {
     g->conn = calloc(k, sizeof *g->conn);
     g->fd = malloc(k * sizeof *g->fd);
     g->events = calloc(k, sizeof *g->events);
-    if (g->ep < 0 || !g->conn || !g->fd || !g->events) {
+    g->fold = fold;
+    if (fold) {
+        g->cnt = calloc(k, sizeof *g->cnt);
+        g->hist = calloc(MX_HB, sizeof *g->hist);
+    }
+    if (g->ep < 0 || !g->conn || !g->fd || !g->events || (fold && (!g->cnt || !g->hist))) {
         int e = errno;
         mx_free(g);
         errno = e ? e : ENOMEM;
@@ -2006,6 +2047,43 @@ static PyObject *mx_group(PyObject *self, PyObject *args) {
     if (!cap)
         mx_free(g);
     return cap;
+}
+
+/* mx_take(group) -> (transactions per slot since the last take, as int64 bytes; {µs: count} of their latencies,
+ * one key per bucket of workloads.hist) of a folding group; both are emptied. */
+static PyObject *mx_take(PyObject *self, PyObject *args) {
+    (void)self;
+    PyObject *gcap;
+    if (!PyArg_ParseTuple(args, "O", &gcap))
+        return NULL;
+    mxgroup_t *g = PyCapsule_GetPointer(gcap, MXCAP);
+    if (!g)
+        return NULL;
+    if (!g->fold) {
+        PyErr_SetString(PyExc_ValueError, "mx_take: not a folding group");
+        return NULL;
+    }
+    PyObject *d = PyDict_New();
+    if (!d)
+        return NULL;
+    for (int b = 0; b < MX_HB; b++) {
+        if (!g->hist[b])
+            continue;
+        PyObject *key = PyLong_FromLongLong(mx_bucket_us(b)), *v = PyLong_FromUnsignedLong(g->hist[b]);
+        int bad = !key || !v || PyDict_SetItem(d, key, v) < 0;
+        Py_XDECREF(key);
+        Py_XDECREF(v);
+        if (bad) {
+            Py_DECREF(d);
+            return NULL;
+        }
+    }
+    PyObject *r = Py_BuildValue("(y#N)", (const char *)g->cnt, (Py_ssize_t)(g->n * sizeof *g->cnt), d);
+    if (r) {
+        memset(g->cnt, 0, g->n * sizeof *g->cnt);
+        memset(g->hist, 0, MX_HB * sizeof *g->hist);
+    }
+    return r;
 }
 
 /* mx_stats(group) -> (epoll_wait calls, epoll_ctl calls) of the group so far */
@@ -2119,14 +2197,20 @@ static int mx_fail(native_t *n, int i, PyObject *e, PyObject *errors, char *on) 
     return 0;
 }
 
-/* Slot i's transaction ended (at n->mx_x.ts): its pair into out; then the next ones begin, from its end, while
- * the slot is on, the clock is before until and out has room. As mx_begin: 1, -1 (*err), 0 the slot idles. */
-static int mx_ended(native_t *n, int i, const char *on, int64_t until, int64_t *out, Py_ssize_t *np,
+/* Slot i's transaction ended (at n->mx_x.ts): its pair into out (a folding group: counted in g); then the next
+ * ones begin, from its end, while the slot is on, the clock is before until and out has room. As mx_begin: 1,
+ * -1 (*err), 0 the slot idles. */
+static int mx_ended(mxgroup_t *g, native_t *n, int i, const char *on, int64_t until, int64_t *out, Py_ssize_t *np,
                     Py_ssize_t room, int k, int keep, PyObject **err) {
     for (int guard = 0;; guard++) {
         int64_t t1 = n->mx_x.ts;
-        out[2 * *np] = i;
-        out[2 * *np + 1] = t1 - n->mx_t0;
+        if (g->fold) {
+            g->cnt[i]++;
+            g->hist[mx_bucket(t1 - n->mx_t0)]++;
+        } else {
+            out[2 * *np] = i;
+            out[2 * *np + 1] = t1 - n->mx_t0;
+        }
         (*np)++;
         n->mx_t0 = t1;
         /* guard: a program whose branches skip every statement would not wait for anything */
@@ -2141,7 +2225,8 @@ static int mx_ended(native_t *n, int i, const char *on, int64_t until, int64_t *
 /* mx_run(group, caps, on, until_ns, out, busy[, keep]) -> (pairs, errors)
  * Closed loop on every connection i of caps (a tuple of native capsules, each mx_init'ed) whose on[i] is
  * set: each transaction that ends writes the pair (i, latency ns from the connection's previous transaction's
- * end, or from its start when it is the first since mx_init or an error) into out (int64 pairs). No new
+ * end, or from its start when it is the first since mx_init or an error) into out (int64 pairs; a folding
+ * group counts it in the group instead, for mx_take, and pairs is the number of transactions ended). No new
  * transaction starts at or after until_ns (or when out could not take one per connection more); a transaction
  * in flight then stays in flight, for the next call to take in. Returns when the clock reaches until_ns, out is
  * nearly full, or a transaction failed: errors, a list of (i, start ns, (code, message, lost)), each already
@@ -2185,7 +2270,8 @@ static PyObject *mx_run(PyObject *self, PyObject *args) {
     }
     char *on = onb.buf;
     int64_t *out = outb.buf, *busy = busyb.buf;
-    Py_ssize_t room = outb.len / (Py_ssize_t)(2 * sizeof(int64_t)), np = 0;
+    /* a folding group writes no pairs: out bounds nothing (np still counts the ended transactions) */
+    Py_ssize_t room = g->fold ? PY_SSIZE_T_MAX / 4 : outb.len / (Py_ssize_t)(2 * sizeof(int64_t)), np = 0;
     struct epoll_event evs[256];
     int64_t now = now_ns();
     for (int i = 0; i < k; i++) {
@@ -2197,7 +2283,7 @@ static PyObject *mx_run(PyObject *self, PyObject *args) {
             /* from now: the time the caller spent between two calls is not this transaction's */
             int r = mx_begin(n, now, keep, &e);
             if (r == 0)
-                r = mx_ended(n, i, on, until, out, &np, room, k, keep, &e);
+                r = mx_ended(g, n, i, on, until, out, &np, room, k, keep, &e);
             if (r < 0 && mx_fail(n, i, e, errors, on) < 0)
                 goto done;
         }
@@ -2234,7 +2320,7 @@ static PyObject *mx_run(PyObject *self, PyObject *args) {
                 stmt_done(n, &n->mx_x, n->mx_x.pc, keep);
                 r = mx_resume(n, keep, &e);
                 if (r == 0)
-                    r = mx_ended(n, i, on, until, out, &np, room, k, keep, &e);
+                    r = mx_ended(g, n, i, on, until, out, &np, room, k, keep, &e);
             }
             if (r < 0 && mx_fail(n, i, e, errors, on) < 0)
                 goto done;
@@ -2272,6 +2358,7 @@ static PyMethodDef methods[] = {
     {"mx_init", mx_init, METH_VARARGS, "Ready a connection for mx_run; whether its library can be multiplexed."},
     {"mx_run", mx_run, METH_VARARGS, "Keep a transaction in flight on each of many connections until a deadline."},
     {"mx_stats", mx_stats, METH_VARARGS, "A group's epoll_wait and epoll_ctl calls so far."},
+    {"mx_take", mx_take, METH_VARARGS, "A folding group's transactions per slot and latency counts since the last take."},
     {NULL, NULL, 0, NULL}};
 
 static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, "workloads.native._native",

@@ -94,10 +94,11 @@ class NativeClient(Client):
             return n, t1, (None if err is None else fail(err))
         self.batch = batch
 
-    def drain_statements(self) -> None:
+    def drain_statements(self, into: NativeClient | None = None) -> None:
         """Move the statement latencies the C side counted (``mx_run``) into what :meth:`statement_latency` hands
-        out; called once per interval (it reads every 1 µs bin of every statement slot)."""
-        for dest, counts in zip(self._columns, _native.drain(self.cap)):
+        out (``into``'s: a client of the same program that reports them for its group); called once per interval
+        (it reads every 1 µs bin of every statement slot)."""
+        for dest, counts in zip((into or self)._columns, _native.drain(self.cap)):
             if counts:
                 dest.update(counts)
 

@@ -135,6 +135,10 @@ class ClientLoop:
         self.errors: Counter[str] = Counter()
         self.samples: dict[str, list[str]] = {}
         self.retries = self.reconnects = 0
+        # Transactions counted outside ``lat`` since the last flush (a folding group of many clients counts them
+        # in C: workloads.steps.mux), and latencies {µs: count} this client carries for its group's clients.
+        self.folded = 0
+        self.folded_us: Counter[int] = Counter()
         if start_ns >= measure_ns:
             self.k, self.boundary = 0, measure_ns + interval_ns
             self.cpu0 = self.cpu_mark = self._cpu()
@@ -274,9 +278,16 @@ class ClientLoop:
                 self.runner.connect_ns()
             self._reset_cpu()
             lat.clear()
+            self.folded = 0
+            self.folded_us.clear()
             return
-        self.pipe.send(IntervalCounts(k=self.k, transactions=len(lat), queries=nq, errors=dict(self.errors),
-                                      retries=self.retries, latency_us=fold(lat), cpu_s=self._take_cpu(),
+        latency_us = fold(lat)
+        if self.folded_us:
+            self.folded_us.update(latency_us)
+            latency_us = dict(self.folded_us)
+        self.pipe.send(IntervalCounts(k=self.k, transactions=len(lat) + self.folded, queries=nq,
+                                      errors=dict(self.errors), retries=self.retries, latency_us=latency_us,
+                                      cpu_s=self._take_cpu(),
                                       extra=dict(self.runner.extra), reconnects=self.reconnects,
                                       statement_latency_us=(self.runner.statement_latency() if
                                                             self.runner.statement_latency is not None else {}),
@@ -286,6 +297,8 @@ class ClientLoop:
         self.retries = self.reconnects = 0
         self.runner.extra.clear()
         lat.clear()
+        self.folded = 0
+        self.folded_us.clear()
 
     # -- loops ----------------------------------------------------------------------
 

@@ -40,6 +40,7 @@ import os
 import signal
 import time
 from array import array
+from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -53,6 +54,7 @@ from workloads.native.program import Unsupported
 from workloads.steps.stuck import session_id
 
 MUX_FROM = 32          # clients in a step from which they share processes (below: one process per client)
+MAX_PROCS_PER_CPU = 4  # an engine's mux_clients_per_process spreads a step over at most this many processes a CPU
 PAIRS = 1 << 16        # (client, latency) pairs one mx_run may hand back
 END_TICK_NS = 20_000_000  # after the end: how often the clients still finishing a transaction are looked at
 RECONNECT_TRY_S = 0.05
@@ -66,8 +68,10 @@ def processes(spec: ClientSpec, n: int) -> int:
     if env == "0" or n < 2 or (n < MUX_FROM and env != "1") or not multiplexable(spec):
         return 0
     want = os.environ.get("DBDIAG_MUX_PROCS", "")
-    procs = int(want) if want.isdigit() and int(want) > 0 else (os.cpu_count() or 1)
-    return min(procs, n)
+    cpus = os.cpu_count() or 1
+    per = spec.target.dbms.mux_clients_per_process
+    procs = cpus if not per else min(max(cpus, -(-n // per)), MAX_PROCS_PER_CPU * cpus)
+    return min(int(want) if want.isdigit() and int(want) > 0 else procs, n)
 
 
 def multiplexable(spec: ClientSpec) -> bool:
@@ -227,7 +231,13 @@ class _Group:
     def __init__(self, members: list[_Member], stop: Any, interval_ns: int) -> None:
         self.m, self.stop, self.interval_ns = members, stop, interval_ns
         n = len(members)
-        self.cap = _native.mx_group(n)
+        # The C side counts the transactions and folds their latencies for the whole group (mx_take): no Python
+        # object per transaction, and one latency histogram per interval for the orchestrator to merge, carried
+        # by one client's report (the parent merges every report of an interval alike), not one per client.
+        self.fold = hasattr(_native, "mx_take")
+        self.pending: Counter[int] = Counter()  # the group's latencies not handed to a reporting client yet
+        self.drained = False  # this tick's statement latencies went into a reporting client's
+        self.cap = _native.mx_group(n, True) if self.fold else _native.mx_group(n)
         self.caps = tuple(m.client.cap for m in members)
         self.on = bytearray(b"\x01" * n)
         self.out = array("q", bytes(16 * PAIRS))
@@ -243,7 +253,7 @@ class _Group:
         while any(not m.done for m in self.m):
             until = min(nxt, time.perf_counter_ns() + TICK_NS)
             got, errs = _native.mx_run(self.cap, self.caps, self.on, until, self.out, self.busy)
-            if got:
+            if got and not self.fold:
                 pairs, lats = self.out[:2 * got], [m.lat for m in self.m]
                 for j in range(0, 2 * got, 2):
                     lats[pairs[j]].append(pairs[j + 1])
@@ -255,6 +265,8 @@ class _Group:
 
     def _tick(self, now: int) -> int:
         """Each client's tick (reports at interval boundaries, the end); the next tick time."""
+        self._take()
+        self.drained = False
         boundary, ending = 0, False
         for i, m in enumerate(self.m):
             loop = m.loop
@@ -287,16 +299,42 @@ class _Group:
         assert loop is not None
         if now < loop.boundary and now < loop.end_ns and not self.stop.value:
             return
+        if self.pending:  # this client's report carries the group's latencies
+            loop.folded_us.update(self.pending)
+            self.pending.clear()
         if loop.runner.statement_latency is not None:
-            m.client.drain_statements()
+            if not self.fold:
+                m.client.drain_statements()
+            elif not self.drained:  # and the group's statement latencies
+                for x in self.m:
+                    if not x.done:
+                        x.client.drain_statements(into=m.client)
+                self.drained = True
         if m.client.counted:
             m.nq += m.client._take_counts()
         _, left = loop.tick(now, m.lat, self._nq(m), in_statement_ns)
         m.nq = left if m.client.counted else 0
 
+    def _take(self) -> None:
+        """A folding group's transactions since the last take into its clients' loops, its latencies into
+        ``pending``."""
+        if not self.fold:
+            return
+        counts, lat = _native.mx_take(self.cap)
+        if lat:
+            self.pending.update(lat)
+            for m, c in zip(self.m, array("q", counts)):
+                if c and m.loop is not None:
+                    m.loop.folded += c
+
     def _done(self, m: _Member) -> None:
         loop = m.loop
         assert loop is not None
+        if self.pending and all(x.done for x in self.m if x is not m):
+            # the last client: latencies no report carried yet (the others ended on an error) go with it
+            loop.folded_us.update(self.pending)
+            self.pending.clear()
+            loop.flush([], 0)
         cpu = 0.0
         if loop.k >= 0:
             now = _Cpu.now()
@@ -310,6 +348,7 @@ class _Group:
         m = self.m[i]
         loop = m.loop
         assert loop is not None
+        self._take()  # its transactions so far, for a flush on the way (a lost connection, an abort)
         e = m.client._fail(err)
         if m.client.counted:
             m.nq += m.client._take_counts()
@@ -333,4 +372,4 @@ class _Group:
         """Queries of client ``m``'s transactions not reported yet."""
         loop = m.loop
         assert loop is not None
-        return m.nq if m.client.counted else len(m.lat) * loop.runner.statements
+        return m.nq if m.client.counted else (len(m.lat) + loop.folded) * loop.runner.statements
