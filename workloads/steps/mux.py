@@ -1,5 +1,6 @@
-"""Many clients per process (issue 26): a step's clients spread over about one process per CPU, each process
-keeping a transaction in flight on each of its connections, as ``pgbench -j`` does.
+"""Many clients per process (issue 26): a step's clients spread over a few processes (one per CPU, or on
+PostgreSQL one per 25 clients up to four a CPU: ``mux_clients_per_process`` of the engine), each process keeping
+a transaction in flight on each of its connections, as ``pgbench -j`` does.
 
 One process per client stops scaling in the hundreds on a small machine: at 1,000 clients on 2 vCPUs the
 client CPU per transaction was 3.7 times that of 8 clients (BENCHMARKS.md), the processes switching. Here
@@ -8,9 +9,14 @@ waiting and takes the answers in as epoll reports them; the program, its draws, 
 and its tallies are the ones :mod:`workloads.native` runs, on the same connections it opens.
 
 What the parent sees does not change: every client keeps its own pipe and index and sends Ready, one
-IntervalCounts per interval (its own transactions' latencies, counted from the end of its previous
-transaction on its connection), Lost / Aborted / Reconnected, and Done, through the same
-:class:`~workloads.loop.ClientLoop` bookkeeping. The process's CPU is handed out so that the clients' figures
+IntervalCounts per interval (its own transactions, latencies counted from the end of its previous transaction
+on its connection), Lost / Aborted / Reconnected, and Done, through the same
+:class:`~workloads.loop.ClientLoop` bookkeeping. The latencies are the one exception: the C side counts each
+client's transactions and folds the whole process's latencies (and statement latencies) into one histogram an
+interval, which the first client to report that interval carries; the parent merges every report of an interval
+alike, so the interval's and the step's histograms are the same as if each client had carried its own; the
+orchestrator merges one histogram per process instead of one per client, and the clients do no Python work per
+transaction. The process's CPU is handed out so that the clients' figures
 add up to it: each report takes the CPU since the last report of any client of the process, and the first
 Done takes the process's CPU (the "busiest client" is then the busiest process).
 
