@@ -79,7 +79,9 @@ class IntervalCounts(NamedTuple):
     queries: int
     errors: dict[str, int]      # {code: count} of failed transactions
     retries: int
-    latency_us: dict[int, int]  # {µs: count}, folded by workloads.hist.fold
+    # {µs: count}, folded by workloads.hist.fold: this client's transactions' latencies; in a process of many
+    # clients (workloads.steps.mux) the whole process's, on the first of its clients' reports of the interval
+    latency_us: dict[int, int]
     cpu_s: float                # this process's user + system CPU over the interval
     extra: dict[str, int]       # workload counters (TPC-C new orders, rollbacks)
     reconnects: int = 0         # connections re-established in the interval
