@@ -11,7 +11,8 @@ from __future__ import annotations
 import time
 from array import array
 from collections import Counter
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from typing import TypeVar
 
 import psycopg
 import pytest
@@ -29,6 +30,7 @@ from workloads.sysbench import POINT_SQL, PointSelect, sbtest_dataset
 from workloads.base import ClientCtx
 
 SCALE = 0.05
+R = TypeVar("R")
 CONNS = 40
 
 
@@ -130,25 +132,30 @@ def _mx(ncs: list[NativeClient], seconds: float, call_ns: int = 100_000_000,
             return per, lats
 
 
-def test_every_transaction_counted_is_one_the_server_committed(quiet: Target) -> None:
-    # What opening and preparing the connections commits by itself (PostgreSQL: each prepare's implicit
-    # transaction) is counted by opening the same connections and running nothing, then taken off.
-    c = Commits(quiet)
+def _committed(t: Target, run: Callable[[list[NativeClient]], R]) -> tuple[R, int, int]:
+    """``run`` on CONNS fresh connections: (what it returned, the transactions the server committed meanwhile,
+    what opening and preparing the connections commits by itself). That set-up (PostgreSQL: each prepare's
+    implicit transaction) is counted by opening the same connections and running nothing, then taken off."""
+    c = Commits(t)
     try:
         base = c.settled()
-        for nc in _open(quiet, CONNS, 1000):
+        for nc in _open(t, CONNS, 1000):
             nc.close()
         mid = c.settled()
         setup = mid - base
-        ncs = _open(quiet, CONNS)
+        ncs = _open(t, CONNS)
         try:
-            per, lats = _mx(ncs, 1.5)
+            got = run(ncs)
         finally:
             for nc in ncs:
                 nc.close()
-        server = c.settled() - mid - setup  # the run's own connections' setup taken off
+        return got, c.settled() - mid - setup, setup
     finally:
         c.close()
+
+
+def test_every_transaction_counted_is_one_the_server_committed(quiet: Target) -> None:
+    (per, lats), server, setup = _committed(quiet, lambda ncs: _mx(ncs, 1.5))
     assert sum(per) > CONNS * 5, per
     assert all(n > 0 for n in per), per  # every connection ran: none starved by the others
     assert server == sum(per), (server, sum(per), setup)
@@ -186,22 +193,7 @@ def _mx_folding(ncs: list[NativeClient], seconds: float) -> tuple[list[int], dic
 def test_a_folding_group_counts_what_the_server_committed(quiet: Target) -> None:
     """The step's groups count in C (mx_take): per connection, the server's commits; the latencies, one count
     per transaction, each key the lowest value of its histogram bucket, none longer than the run."""
-    c = Commits(quiet)
-    try:
-        base = c.settled()
-        for nc in _open(quiet, CONNS, 1000):
-            nc.close()
-        mid = c.settled()
-        setup = mid - base
-        ncs = _open(quiet, CONNS)
-        try:
-            per, lat, longest = _mx_folding(ncs, 1.5)
-        finally:
-            for nc in ncs:
-                nc.close()
-        server = c.settled() - mid - setup
-    finally:
-        c.close()
+    (per, lat, longest), server, setup = _committed(quiet, lambda ncs: _mx_folding(ncs, 1.5))
     assert sum(per) > CONNS * 5 and all(n > 0 for n in per), per
     assert server == sum(per), (server, sum(per), setup)
     assert sum(lat.values()) == sum(per)

@@ -1618,6 +1618,15 @@ done:
     return ret;
 }
 
+/* d[key] = n (both as Python ints): 0, or -1 with a Python error set. */
+static int set_count(PyObject *d, long long key, unsigned long long n) {
+    PyObject *k = PyLong_FromLongLong(key), *v = PyLong_FromUnsignedLongLong(n);
+    int bad = !k || !v || PyDict_SetItem(d, k, v) < 0;
+    Py_XDECREF(k);
+    Py_XDECREF(v);
+    return bad ? -1 : 0;
+}
+
 /* drain(cap) -> tuple (one per statement slot, program order) of {µs: count} counted by run(keep) since
  * the last drain; the counts are emptied. */
 static PyObject *drain(PyObject *self, PyObject *args) {
@@ -1638,16 +1647,9 @@ static PyObject *drain(PyObject *self, PyObject *args) {
             goto fail;
         PyTuple_SET_ITEM(t, j, d);
         uint32_t *h = n->shist + (size_t)j * SH_BINS;
-        for (int us = 0; us < SH_BINS; us++) {
-            if (!h[us])
-                continue;
-            PyObject *k = PyLong_FromLong(us), *v = PyLong_FromUnsignedLong(h[us]);
-            int bad = !k || !v || PyDict_SetItem(d, k, v) < 0;
-            Py_XDECREF(k);
-            Py_XDECREF(v);
-            if (bad)
+        for (int us = 0; us < SH_BINS; us++)
+            if (h[us] && set_count(d, us, h[us]) < 0)
                 goto fail;
-        }
     }
     for (int i = 0; i < n->nover; i++) {
         PyObject *d = PyTuple_GET_ITEM(t, (Py_ssize_t)n->sover[2 * i]);
@@ -2066,18 +2068,11 @@ static PyObject *mx_take(PyObject *self, PyObject *args) {
     PyObject *d = PyDict_New();
     if (!d)
         return NULL;
-    for (int b = 0; b < MX_HB; b++) {
-        if (!g->hist[b])
-            continue;
-        PyObject *key = PyLong_FromLongLong(mx_bucket_us(b)), *v = PyLong_FromUnsignedLong(g->hist[b]);
-        int bad = !key || !v || PyDict_SetItem(d, key, v) < 0;
-        Py_XDECREF(key);
-        Py_XDECREF(v);
-        if (bad) {
+    for (int b = 0; b < MX_HB; b++)
+        if (g->hist[b] && set_count(d, mx_bucket_us(b), g->hist[b]) < 0) {
             Py_DECREF(d);
             return NULL;
         }
-    }
     PyObject *r = Py_BuildValue("(y#N)", (const char *)g->cnt, (Py_ssize_t)(g->n * sizeof *g->cnt), d);
     if (r) {
         memset(g->cnt, 0, g->n * sizeof *g->cnt);
