@@ -2,7 +2,7 @@
 clients, on the same throwaway server, in alternating rounds; and our client CPU per transaction by client count.
 
     python3 -m bench.many_clients [--engine pg|mariadb] [--clients 200,1000] [--rounds 5] [--duration 8]
-                                  [--cpu-clients 8,1000] [--out FILE]
+                                  [--cpu-clients 8,1000[,8t,1000t]] [--out FILE]
 
 PostgreSQL (max_connections 1100): ours ``point-select`` (prepared, the native executor; from 32 clients
 several connections per process, workloads.steps.mux) against ``pgbench -n -M prepared -j 2 -c N`` running
@@ -103,7 +103,8 @@ def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--engine", choices=("pg", "mariadb"), default="pg")
     ap.add_argument("--clients", default="200,1000")
-    ap.add_argument("--cpu-clients", default="", help="ours only, CPU per transaction at these client counts")
+    ap.add_argument("--cpu-clients", default="", help="CPU per transaction at these client counts (ours; N t: the "
+                    "tool at N, e.g. 8t,1000t; N m: ours with DBDIAG_MUX=1)")
     ap.add_argument("--rounds", type=int, default=5)
     ap.add_argument("--duration", type=float, default=8.0)
     ap.add_argument("--procs", default="", help="pairs: ours at each of these DBDIAG_MUX_PROCS too (e.g. 2,4)")
@@ -151,16 +152,20 @@ def main() -> None:
             print(n, json.dumps({k: v for k, v in summary["pairs"][n].items() if k != "rounds"}), flush=True)
             if a.out:  # as it goes: a cut run keeps what it measured
                 Path(a.out).write_text(json.dumps(summary, indent=1))
-        cpu = [x for x in a.cpu_clients.split(",") if x]  # "8m": 8 clients with DBDIAG_MUX=1
+        cpu = [x for x in a.cpu_clients.split(",") if x]  # "8m": 8 clients with DBDIAG_MUX=1, "8t": the tool
         for r in range(a.rounds):  # the client counts alternate within each round
             for key in (cpu if r % 2 == 0 else cpu[::-1]):
                 quiet()
                 load = round(os.getloadavg()[0], 2)
-                run = {"load_1m": load, **ours(srv, int(key.rstrip("m")), a.duration, "1" if key.endswith("m") else "")}
+                n = int(key.rstrip("mt"))
+                got = (tool(a.engine, srv, f.name, n, a.duration) if key.endswith("t") else
+                       ours(srv, n, a.duration, "1" if key.endswith("m") else ""))
+                run = {"load_1m": load, **got}
                 summary["cpu"].setdefault(key, {"runs": []})["runs"].append(run)
                 print("cpu", key, json.dumps(run), flush=True)
         for key, v in summary["cpu"].items():
             runs = v["runs"]
+            # a tool's ("8t"): its getrusage over its whole run, its connects included
             summary["cpu"][key] = {"runs": runs, "us_per_txn_median": statistics.median(r["us_per_txn"] for r in runs),
                                  "tps_median": statistics.median(r["tps"] for r in runs)}
             print("cpu", key, summary["cpu"][key]["us_per_txn_median"], flush=True)
