@@ -1950,8 +1950,8 @@ typedef struct {
     /* A folding group (mx_group(n, True)) counts each ended transaction here instead of handing its pair to
      * Python: per slot, and the group's latencies in one histogram of the parent's buckets (mx_take). At 200
      * PostgreSQL clients the pairs turned into Python lists, folded per client and merged per client by the
-     * orchestrator cost the clients and the orchestrator about a third of what pgbench's client spends per
-     * transaction, and the server ran slower beside them (issue 26). */
+     * orchestrator cost the clients and the orchestrator about 40% of what pgbench's client spends per
+     * transaction, and the server ran slower beside them (issue 26; BENCHMARKS.md, "Fourth time"). */
     int fold;
     int64_t *cnt;      /* transactions per slot since mx_take */
     uint32_t *hist;    /* MX_HB buckets: latencies since mx_take */

@@ -155,7 +155,7 @@ class PostgresEngine(Engine):
     placeholder_style = "numbered"
     isolation_at_connect = True  # libpq's conninfo options carry default_transaction_isolation
     # 25 (up to 4 processes a CPU): at 200 and 1,000 clients on 2 CPUs, 8 processes instead of 2 took the server
-    # 15-20% less CPU per transaction and ran 10-20% more of them; MariaDB ran 5-10% fewer (its default stays).
+    # 15-20% less CPU per transaction and ran 16-22% more of them; MariaDB ran 2-10% fewer (its default stays).
     mux_clients_per_process = 25
     watch_reads = ("counters",)
     load_container = "SCHEMA"
