@@ -61,7 +61,6 @@ from workloads.steps.stuck import session_id
 
 MUX_FROM = 32          # clients in a step from which they share processes (below: one process per client)
 MAX_PROCS_PER_CPU = 4  # an engine's mux_clients_per_process spreads a step over at most this many processes a CPU
-PAIRS = 1 << 16        # (client, latency) pairs one mx_run may hand back
 END_TICK_NS = 20_000_000  # after the end: how often the clients still finishing a transaction are looked at
 RECONNECT_TRY_S = 0.05
 MUX_LABEL = f"{LABEL}, many connections per process"
@@ -240,13 +239,13 @@ class _Group:
         # The C side counts the transactions and folds their latencies for the whole group (mx_take): no Python
         # object per transaction, and one latency histogram per interval for the orchestrator to merge, carried
         # by one client's report (the parent merges every report of an interval alike), not one per client.
-        self.fold = hasattr(_native, "mx_take")
+        # (A module built from another source is not loaded at all: workloads.native.cext.)
         self.pending: Counter[int] = Counter()  # the group's latencies not handed to a reporting client yet
         self.drained = False  # this tick's statement latencies went into a reporting client's
-        self.cap = _native.mx_group(n, True) if self.fold else _native.mx_group(n)
+        self.cap = _native.mx_group(n, True)
         self.caps = tuple(m.client.cap for m in members)
         self.on = bytearray(b"\x01" * n)
-        self.out = array("q", bytes(16 * PAIRS))
+        self.out = array("q", bytes(16))  # a folding group writes no (client, latency) pairs
         self.busy = array("q", bytes(8 * n))
 
     def run(self) -> None:
@@ -258,11 +257,7 @@ class _Group:
         nxt = min(first.boundary, first.end_ns)
         while any(not m.done for m in self.m):
             until = min(nxt, time.perf_counter_ns() + TICK_NS)
-            got, errs = _native.mx_run(self.cap, self.caps, self.on, until, self.out, self.busy)
-            if got and not self.fold:
-                pairs, lats = self.out[:2 * got], [m.lat for m in self.m]
-                for j in range(0, 2 * got, 2):
-                    lats[pairs[j]].append(pairs[j + 1])
+            _, errs = _native.mx_run(self.cap, self.caps, self.on, until, self.out, self.busy)
             for i, t0, err in errs:
                 self._failed(i, t0, err)
             now = time.perf_counter_ns()
@@ -308,14 +303,11 @@ class _Group:
         if self.pending:  # this client's report carries the group's latencies
             loop.folded_us.update(self.pending)
             self.pending.clear()
-        if loop.runner.statement_latency is not None:
-            if not self.fold:
-                m.client.drain_statements()
-            elif not self.drained:  # and the group's statement latencies
-                for x in self.m:
-                    if not x.done:
-                        x.client.drain_statements(into=m.client)
-                self.drained = True
+        if loop.runner.statement_latency is not None and not self.drained:  # and the group's statement latencies
+            for x in self.m:
+                if not x.done:
+                    x.client.drain_statements(into=m.client)
+            self.drained = True
         if m.client.counted:
             m.nq += m.client._take_counts()
         _, left = loop.tick(now, m.lat, self._nq(m), in_statement_ns)
@@ -324,8 +316,6 @@ class _Group:
     def _take(self) -> None:
         """A folding group's transactions since the last take into its clients' loops, its latencies into
         ``pending``."""
-        if not self.fold:
-            return
         counts, lat = _native.mx_take(self.cap)
         if lat:
             self.pending.update(lat)
