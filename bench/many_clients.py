@@ -21,6 +21,7 @@ import argparse
 import json
 import os
 import re
+import resource
 import shutil
 import statistics
 import tempfile
@@ -47,8 +48,23 @@ def quiet() -> None:
         time.sleep(5)
 
 
+def _rusage(*who: int) -> tuple[float, float]:
+    """(user, system) CPU seconds so far of ``who`` (resource.RUSAGE_SELF / RUSAGE_CHILDREN), summed."""
+    rs = [resource.getrusage(w) for w in who]
+    return sum(r.ru_utime for r in rs), sum(r.ru_stime for r in rs)
+
+
+def _split(before: tuple[float, float], after: tuple[float, float], txns: int) -> dict[str, float]:
+    """User and system CPU µs per transaction between two :func:`_rusage` readings."""
+    return {"user_us_per_txn": us_per_txn(after[0] - before[0], txns),
+            "sys_us_per_txn": us_per_txn(after[1] - before[1], txns)}
+
+
 def ours(srv: servers.ThrowawayServer, clients: int, duration: float, mux: str = "") -> dict[str, Any]:
-    """One step; ``mux``: DBDIAG_MUX for it ("1": several connections per process from 2 clients)."""
+    """One step; ``mux``: DBDIAG_MUX for it ("1": several connections per process from 2 clients). Besides the
+    row's client CPU (measured part only), the user/system split over the whole step (connects included, as
+    the tool's): this process and its reaped clients by getrusage."""
+    r0 = _rusage(resource.RUSAGE_SELF, resource.RUSAGE_CHILDREN)
     opts = DriverOptions(clients=(clients,), duration_s=duration, warmup_s=0.0)
     old = os.environ.get("DBDIAG_MUX")
     if mux:
@@ -59,7 +75,8 @@ def ours(srv: servers.ThrowawayServer, clients: int, duration: float, mux: str =
     finally:
         if mux:
             os.environ.pop("DBDIAG_MUX") if old is None else os.environ.__setitem__("DBDIAG_MUX", old)
-    return {"tps": row.tps, "us_per_txn": us_per_txn(row.client_cpu_s or 0.0, row.transactions or 0),
+    split = _split(r0, _rusage(resource.RUSAGE_SELF, resource.RUSAGE_CHILDREN), row.transactions or 0)
+    return {"tps": row.tps, "us_per_txn": us_per_txn(row.client_cpu_s or 0.0, row.transactions or 0), **split,
             "startup_s": row.startup_s, "interval_tps": list(row.interval_tps) or None, "driver": row.driver,
             "complete": row.complete, "errors": dict(row.errors)}
 
@@ -74,7 +91,9 @@ def tool_cmd(engine: str, srv: servers.ThrowawayServer, script: str, clients: in
 
 
 def tool(engine: str, srv: servers.ThrowawayServer, script: str, clients: int, duration: float) -> dict[str, Any]:
+    r0 = _rusage(resource.RUSAGE_CHILDREN)
     out, _wall, cpu = run_tool(tool_cmd(engine, srv, script, clients, duration), duration + 300)
+    r1 = _rusage(resource.RUSAGE_CHILDREN)
     if engine == "pg":
         tps = float(re.search(r"tps = ([\d.]+) \(without", out).group(1))  # type: ignore[union-attr]
         txns = int(re.search(r"actually processed: (\d+)", out).group(1))  # type: ignore[union-attr]
@@ -82,7 +101,7 @@ def tool(engine: str, srv: servers.ThrowawayServer, script: str, clients: int, d
         m = re.search(r"transactions:\s+(\d+)\s+\(([\d.]+) per sec", out)
         assert m, out[-300:]
         tps, txns = float(m.group(2)), int(m.group(1))
-    return {"tps": tps, "us_per_txn": us_per_txn(cpu, txns)}
+    return {"tps": tps, "us_per_txn": us_per_txn(cpu, txns), **_split(r0, r1, txns)}
 
 
 def start(engine: str) -> servers.ThrowawayServer:
@@ -166,9 +185,10 @@ def main() -> None:
         for key, v in summary["cpu"].items():
             runs = v["runs"]
             # a tool's ("8t"): its getrusage over its whole run, its connects included
-            summary["cpu"][key] = {"runs": runs, "us_per_txn_median": statistics.median(r["us_per_txn"] for r in runs),
-                                 "tps_median": statistics.median(r["tps"] for r in runs)}
-            print("cpu", key, summary["cpu"][key]["us_per_txn_median"], flush=True)
+            summary["cpu"][key] = {"runs": runs, "tps_median": statistics.median(r["tps"] for r in runs),
+                                   **{f"{k}_median": statistics.median(r[k] for r in runs)
+                                      for k in ("us_per_txn", "user_us_per_txn", "sys_us_per_txn")}}
+            print("cpu", key, {k: v for k, v in summary["cpu"][key].items() if k != "runs"}, flush=True)
         if a.out:
             Path(a.out).write_text(json.dumps(summary, indent=1))
     finally:

@@ -37,7 +37,7 @@ import shutil
 import subprocess
 import tempfile
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -48,6 +48,7 @@ from diag.core.bundle import load_bundle
 from diag.run import Run, RunOptions, run_plan
 from reports.model.accounting import accounts
 from tests.hostload import HostSampler, describe, host_busy
+from tests.retry import twice
 from workloads.driver import DriverOptions
 
 FSYNC_S = 0.1  # per fsync test method (the run's default 0.3): 100+ flushes each even on the slow log device
@@ -93,21 +94,6 @@ def run(out: Path, targets: list[str], workload: str, script: str | None = None,
     assert len(results) == len(targets), log.getvalue()[-3000:]
     return {"found": found, "path": path, "host": describe(host.busy(t0, t1)), "before": idle,
             "results": {r["target"]: r for r in results}}
-
-
-def twice(attempt: Callable[[int], None]) -> None:
-    """Runs ``attempt`` (a plant and its assertions; ``i`` numbers its bundle) and, when it misses, once more: a
-    2 s step on a shared VM can land in a stall that no reading of the host before it shows. CI once saw both
-    in one run, the machine 52% busy by /proc/stat at load average 2.5: a \\set client that got 26% of a CPU
-    (it gets all of one whenever it runs alone), and 0.74 flush calls per commit counted in a slow log
-    device's tail (0.97-1.0 in every run here). Two misses fail, with both messages."""
-    try:
-        attempt(0)
-    except (AssertionError, pytest.fail.Exception) as first:
-        try:
-            attempt(1)
-        except (AssertionError, pytest.fail.Exception) as second:
-            pytest.fail(f"missed twice. First: {first}\nThen: {second}")
 
 
 def limit_of(found: list[dict[str, Any]], label: str) -> dict[str, Any]:

