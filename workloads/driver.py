@@ -244,9 +244,11 @@ def _step(cluster: dask_steps.Cluster | None, p: Prepared, wl: Workload, plan: S
 def _ends_target(step: Step | dask_steps.DaskStep, opts: DriverOptions) -> str | None:
     """Why the target's remaining steps are not run after ``step`` (None: they are): its server is gone (no
     use running the rest against it), or a statement was stuck under ``--on-error abort``. A step on Dask
-    workers ends neither way (a lost worker is its own, counted in the row)."""
+    workers ends the target's steps when a worker's share lost the server (a lost worker does not: it is its
+    own, counted in the row)."""
     if not isinstance(step, Step):
-        return None
+        row = step.row
+        return "the server was lost" if row is not None and row.server_lost else None
     if step.lost is not None:
         return "the server was lost"
     if step.stuck is not None and opts.on_error == "abort":

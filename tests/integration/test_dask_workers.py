@@ -346,6 +346,40 @@ def test_a_worker_killed_mid_step_is_lost_clients_and_an_incomplete_step(
     assert json.dumps(row)  # the row is plain JSON for results.json
 
 
+class _KillServer:
+    """Step hooks that SIGKILL the whole server (postmaster and backends) ``delay`` s into the first step."""
+
+    def __init__(self, srv: servers.ThrowawayServer, delay: float) -> None:
+        self.srv, self.delay, self.timer = srv, delay, None
+
+    def step_started(self, info: Any) -> None:
+        if self.timer is None:
+            assert self.srv.process is not None
+            self.timer = threading.Timer(self.delay, os.killpg, (self.srv.process.pid, signal.SIGKILL))
+            self.timer.start()
+
+    def step_finished(self, info: Any, row: ResultRow) -> ResultRow:
+        return row
+
+
+def test_a_server_lost_on_the_workers_skips_the_targets_other_steps(
+        cluster: tuple[str, list[subprocess.Popen[bytes]]], tmp_path: Path) -> None:
+    """The server killed during the first of two steps on the workers: that step's row says the server was
+    lost (from the workers' shares), and the second step is not run against the dead server (one
+    ``steps_skipped`` event), as on local clients."""
+    srv = servers.start_postgres()
+    try:
+        opts = DriverOptions(clients=(2, 4), duration_s=3.0, warmup_s=0.2, scale=0.02, workers=cluster[0])
+        rows = sweep_rows(srv.target(), ["point-select"], opts, BundleWriter(tmp_path / "run"),
+                          hooks=_KillServer(srv, 1.0), progress=None)
+    finally:
+        srv.stop()
+    (row,) = rows
+    assert row["complete"] is False and row["server_lost"], row
+    events = read_jsonl(tmp_path / "run" / "events.jsonl")
+    assert [e["steps"] for e in events if e["kind"] == "steps_skipped"] == [["point-select c=4"]], events
+
+
 def test_a_dead_scheduler_is_our_one_line_on_the_terminal(
         pg_server: servers.ThrowawayServer, cluster: tuple[str, list[subprocess.Popen[bytes]]], tmp_path: Path) -> None:
     """Last in the module (it kills the shared scheduler): the run's terminal has dbdiag's one error line and
@@ -375,3 +409,4 @@ def test_a_dead_scheduler_is_our_one_line_on_the_terminal(
     assert not [x for x in lines if "distributed" in x or "ERROR" in x or "Traceback" in x], lines
     log = (out / "artifacts" / "dask-client.log").read_text()
     assert "distributed" in log and "ERROR" in log, log
+

@@ -260,7 +260,9 @@ def merge_rows(rows: Sequence[ResultRow], hdrs: Sequence[str]) -> ResultRow:
                    t_start=min(float(r.t_start or 0) for r in rows), t_end=max(float(r.t_end or 0) for r in rows),
                    complete=all(r.complete is not False for r in rows),
                    client_cpu_pct=None,  # a share of whose CPUs? per worker in the step's row
-                   interval_tps=(), extra={**rows[0].extra, "queries": sum(int(r.extra.get("queries") or 0) for r in rows)})
+                   interval_tps=(), extra={**rows[0].extra, "queries": sum(int(r.extra.get("queries") or 0) for r in rows)},
+                   # a share that lost the server says so for the step (the first worker's may not have)
+                   server_lost=next((r.server_lost for r in rows if r.server_lost), None))
 
 
 class DaskStep:
