@@ -1,7 +1,5 @@
 """``python -m diag`` runs the dbdiag command."""
 
-import sys
+from diag.cli import entry
 
-from diag.cli import main
-
-sys.exit(main())
+entry()

@@ -15,6 +15,7 @@ from __future__ import annotations
 import argparse
 import importlib
 import os
+import signal
 import sys
 import warnings
 from collections.abc import Callable
@@ -261,5 +262,22 @@ def main(argv: list[str] | None = None) -> int:
         return 1
 
 
+def entry() -> None:
+    """The ``dbdiag`` command (its console script, ``python -m diag``): :func:`main`'s exit code. A stop signal
+    that comes after main has decided it is the process's end, not a second outcome: Python restores the
+    default handlers as it shuts down, and a SIGTERM then killed the finished run (exit status -15, seen when a
+    signal sent during the clean-up arrived just after it). The signals are blocked before shutdown; one
+    still pending is dropped with the process. (main itself stays callable in-process, as tests call it.)"""
+    code = 130
+    try:
+        code = main()
+    except KeyboardInterrupt:  # a stop signal after main's own handling, before the block below
+        print("dbdiag: interrupted", file=sys.stderr)
+        code = 130
+    finally:
+        signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT, signal.SIGTERM, signal.SIGHUP})
+    sys.exit(code)
+
+
 if __name__ == "__main__":
-    sys.exit(main())
+    entry()

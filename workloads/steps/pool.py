@@ -15,7 +15,6 @@ dies (:func:`diag.core.procs.guard_child`, first thing in the child).
 from __future__ import annotations
 
 import multiprocessing as mp
-import multiprocessing.connection
 import os
 import selectors
 import time
@@ -102,15 +101,25 @@ class ClientPool:
         ready within ``timeout_s``; that client is out)."""
         pending = set(self._pipes)
         deadline = time.monotonic() + timeout_s
-        while pending and time.monotonic() < deadline:
-            for c in mp.connection.wait(list(pending), timeout=max(deadline - time.monotonic(), 0)):
-                pending.discard(c)
-                msg = _recv(c, "client process exited before it was ready")
-                if isinstance(msg, Ready):
-                    self._ready.append(c)
-                    yield self._pipes[c], msg
-                else:
-                    yield self._pipes[c], msg if isinstance(msg, Fatal) else _unexpected(msg)
+        # One selector, each pipe registered once: multiprocessing.connection.wait registers every pending pipe
+        # on each call, and 1,000 clients becoming ready a few at a time made 67,000 registrations.
+        sel = selectors.DefaultSelector()
+        try:
+            for c in pending:
+                sel.register(c, selectors.EVENT_READ)
+            while pending and time.monotonic() < deadline:
+                for key, _ in sel.select(timeout=max(deadline - time.monotonic(), 0)):
+                    c = key.fileobj
+                    sel.unregister(c)
+                    pending.discard(c)
+                    msg = _recv(c, "client process exited before it was ready")
+                    if isinstance(msg, Ready):
+                        self._ready.append(c)
+                        yield self._pipes[c], msg
+                    else:
+                        yield self._pipes[c], msg if isinstance(msg, Fatal) else _unexpected(msg)
+        finally:
+            sel.close()
         for c in pending:
             yield self._pipes[c], Fatal("timeout", f"client not ready within {timeout_s:.0f} s")
 
