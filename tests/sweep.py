@@ -7,8 +7,13 @@ the written form (its keys, a workload's own fields such as TPC-C's ``tpm``, the
 
 from __future__ import annotations
 
+import os
+import signal
+import threading
 from dataclasses import replace
 from typing import Any
+
+from diag.core import servers
 
 from diag.core.schema import ResultRow
 from workloads.driver import run_sweep
@@ -35,3 +40,21 @@ class RecordingHooks:
     def step_finished(self, info: StepInfo, row: ResultRow) -> ResultRow:
         self.finished.append((info, row))
         return replace(row, extra={**row.extra, **self.part}) if self.part else row
+
+
+class KillServerAfter:
+    """Step hooks that SIGKILL the whole server (its process group: a postmaster and its backends, or mariadbd)
+    ``delay`` s into the first step."""
+
+    def __init__(self, srv: servers.ThrowawayServer, delay: float) -> None:
+        self.srv, self.delay = srv, delay
+        self.timer: threading.Timer | None = None
+
+    def step_started(self, info: StepInfo) -> None:
+        if self.timer is None:
+            assert self.srv.process is not None
+            self.timer = threading.Timer(self.delay, os.killpg, (self.srv.process.pid, signal.SIGKILL))
+            self.timer.start()
+
+    def step_finished(self, info: StepInfo, row: ResultRow) -> ResultRow:
+        return row

@@ -35,7 +35,7 @@ from reports.model.steps import num, steps
 from workloads import hist
 from workloads.remote.dask_steps import connect, share_starts, split_clients
 from workloads.driver import DriverOptions
-from tests.sweep import sweep_rows
+from tests.sweep import KillServerAfter, sweep_rows
 
 REPO = Path(__file__).resolve().parents[2]
 # The workers import this checkout's code (not an installed dbdiag), as the orchestrator does.
@@ -346,22 +346,6 @@ def test_a_worker_killed_mid_step_is_lost_clients_and_an_incomplete_step(
     assert json.dumps(row)  # the row is plain JSON for results.json
 
 
-class _KillServer:
-    """Step hooks that SIGKILL the whole server (postmaster and backends) ``delay`` s into the first step."""
-
-    def __init__(self, srv: servers.ThrowawayServer, delay: float) -> None:
-        self.srv, self.delay, self.timer = srv, delay, None
-
-    def step_started(self, info: Any) -> None:
-        if self.timer is None:
-            assert self.srv.process is not None
-            self.timer = threading.Timer(self.delay, os.killpg, (self.srv.process.pid, signal.SIGKILL))
-            self.timer.start()
-
-    def step_finished(self, info: Any, row: ResultRow) -> ResultRow:
-        return row
-
-
 def test_a_server_lost_on_the_workers_skips_the_targets_other_steps(
         cluster: tuple[str, list[subprocess.Popen[bytes]]], tmp_path: Path) -> None:
     """The server killed during the first of two steps on the workers: that step's row says the server was
@@ -371,7 +355,7 @@ def test_a_server_lost_on_the_workers_skips_the_targets_other_steps(
     try:
         opts = DriverOptions(clients=(2, 4), duration_s=3.0, warmup_s=0.2, scale=0.02, workers=cluster[0])
         rows = sweep_rows(srv.target(), ["point-select"], opts, BundleWriter(tmp_path / "run"),
-                          hooks=_KillServer(srv, 1.0), progress=None)
+                          hooks=KillServerAfter(srv, 1.0), progress=None)
     finally:
         srv.stop()
     (row,) = rows

@@ -11,11 +11,9 @@
 from __future__ import annotations
 
 import json
-import os
 import signal
 import subprocess
 import sys
-import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -26,9 +24,8 @@ from diag.core import servers
 from diag.core.bundle import BundleWriter, load_bundle, read_jsonl
 from diag.core.db import Session
 from diag.core.errors import ServerLost
-from diag.core.schema import ResultRow
 from workloads.driver import DriverOptions
-from tests.sweep import sweep_rows
+from tests.sweep import KillServerAfter, sweep_rows
 
 REPO = Path(__file__).resolve().parents[2]
 START_DEADLINE_S = 150.0  # server start and data load on a busy 2-vCPU machine
@@ -145,22 +142,6 @@ def test_b_a_killed_server_is_a_finding_and_the_next_target_still_runs(
     assert not [f for f in findings if f["target"] == "gone" and f["category"] != "server_lost"]
 
 
-class _KillAfter:
-    """Step hooks that SIGKILL the server process ``delay`` s into the first measured step."""
-
-    def __init__(self, srv: servers.ThrowawayServer, delay: float) -> None:
-        self.srv, self.delay, self.timer = srv, delay, None
-
-    def step_started(self, info: Any) -> None:
-        if self.timer is None:
-            assert self.srv.process is not None
-            self.timer = threading.Timer(self.delay, os.kill, (self.srv.process.pid, signal.SIGKILL))
-            self.timer.start()
-
-    def step_finished(self, info: Any, row: ResultRow) -> ResultRow:
-        return row
-
-
 def test_a_killed_mariadb_cuts_the_step_and_skips_the_rest(tmp_path: Path) -> None:
     """The same on MariaDB, at the sweep (no CLI): mariadbd SIGKILLed, the libmariadb clients see it, each with an
     error record (test_workload_engines kills a PostgreSQL that way; this is its MariaDB case, one server start
@@ -169,7 +150,7 @@ def test_a_killed_mariadb_cuts_the_step_and_skips_the_rest(tmp_path: Path) -> No
     try:
         opts = DriverOptions(clients=(2, 4), duration_s=STEP_S, warmup_s=0.2, scale=0.02)
         rows = sweep_rows(srv.target(), ["point-select"], opts, BundleWriter(tmp_path / "run"),
-                          hooks=_KillAfter(srv, 0.7), progress=None)
+                          hooks=KillServerAfter(srv, 0.7), progress=None)
     finally:
         srv.stop()
     (row,) = rows

@@ -9,7 +9,6 @@ import _thread
 import importlib.util
 import json
 import os
-import signal
 import subprocess
 import sys
 import threading
@@ -32,7 +31,7 @@ from workloads import load as wload
 from workloads.native import nativelib
 from workloads.clients.client import client_driver_text
 from workloads.driver import DriverOptions, StepInfo, run_sweep
-from tests.sweep import RecordingHooks, sweep_rows
+from tests.sweep import KillServerAfter, RecordingHooks, sweep_rows
 from workloads.pgbench import pgbench_dataset
 from workloads.sysbench import sbtest_dataset
 from workloads.tpcc.tpcc import consistency_errors, tpcc_dataset
@@ -207,7 +206,7 @@ def test_server_killed_mid_step_gives_error_record(engine: str, tmp_path: Path) 
     srv = servers.start_postgres() if engine == "postgres" else servers.start_mysql()
     try:
         t = srv.target()
-        killer = _KillAfter(srv, 0.7)
+        killer = KillServerAfter(srv, 0.7)
         rows = sweep_rows(t, ["point-select"], _opts(clients=(2,), duration_s=4.0, warmup_s=0.2, scale=0.02),
                           BundleWriter(tmp_path / "run"), hooks=killer, progress=None)
     finally:
@@ -219,20 +218,6 @@ def test_server_killed_mid_step_gives_error_record(engine: str, tmp_path: Path) 
     events = read_jsonl(tmp_path / "run" / "events.jsonl")
     assert sum(1 for e in events if e["kind"] == "workload_client_lost") == 2
     assert all(r["error_samples"].values())
-
-
-class _KillAfter:
-    def __init__(self, srv: servers.ThrowawayServer, delay: float) -> None:
-        self.srv, self.delay = srv, delay
-
-    def step_started(self, info: StepInfo) -> None:
-        def kill() -> None:
-            assert self.srv.process is not None
-            os.killpg(self.srv.process.pid, signal.SIGKILL)  # the whole server: postmaster and backends
-        threading.Timer(self.delay, kill).start()
-
-    def step_finished(self, info: StepInfo, row: ResultRow) -> ResultRow:
-        return row
 
 
 def test_ctrl_c_stops_clients_and_keeps_the_measurement(pg_server: servers.ThrowawayServer, tmp_path: Path) -> None:
