@@ -149,3 +149,16 @@ def test_start_up_line_names_the_loop_that_will_run(engine: Engine) -> None:
 def test_ready_names_its_loop_and_old_senders_still_decode() -> None:
     assert decode(("ready", 42, True)) == Ready(pid=42, c_loop=True, loop="")
     assert decode(("ready", 42, True, "native executor")).loop == "native executor"
+
+
+def test_consecutive_clients_draw_unrelated_keys() -> None:
+    """Clients' seeds are consecutive (ClientCtx.key_seed). With the state seed x splitmix64's increment, client
+    i + 1's draws were client i's one draw later, so 8 clients of 1,000 draws each touched about 1,008 distinct
+    positions of one sequence; from independent states they touch about as many keys as chance allows."""
+    ctxs = [ClientCtx(i, 8, 1.0, seed=3) for i in range(8)]
+    streams = []
+    for c in ctxs:
+        d = Draw(seed_state(c.key_seed()))
+        streams.append([d.uniform(1, 10**9) for _ in range(1000)])
+    assert len({v for s in streams for v in s}) > 7_990  # 8,000 draws from 10^9: collisions are rare
+    assert not set(streams[0][1:]) & set(streams[1])  # not the neighbour's stream shifted by one draw

@@ -30,8 +30,15 @@ _NUM = re.compile(r"([+-]?)(\d*)(?:\.(\d*))?")
 
 
 def seed_state(seed: int) -> bytearray:
-    """The generator's 8-byte state for ``seed`` (as workloads/native/_native.c reads it)."""
-    return bytearray(((seed * 0x9E3779B97F4A7C15) & MASK).to_bytes(8, "little"))
+    """The generator's 8-byte state for ``seed`` (as workloads/native/_native.c reads it): splitmix64's output for
+    ``seed``, not ``seed`` times its increment. Clients' seeds are consecutive (ClientCtx.key_seed) and the
+    generator adds that increment at each draw, so with the plain product client i + 1 drew what client i drew one
+    draw later: every client walked the same sequence, and a step touched about (draws per client + clients)
+    distinct keys instead of draws per client times clients."""
+    z = (seed * GOLDEN) & MASK
+    z = ((z ^ (z >> 30)) * 0xBF58476D1CE4E5B9) & MASK
+    z = ((z ^ (z >> 27)) * 0x94D049BB133111EB) & MASK
+    return bytearray((z ^ (z >> 31)).to_bytes(8, "little"))
 
 
 def _wrap(v: int) -> int:

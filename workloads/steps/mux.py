@@ -1,6 +1,5 @@
-"""Many clients per process (issue 26): a step's clients spread over a few processes (one per CPU, or on
-PostgreSQL one per 25 clients up to four a CPU: ``mux_clients_per_process`` of the engine), each process keeping
-a transaction in flight on each of its connections, as ``pgbench -j`` does.
+"""Many clients per process (issue 26): a step's clients spread over a few processes (one per CPU, as
+``pgbench -j`` has one thread per job), each process keeping a transaction in flight on each of its connections.
 
 One process per client stops scaling in the hundreds on a small machine: at 1,000 clients on 2 vCPUs the
 client CPU per transaction was 3.7 times that of 8 clients (BENCHMARKS.md), the processes switching. Here
@@ -60,7 +59,7 @@ from workloads.native.program import Unsupported
 from workloads.steps.stuck import session_id
 
 MUX_FROM = 32          # clients in a step from which they share processes (below: one process per client)
-MAX_PROCS_PER_CPU = 4  # an engine's mux_clients_per_process spreads a step over at most this many processes a CPU
+EAGER_TXNS = 64        # PostgreSQL: transactions a connection runs back to back while answers are in at once
 END_TICK_NS = 20_000_000  # after the end: how often the clients still finishing a transaction are looked at
 RECONNECT_TRY_S = 0.05
 MUX_LABEL = f"{LABEL}, many connections per process"
@@ -73,9 +72,7 @@ def processes(spec: ClientSpec, n: int) -> int:
     if env == "0" or n < 2 or (n < MUX_FROM and env != "1") or not multiplexable(spec):
         return 0
     want = os.environ.get("DBDIAG_MUX_PROCS", "")
-    cpus = os.cpu_count() or 1
-    per = spec.target.dbms.mux_clients_per_process
-    procs = cpus if not per else min(max(cpus, -(-n // per)), MAX_PROCS_PER_CPU * cpus)
+    procs = os.cpu_count() or 1
     return min(int(want) if want.isdigit() and int(want) > 0 else procs, n)
 
 
@@ -242,7 +239,8 @@ class _Group:
         # (A module built from another source is not loaded at all: workloads.native.cext.)
         self.pending: Counter[int] = Counter()  # the group's latencies not handed to a reporting client yet
         self.drained = False  # this tick's statement latencies went into a reporting client's
-        self.cap = _native.mx_group(n, True)
+        eager = os.environ.get("DBDIAG_MUX_EAGER", "")  # bench/many_clients.py compares bounds
+        self.cap = _native.mx_group(n, True, int(eager) if eager.isdigit() else EAGER_TXNS)
         self.caps = tuple(m.client.cap for m in members)
         self.on = bytearray(b"\x01" * n)
         self.out = array("q", bytes(16))  # a folding group writes no (client, latency) pairs

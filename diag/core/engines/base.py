@@ -235,9 +235,6 @@ class Engine:
     # "qmarks": ?), and whether its opener sets the session's isolation at connect (no SET statement after).
     placeholder_style: ClassVar[str] = ""
     isolation_at_connect: ClassVar[bool] = False
-    # Many clients per process (workloads.steps.mux): how many share one process at most (0: the step's clients
-    # are spread over one process per CPU). See BENCHMARKS.md, "Fourth time", for the measurements behind them.
-    mux_clients_per_process: ClassVar[int] = 0
     # A watched server (workloads.watch): the statements its counters are read with (watch_sql/<sql_folder>/).
     watch_reads: ClassVar[tuple[str, ...]] = ()
     # A workload's tables (workloads.tables, workloads.load): what holds them (``CREATE <load_container> dbdiag``),

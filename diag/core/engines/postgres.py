@@ -154,9 +154,6 @@ class PostgresEngine(Engine):
     wait_samplers = {"": "pg_stat_activity sampled at 10 Hz (sessions inside a transaction)"}
     placeholder_style = "numbered"
     isolation_at_connect = True  # libpq's conninfo options carry default_transaction_isolation
-    # 25 (up to 4 processes a CPU): at 200 and 1,000 clients on 2 CPUs, 8 processes instead of 2 took the server
-    # 15-20% less CPU per transaction and ran 16-22% more of them; MariaDB ran 2-10% fewer (its default stays).
-    mux_clients_per_process = 25
     watch_reads = ("counters",)
     load_container = "SCHEMA"
     timestamp_type = "timestamp"
