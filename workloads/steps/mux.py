@@ -4,8 +4,10 @@
 One process per client stops scaling in the hundreds on a small machine: at 1,000 clients on 2 vCPUs the
 client CPU per transaction was 3.7 times that of 8 clients (BENCHMARKS.md), the processes switching. Here
 the native executor's ``mx_run`` (``workloads/native/_native.c``) sends each connection's next statement without
-waiting and takes the answers in as epoll reports them; the program, its draws, its statements' latencies
-and its tallies are the ones :mod:`workloads.native` runs, on the same connections it opens.
+waiting and takes the answers in as epoll reports them (on PostgreSQL it first looks for the answer right
+after sending, as pgbench does, and runs up to ``EAGER_TXNS`` of a connection's transactions in a row while answers
+are in at once: BENCHMARKS.md, "Sixth time"); the program, its draws, its statements' latencies and its tallies
+are the ones :mod:`workloads.native` runs, on the same connections it opens.
 
 What the parent sees does not change: every client keeps its own pipe and index and sends Ready, one
 IntervalCounts per interval (its own transactions, latencies counted from the end of its previous transaction
