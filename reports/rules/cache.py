@@ -6,7 +6,8 @@ PostgreSQL with 128 kB of shared_buffers), yet each costs a system call and an 8
 reads the pool's counters instead (PostgreSQL pg_stat_database blks_read / blks_hit; InnoDB
 Innodb_buffer_pool_reads / _read_requests) and names the setting, where the reads were served when the server
 times them (PostgreSQL blk_read_time, track_io_timing on) and the share of the transaction they took. A step
-that io_read_bound already names is left to it.
+that io_read_bound already names is left to it; io_read_bound leaves the steps whose reads the server timed at
+memory speed to this rule, however large their read waits.
 """
 
 from __future__ import annotations
@@ -16,14 +17,12 @@ from typing import Any
 from diag.core.bundle import Bundle
 from reports.model.steps import Finding, Step, num, steps, target_info
 from reports.rules.cpu import CONDITION_WEIGHT
-from reports.rules.waits import cache_counters, io_read_bound
+from reports.rules.waits import PAGE_CACHE_READ_MS, cache_counters, io_read_bound
 
 # A read from outside the pool in one transaction of five, with under 99% of the block requests served from it:
 # a pool that holds the working set serves nearly all of them once warm.
 MIN_READS_PER_TXN = 0.2
 MAX_HIT_PCT = 99.0
-# A read faster than this came from memory (the OS page cache), not from a device (NVMe reads take ~50+ µs).
-PAGE_CACHE_READ_MS = 0.03
 
 
 def buffer_pool_misses(b: Bundle) -> list[Finding]:

@@ -63,6 +63,7 @@ def test_findings_are_a_pure_function_of_the_bundle(name: str) -> None:
     # the planted cause (a buffer pool smaller than the data): disk reads 39% of transaction time, the limit
     # (18% "not the limit" while dbdiag's own idle collector sessions were counted as the workload's)
     ("point_select_mariadb_small_pool", "mysql@127.0.0.1:35933", "io_read_bound"),
+    ("point_select_pg_small_pool", "postgres@127.0.0.1:54293", "buffer_pool_misses"),
 ])
 def test_top_finding_per_target(name: str, target: str, category: str) -> None:
     """The top finding apart from the per-step limit (reports.rules.limit ranks by the share it explains)."""
