@@ -1,13 +1,14 @@
 """buffer_pool_misses: the working set does not fit the engine's buffer pool, from its own counters.
 
 :func:`reports.rules.waits.io_read_bound` speaks when the wait sampler sees backends waiting for data reads.
-Reads from outside the pool served by the OS page cache never show as a wait (measured here: 0% read waits on
-PostgreSQL with 128 kB of shared_buffers), yet each costs a system call and an 8 kB copy per block. This rule
+Reads from outside the pool served by the OS page cache seldom show as a wait (measured here: 0-16% of the
+samples on PostgreSQL with 128 kB of shared_buffers, a fifth on a busy host), yet each costs a system call and an
+8 kB copy per block. This rule
 reads the pool's counters instead (PostgreSQL pg_stat_database blks_read / blks_hit; InnoDB
 Innodb_buffer_pool_reads / _read_requests) and names the setting, where the reads were served when the server
 times them (PostgreSQL blk_read_time, track_io_timing on) and the share of the transaction they took. A step
-that io_read_bound already names is left to it; io_read_bound leaves the steps whose reads the server timed at
-memory speed to this rule, however large their read waits.
+that io_read_bound already names is left to it; io_read_bound leaves to this rule the steps whose reads the
+server timed at memory speed (:func:`reports.rules.pool.page_cache_misses`), however large their read waits.
 """
 
 from __future__ import annotations
@@ -17,12 +18,8 @@ from typing import Any
 from diag.core.bundle import Bundle
 from reports.model.steps import Finding, Step, num, steps, target_info
 from reports.rules.cpu import CONDITION_WEIGHT
-from reports.rules.waits import PAGE_CACHE_READ_MS, cache_counters, io_read_bound
-
-# A read from outside the pool in one transaction of five, with under 99% of the block requests served from it:
-# a pool that holds the working set serves nearly all of them once warm.
-MIN_READS_PER_TXN = 0.2
-MAX_HIT_PCT = 99.0
+from reports.rules.pool import pool_misses, served_by_page_cache
+from reports.rules.waits import cache_counters, io_read_bound
 
 
 def buffer_pool_misses(b: Bundle) -> list[Finding]:
@@ -61,12 +58,10 @@ def _per_table(step: Step) -> dict[str, Any]:
 
 def _misses(b: Bundle, step: Step) -> Finding | None:
     ev = cache_counters(b, step)
-    reads = ev.get("blocks_read_per_txn", ev.get("pages_read_from_disk_per_txn"))
-    hit = ev.get("shared_buffers_hit_pct", ev.get("buffer_pool_hit_pct"))
-    if not isinstance(reads, (int, float)) or not isinstance(hit, (int, float)):
+    misses = pool_misses(ev)
+    if misses is None:
         return None
-    if reads < MIN_READS_PER_TXN or hit >= MAX_HIT_PCT:
-        return None
+    reads, hit = misses
     setting = step.engine.buffer_pool_setting
     value = (target_info(b, step.target).get("settings") or {}).get(setting)
     ev = {"source": f"{step.engine.stats_series}: the buffer pool's own counters over the step", **ev}
@@ -75,10 +70,9 @@ def _misses(b: Bundle, step: Step) -> Finding | None:
     ev.update(_per_table(step))
     wall_us = step.clients * step.duration * 1e6 / step.transactions
     read_ms = ev.get("read_time_ms_per_txn")
-    if isinstance(read_ms, (int, float)) and read_ms > 0:
-        per_read = read_ms / reads
-        ev["ms_per_read"] = num(per_read, 4)
-        ev["served_from"] = ("the OS page cache (reads faster than a device's)" if per_read < PAGE_CACHE_READ_MS
+    from_cache = served_by_page_cache(ev)
+    if isinstance(read_ms, (int, float)) and read_ms > 0 and from_cache is not None:
+        ev["served_from"] = ("the OS page cache (reads faster than a device's)" if from_cache
                              else "the device (reads as slow as a device's)")
         impact = min(1.0, read_ms * 1000.0 / wall_us)
         ev["impact_from"] = "the server's own read time per transaction over the mean transaction's time"

@@ -22,6 +22,7 @@ from reports.model.wait_profiles import (FLUSH_SHARE, IO_READ_SHARE, LATCH_SHARE
                                          WaitProfile, sampler, wait_profile)
 from reports.rules.blocking import advice_part, blocking_evidence, title_part
 from reports.rules.engines import rule_parts
+from reports.rules.pool import page_cache_misses
 
 CLASSES = WAIT_CLASSES
 
@@ -166,28 +167,14 @@ def _flushes_per_commit(b: Bundle) -> dict[tuple[str, str, int], dict[str, Any]]
 # --------------------------------------------------------------------------- io_read_bound
 
 
-# A read faster than this came from memory (the OS page cache), not from a device (NVMe reads take ~50+ µs).
-PAGE_CACHE_READ_MS = 0.03
-
-
-def reads_from_page_cache(ev: dict[str, Any]) -> bool:
-    """Whether the server timed its reads from outside the pool (:func:`cache_counters` evidence) and they
-    took under :data:`PAGE_CACHE_READ_MS` each: served by the OS page cache, not by a device."""
-    reads = ev.get("blocks_read_per_txn", ev.get("pages_read_from_disk_per_txn"))
-    ms = ev.get("read_time_ms_per_txn")
-    return (isinstance(ms, (int, float)) and isinstance(reads, (int, float)) and ms > 0 and reads > 0
-            and ms / reads < PAGE_CACHE_READ_MS)
-
-
 def io_read_bound(b: Bundle) -> list[Finding]:
-    """Data-file read waits take at least :data:`IO_READ_SHARE` of the backends' time, and the server did not
-    time those reads at memory speed (those are :func:`reports.rules.cache.buffer_pool_misses`': reads the
-    OS page cache served are not "reads from disk", and a 16-block pool's show as a fifth of the backends'
-    time on a busy host)."""
+    """Data-file read waits take at least :data:`IO_READ_SHARE` of the backends' time, unless the pool's
+    counters name the reads and the server timed them at memory speed (:func:`reports.rules.pool.page_cache_misses`:
+    :func:`reports.rules.cache.buffer_pool_misses` names those)."""
     out: list[Finding] = []
     for step, _p, share, ev in _steps_over(b, "data_io", IO_READ_SHARE, "read_waits"):
         ev.update(rule_parts(step.engine).cache_counters(b, step))
-        if reads_from_page_cache(ev):
+        if page_cache_misses(ev):
             continue
         cache = step.engine.buffer_pool_setting
         out.append(_wait_finding(

@@ -51,6 +51,8 @@ def cache_counters(b: Bundle, step: Step) -> dict[str, Any]:
             ev["blocks_read_per_txn"] = num(read / txn, 2)
     if rtime and txn:
         ev["read_time_ms_per_txn"] = num(rtime / txn, 3)
+    if rtime and read:  # from the counters, not the rounded figures above (reports.rules.pool)
+        ev["ms_per_block_read"] = round(rtime / read, 5)
     return ev
 
 
