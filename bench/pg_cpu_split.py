@@ -140,6 +140,9 @@ def _wakeups(data: str) -> dict[str, float]:
     return {"backend_wakeups_other_cpu": round(other / max(same + other, 1), 3)}
 
 
+SEND_SYMBOLS = {"__send", "send", "__libc_send", "__sendto", "sendto", "__libc_sendto"}
+
+
 def _stacks(data: str) -> dict[str, float]:
     """Shares of the recorded samples (kernel call chains, innermost first) in a reschedule on the way back
     from a send, and in the wake-up a send made."""
@@ -150,7 +153,8 @@ def _stacks(data: str) -> dict[str, float]:
         if not syms:
             continue
         total += 1
-        if "__send" in syms or "__sys_sendto" in syms:
+        # on the way out of the system call only its user-space caller names it (libc's __send here)
+        if SEND_SYMBOLS.intersection(syms) or "__sys_sendto" in syms:
             if "schedule" in syms and "exit_to_user_mode_loop" in syms:
                 preempted += 1
             elif "sock_def_readable" in syms:
