@@ -35,6 +35,7 @@ from typing import Any
 
 from bench import many_clients as mc
 from bench.pg_many_events import OURS, commits
+from collectors.procfs import ProcReader
 from diag.core import servers
 
 HZ = os.sysconf("SC_CLK_TCK")
@@ -97,27 +98,10 @@ def _by_command(a: dict[str, Task], b: dict[str, Task], n: int) -> dict[str, flo
     return {k: round(v / n, 3) for k, v in acc.items() if v / n >= (0.2 if k.startswith("task.") else 0.005)}
 
 
-def _descendants(pid: int) -> list[int]:
-    """``pid`` and every process under it."""
-    kids: dict[int, list[int]] = {}
-    for st in Path("/proc").glob("[0-9]*/stat"):
-        try:
-            ppid = int(st.read_text().rsplit(")", 1)[1].split()[1])
-        except (OSError, ValueError):
-            continue
-        kids.setdefault(ppid, []).append(int(st.parent.name))
-    out, todo = [], [pid]
-    while todo:
-        p = todo.pop()
-        out.append(p)
-        todo.extend(kids.get(p, []))
-    return out
-
-
 def _to_batch(pid: int) -> int:
     """Moves every task of ``pid``'s process tree to SCHED_BATCH; how many."""
     done = 0
-    for p in _descendants(pid):
+    for p in ProcReader().tree(pid):
         for t in Path(f"/proc/{p}/task").glob("[0-9]*"):
             try:
                 os.sched_setscheduler(int(t.name), os.SCHED_BATCH, os.sched_param(0))
@@ -189,7 +173,7 @@ def one(srv: servers.ThrowawayServer, side: str, env: dict[str, str], clients: i
         if stacks:
             stack_data = tempfile.mktemp(suffix=".perf")
             rec_stacks = subprocess.Popen(["perf", "record", "-q", "-g", "-e", "cpu-clock", "-o", stack_data, "-p",
-                                           ",".join(map(str, _descendants(p.pid))), "--", "sleep", "1"],
+                                           ",".join(map(str, ProcReader().tree(p.pid))), "--", "sleep", "1"],
                                           stderr=subprocess.DEVNULL)
         ta, sa, ca, n0, t0 = _tasks(), _stat(), _counters(), commits(srv), time.time()
         time.sleep(SPAN_S)
